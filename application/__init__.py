@@ -1,0 +1,1 @@
+"""contextledger application layer."""

@@ -1,0 +1,78 @@
+"""Ports: what the application needs from the outside world.
+
+Adapters live in ``contextledger.infrastructure``; users may bring their own. Each
+port has a contract suite in ``tests/contracts`` that an adapter can be run against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+from uuid import UUID
+
+from contextledger.domain.messages import Message
+
+__all__ = ["SummaryRequest", "SummaryResult", "Summarizer", "TokenCounter"]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way the provider bills a prompt."""
+
+    #: Tokens the API adds to every prompt to prime the reply (3 for OpenAI chat models).
+    reply_priming: int
+
+    def count_text(self, text: str) -> int:
+        """Tokens of a bare string."""
+        ...
+
+    def count_message(self, message: Message) -> int:
+        """Tokens one message adds to a prompt, per-message overhead included."""
+        ...
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What a summarizer is asked to do: extend ``previous_summary`` with ``messages``.
+
+    ``messages`` are exactly the newly covered ones (positions ``from_position`` to
+    ``through_position``); nothing already summarized is sent again.
+    """
+
+    conversation_id: UUID
+    from_position: int
+    through_position: int
+    messages: tuple[Message, ...]
+    previous_summary: str | None
+    model: str
+    max_summary_tokens: int
+    #: Stable per pinned range: a provider that supports idempotency keys can use it.
+    idempotency_key: str
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """A summarizer's answer with its provenance."""
+
+    text: str
+    model: str
+    prompt_version: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_ms: float = 0.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a previous summary plus new messages into a new summary.
+
+    Raises a subclass of ``contextledger.domain.errors.SummarizerError`` on failure:
+    ``SummarizerTimeoutError``, ``SummarizerRateLimitedError`` (with ``retry_after``),
+    ``SummarizerUnavailableError`` or ``SummarizerOutputError``.
+    """
+
+    #: The model name recorded as provenance when the request names none.
+    model: str
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult: ...

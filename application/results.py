@@ -1,0 +1,111 @@
+"""Typed, frozen results of the ledger's queries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+__all__ = [
+    "AuditEvent",
+    "SummaryInfo",
+    "TokenTotals",
+    "TranscriptEntry",
+    "VerifyProblem",
+    "VerifyReport",
+]
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One message as it was appended."""
+
+    position: int
+    version: int
+    tokens: int
+    message: dict[str, Any]
+    timestamp: datetime
+    digest: str
+    client_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SummaryInfo:
+    """A recorded summary with its range and provenance.
+
+    ``from_position``..``through_position`` are the messages it newly covers;
+    ``covers_from`` is the first position it stands for (0 when it re-folds the
+    previous summary, as in single mode).
+    """
+
+    from_position: int
+    through_position: int
+    covers_from: int
+    text: str
+    tokens: int
+    model: str
+    prompt_version: str
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float
+    policy_version: int
+    version: int
+    timestamp: datetime
+    source_digest: str
+
+
+@dataclass(frozen=True)
+class TokenTotals:
+    """Token accounting for one conversation (or all of them, summed).
+
+    ``context_tokens`` is what the prompt of ``context()`` costs as the OpenAI API
+    counts it; ``full_history_tokens`` what sending every message ever appended would
+    cost; ``saved_tokens`` the difference.
+    """
+
+    messages: int
+    appended_tokens: int
+    context_tokens: int
+    full_history_tokens: int
+    saved_tokens: int
+    summaries: int
+    summarizer_calls: int
+    summarizer_failures: int
+    summarizer_input_tokens: int
+    summarizer_output_tokens: int
+    provider_prompt_tokens: int = 0
+    provider_completion_tokens: int = 0
+    conversations: int = 1
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One stored event, as ``replay`` shows it."""
+
+    version: int
+    timestamp: datetime
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class VerifyProblem:
+    conversation_id: UUID
+    version: int
+    problem: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``verify`` found. ``ok`` is False if any stored event was altered."""
+
+    conversations: int
+    events: int
+    messages: int
+    summaries: int
+    problems: tuple[VerifyProblem, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems

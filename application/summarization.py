@@ -1,0 +1,301 @@
+"""The summarization policy: follows the log, summarizes pinned ranges.
+
+It reads ``ThresholdReached`` notifications from the ledger's log (polling, since a
+SQLite store cannot notify; an in-process append wakes it at once), and for each
+conversation with a pending range asks the summarizer for exactly that range and
+records the result through the ledger. The aggregate rejects a late or duplicate
+result, so a retry after a crash, or two workers racing, still leaves one
+``SummaryCreated`` per range.
+
+- At most one summarization per conversation is in flight; up to
+  ``max_concurrent_summaries`` for different conversations run in parallel.
+- Failures are recorded as ``SummarizationFailed`` and retried with exponential
+  backoff (honouring a provider's ``Retry-After``); the conversation keeps working
+  under its hard cap meanwhile.
+- Progress is a tracking row: the lowest notification id whose work is not done, so
+  a restarted worker resumes where its unfinished work began.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
+
+from contextledger.application.ports import Summarizer, SummaryRequest
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import (
+    ContextLedgerError,
+    StaleSummaryError,
+    SummarizerError,
+    SummarizerRateLimitedError,
+    SummaryQualityError,
+)
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+
+__all__ = ["SummarizationRunner", "summarize_pending"]
+
+log = logging.getLogger("contextledger.summarization")
+
+TRACKING_NAME = "summarizer"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job decided: ``retry_in`` seconds (None: done)."""
+
+    retry_in: float | None = None
+    recheck: bool = False
+
+
+def summarize_pending(
+    ledger: Ledger,
+    summarizer: Summarizer,
+    conversation_id: UUID,
+    *,
+    backoff: Callable[[int], float],
+) -> Outcome:
+    """Summarize the conversation's pending range once; record success or failure."""
+    request = ledger.pending_summary(conversation_id)
+    if request is None:
+        return Outcome()
+    try:
+        result = summarizer.summarize(request)
+    except SummarizerError as exc:
+        return _failed(ledger, request, exc, backoff)
+    try:
+        ledger.record_summary(request, result)
+    except StaleSummaryError:
+        return Outcome(recheck=True)  # someone else recorded it, or the range moved on
+    except SummaryQualityError as exc:
+        try:
+            attempt = ledger.record_summary_failure(
+                request,
+                kind="quality",
+                error=exc.message,
+                retryable=True,
+                called_provider=True,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+            )
+        except StaleSummaryError:
+            return Outcome(recheck=True)
+        return Outcome(retry_in=backoff(attempt))
+    return Outcome(recheck=True)
+
+
+def _failed(
+    ledger: Ledger, request: SummaryRequest, exc: SummarizerError, backoff: Callable[[int], float]
+) -> Outcome:
+    try:
+        attempt = ledger.record_summary_failure(
+            request,
+            kind=type(exc).__name__,
+            error=exc.message,
+            retryable=getattr(exc, "retryable", True),
+            called_provider=True,
+        )
+    except StaleSummaryError:
+        return Outcome(recheck=True)
+    delay = backoff(attempt)
+    if isinstance(exc, SummarizerRateLimitedError):
+        retry_after = getattr(exc, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after > 0:
+            delay = max(delay, float(retry_after))
+    if not getattr(exc, "retryable", True):
+        delay = max(delay, ledger.settings.retry_max_seconds)
+    log.warning(
+        "summarization of %s positions %d-%d failed (attempt %d, retry in %.2fs): %s",
+        request.conversation_id,
+        request.from_position,
+        request.through_position,
+        attempt,
+        delay,
+        exc.message,
+    )
+    return Outcome(retry_in=delay)
+
+
+class SummarizationRunner:
+    """Runs the summarization policy for one ledger in background threads."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        summarizer: Summarizer,
+        *,
+        max_concurrent: int | None = None,
+        shard: tuple[int, int] | None = None,
+        tracking_name: str = TRACKING_NAME,
+    ) -> None:
+        settings = ledger.settings
+        self.ledger = ledger
+        self.summarizer = summarizer
+        self.max_concurrent = max_concurrent or settings.max_concurrent_summaries
+        self.shard = shard
+        self.tracking_name = tracking_name
+        self._poll = settings.poll_interval
+        self._lock = threading.Condition()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        #: conversation -> (due monotonic time, first notification id not yet done)
+        self._due: dict[UUID, tuple[float, int]] = {}
+        self._inflight: dict[UUID, tuple[Future[Outcome], int]] = {}
+        self._tracking = ledger.factory.tracking_recorder()
+        self._position = self._tracking.max_tracking_id(tracking_name) or 0
+        self._saved_mark = self._position
+        self._caught_up_to = -1
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.max_concurrent, thread_name_prefix="contextledger-summarizer"
+        )
+        self.ledger.add_listener(self._wake.set)
+        self._thread = threading.Thread(
+            target=self._run, name="contextledger-policy", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def wait_idle(self, timeout: float | None = 30.0) -> bool:
+        """True once the log is read to its end and no summary is in flight or due."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        target = self.ledger.recorder.max_notification_id() or 0
+        with self._lock:
+            while True:
+                if self._caught_up_to >= target and not self._due and not self._inflight:
+                    return True
+                if self._thread is None:
+                    return False
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._wake.set()
+                self._lock.wait(0.01 if remaining is None else min(0.01, remaining))
+
+    # -- the loop -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except (ContextLedgerError, PersistenceError) as exc:
+                log.warning("summarization policy: %s; retrying", exc)
+                self._stop.wait(min(1.0, self._poll * 10))
+            self._wake.wait(self._poll)
+            self._wake.clear()
+
+    def step(self) -> None:
+        """Read new notifications, collect finished jobs, start due ones."""
+        self._read_log()
+        self._collect()
+        self._dispatch()
+        self._save_mark()
+
+    def _read_log(self) -> None:
+        recorder = self.ledger.recorder
+        while True:
+            top = recorder.max_notification_id() or 0
+            if top <= self._position:
+                break
+            batch = recorder.select_notifications(
+                self._position + 1,
+                500,
+                stop=top,
+                topics=(Conversation.ThresholdReached.TOPIC,),
+            )
+            now = time.monotonic()
+            with self._lock:
+                for notification in batch:
+                    cid = UUID(str(notification.originator_id))
+                    if self.shard is not None and cid.int % self.shard[1] != self.shard[0]:
+                        continue
+                    due, first = self._due.get(cid, (now, notification.id))
+                    self._due[cid] = (min(due, now), min(first, notification.id))
+                self._position = batch[-1].id if len(batch) == 500 else top
+            if len(batch) < 500:
+                break
+        with self._lock:
+            self._caught_up_to = self._position
+            self._lock.notify_all()
+
+    def _collect(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for cid, (future, first) in list(self._inflight.items()):
+                if not future.done():
+                    continue
+                del self._inflight[cid]
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
+                    log.exception("summarization job for %s crashed: %s", cid, exc)
+                    outcome = Outcome(retry_in=self.ledger.settings.retry_base_seconds * 4)
+                if outcome.retry_in is not None:
+                    self._due[cid] = (now + outcome.retry_in, first)
+                elif outcome.recheck:
+                    self._due[cid] = (now, first)
+            self._lock.notify_all()
+
+    def _dispatch(self) -> None:
+        if self._executor is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for cid, (due, first) in sorted(self._due.items(), key=lambda kv: kv[1][0]):
+                if len(self._inflight) >= self.max_concurrent:
+                    break
+                if due > now or cid in self._inflight:
+                    continue
+                del self._due[cid]
+                future = self._executor.submit(self._job, cid)
+                future.add_done_callback(lambda _f: self._wake.set())
+                self._inflight[cid] = (future, first)
+
+    def _job(self, cid: UUID) -> Outcome:
+        outcome = summarize_pending(self.ledger, self.summarizer, cid, backoff=self._backoff)
+        if outcome.recheck and self.ledger.pending_summary(cid) is None:
+            return Outcome()
+        return outcome
+
+    def _backoff(self, attempt: int) -> float:
+        s = self.ledger.settings
+        delay = min(s.retry_max_seconds, s.retry_base_seconds * 2 ** max(0, attempt - 1))
+        return delay * (0.5 + random.random() / 2)
+
+    def _save_mark(self) -> None:
+        with self._lock:
+            pending = [first for _, first in self._due.values()]
+            pending += [first for _, first in self._inflight.values()]
+            mark = min([self._position, *(p - 1 for p in pending)])
+        if mark > self._saved_mark:
+            try:
+                self._tracking.insert_tracking(Tracking(self.tracking_name, mark))
+            except IntegrityError:
+                pass  # another process of the same name moved it first
+            self._saved_mark = mark

@@ -1,0 +1,1 @@
+"""contextledger domain layer."""

@@ -1,0 +1,206 @@
+"""Message value objects: OpenAI chat-completions messages, validated and frozen.
+
+``Message.from_openai(d)`` accepts the request format of the Chat Completions API
+and ``message.to_openai()`` gives the same dict back (keys the API treats as absent
+when ``None`` are left out, except ``content`` on an assistant tool-call message,
+which is always present, as the API returns it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from contextledger.domain.errors import InvalidMessageError
+
+__all__ = ["ROLES", "FunctionCall", "Message", "Role", "ToolCall", "message_from"]
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool")
+
+_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TEXT_ONLY_ROLES = ("system", "developer", "tool")
+_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+
+
+class FunctionCall(BaseModel):
+    """The function part of a tool call: a name and JSON-encoded arguments (kept verbatim)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str
+    arguments: str
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_valid(cls, value: str) -> str:
+        if not _FUNCTION_NAME.match(value):
+            raise ValueError(f"function name {value!r} must match ^[A-Za-z0-9_-]{{1,64}}$")
+        return value
+
+
+class ToolCall(BaseModel):
+    """One call of an assistant tool-call message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_valid(cls, value: str) -> str:
+        if not value or len(value) > 64:
+            raise ValueError("tool call id must be 1 to 64 characters")
+        return value
+
+
+ContentPart = dict[str, Any]
+Content = str | tuple[ContentPart, ...] | None
+
+
+class Message(BaseModel):
+    """A chat message as the OpenAI Chat Completions API takes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Role
+    content: str | tuple[dict[str, Any], ...] | None = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> Message:
+        role = self.role
+        if self.name is not None and (role == "tool" or not self.name or len(self.name) > 64):
+            raise ValueError("name must be 1 to 64 characters, and tool messages take none")
+        if self.tool_calls is not None:
+            if role != "assistant":
+                raise ValueError("only assistant messages carry tool_calls")
+            if not self.tool_calls:
+                raise ValueError("tool_calls must not be empty (leave it out instead)")
+            ids = [call.id for call in self.tool_calls]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"tool call ids must be unique within a message: {ids}")
+        if role == "tool":
+            if not self.tool_call_id:
+                raise ValueError("a tool message needs tool_call_id")
+        elif self.tool_call_id is not None:
+            raise ValueError("only tool messages carry tool_call_id")
+        if self.content is None:
+            if not (role == "assistant" and self.tool_calls):
+                raise ValueError(
+                    "content may be null only on an assistant message with tool_calls"
+                )
+        elif isinstance(self.content, tuple):
+            _check_parts(role, self.content)
+        return self
+
+    # -- conversion ---------------------------------------------------------------
+
+    @classmethod
+    def from_openai(cls, data: Any) -> Message:
+        """Validate an OpenAI-format dict; raise ``InvalidMessageError`` if it is not one."""
+        if isinstance(data, Message):
+            return data
+        if not isinstance(data, dict):
+            raise InvalidMessageError(
+                f"a message must be a dict in OpenAI format, not {type(data).__name__}"
+            )
+        unknown = set(data) - _MESSAGE_KEYS
+        if unknown:
+            raise InvalidMessageError(
+                f"unknown message keys: {sorted(unknown)}", role=data.get("role")
+            )
+        role = data.get("role")
+        if role not in ROLES:
+            raise InvalidMessageError(
+                f"role must be one of {', '.join(ROLES)}, not {role!r}", role=role
+            )
+        fields = dict(data)
+        content = fields.get("content")
+        if isinstance(content, list):
+            fields["content"] = tuple(content)
+        calls = fields.get("tool_calls")
+        if isinstance(calls, list):
+            fields["tool_calls"] = tuple(calls)
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "message"
+            raise InvalidMessageError(
+                f"invalid {role} message: {where}: {first['msg']}", role=role
+            ) from exc
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as an OpenAI-format dict (a fresh, mutable copy)."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.content is not None or self.tool_calls:
+            out["content"] = (
+                [dict(p) for p in self.content] if isinstance(self.content, tuple) else self.content
+            )
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": c.type,
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    # -- facts used by the policy -------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """All the text of the message (content parts joined), for summaries and sizes."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(str(p.get("text", p.get("refusal", ""))) for p in self.content)
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        return tuple(c.id for c in self.tool_calls) if self.tool_calls else ()
+
+    def canonical_json(self) -> str:
+        """A stable serialization, used in digests."""
+        return json.dumps(self.to_openai(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_parts(role: str, parts: tuple[dict[str, Any], ...]) -> None:
+    if not parts:
+        raise ValueError("content parts must not be empty")
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str):
+            raise ValueError("each content part needs a string 'type'")
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise ValueError("a text part needs a string 'text'")
+        elif kind == "refusal":
+            if role != "assistant" or not isinstance(part.get("refusal"), str):
+                raise ValueError("refusal parts belong to assistant messages and need 'refusal'")
+        elif role in _TEXT_ONLY_ROLES or role == "assistant":
+            raise ValueError(f"{role} messages take only text content parts, not {kind!r}")
+        elif kind not in ("image_url", "input_audio", "file"):
+            raise ValueError(f"unknown content part type {kind!r}")
+        elif not isinstance(part.get(kind), dict):
+            raise ValueError(f"a {kind} part needs an object under {kind!r}")
+
+
+def message_from(data: Any) -> Message:
+    """Accept a ``Message`` or an OpenAI-format dict."""
+    return Message.from_openai(data)

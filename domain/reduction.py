@@ -1,0 +1,172 @@
+"""Pure functions of reduction: what gets summarized, how the working memory looks.
+
+Nothing here does I/O or counts tokens: token counts arrive as values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from contextledger.domain.messages import Message
+from contextledger.domain.policy import ReductionPolicy
+
+__all__ = [
+    "Entry",
+    "PlannedRange",
+    "SummaryLayer",
+    "chain_digest",
+    "genesis_digest",
+    "placeholder_message",
+    "placeholder_text",
+    "plan_range",
+    "summary_message",
+    "summary_source_digest",
+]
+
+
+class Entry(BaseModel):
+    """One unsummarized message as the aggregate keeps it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    position: int
+    version: int
+    message: Message
+    tokens: int
+    #: Tokens of the placeholder that stands for this message (tool results only).
+    placeholder_tokens: int | None = None
+    #: The function this tool result answers (tool results only).
+    tool_name: str | None = None
+
+    @property
+    def starts_group(self) -> bool:
+        """Every message but a tool result starts a unit a cut may fall before."""
+        return self.message.role != "tool"
+
+
+class SummaryLayer(BaseModel):
+    """A summary standing in the working memory for positions ``from``..``through``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_position: int
+    through_position: int
+    text: str
+    #: What the rendered summary message costs in a prompt.
+    message_tokens: int
+
+
+class PlannedRange(BaseModel):
+    """The range a threshold crossing pins for summarization."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    limit: Literal["messages", "tokens", "messages+tokens"]
+    unsummarized_messages: int
+    unsummarized_tokens: int
+    from_position: int
+    through_position: int
+    from_version: int
+    through_version: int
+
+
+def plan_range(
+    entries: Sequence[Entry], policy: ReductionPolicy, *, open_group_index: int | None
+) -> PlannedRange | None:
+    """Decide whether the policy fires over ``entries`` (all unsummarized messages,
+    oldest first) and, if so, which leading range to summarize.
+
+    The kept suffix is the longest one that starts a tool-call group and satisfies
+    ``keep_messages`` and ``keep_tokens``; an open (unanswered) group is never cut.
+    Returns None when the policy does not fire or nothing can be cut.
+    """
+    count = len(entries)
+    tokens = sum(e.tokens for e in entries)
+    by_messages = policy.trigger_messages is not None and count > policy.trigger_messages
+    by_tokens = policy.trigger_tokens is not None and tokens > policy.trigger_tokens
+    if not (by_messages or by_tokens):
+        return None
+    keep_n = policy.keep_messages_limit
+    keep_t = policy.keep_tokens_limit
+    cut = count  # index of the first kept entry
+    kept_tokens = 0
+    for index in range(count - 1, -1, -1):
+        kept_tokens += entries[index].tokens
+        kept = count - index
+        if (keep_n is not None and kept > keep_n) or (keep_t is not None and kept_tokens > keep_t):
+            break
+        if entries[index].starts_group:
+            cut = index
+    if open_group_index is not None:
+        cut = min(cut, open_group_index)
+    if cut <= 0:
+        return None
+    limit: Literal["messages", "tokens", "messages+tokens"] = (
+        "messages+tokens" if by_messages and by_tokens else "messages" if by_messages else "tokens"
+    )
+    return PlannedRange(
+        limit=limit,
+        unsummarized_messages=count,
+        unsummarized_tokens=tokens,
+        from_position=entries[0].position,
+        through_position=entries[cut - 1].position,
+        from_version=entries[0].version,
+        through_version=entries[cut - 1].version,
+    )
+
+
+def placeholder_text(tool_name: str | None, tokens: int, position: int) -> str:
+    """The short text that replaces an old tool result in the working memory."""
+    name = tool_name or "tool"
+    return f"[{name} result omitted from context: {tokens} tokens, message {position}]"
+
+
+def placeholder_message(entry: Entry) -> Message:
+    """The tool message shown instead of ``entry`` (same call id, so pairing holds)."""
+    return Message(
+        role="tool",
+        tool_call_id=entry.message.tool_call_id,
+        content=placeholder_text(entry.tool_name, entry.tokens, entry.position),
+    )
+
+
+def summary_message(from_position: int, through_position: int, text: str) -> Message:
+    """How a summary is shown to the model: a system message after the system prompt."""
+    return Message(
+        role="system",
+        content=(
+            f"Summary of the earlier conversation (messages {from_position}-{through_position}):\n"
+            f"{text}"
+        ),
+    )
+
+
+def genesis_digest(conversation_id: str, system_prompt: str | None, model: str) -> str:
+    """The first link of a conversation's digest chain."""
+    seed = f"contextledger/1\n{conversation_id}\n{model}\n{system_prompt or ''}"
+    return hashlib.sha256(seed.encode("utf-8")).hexdigest()
+
+
+def chain_digest(previous: str, message: Message) -> str:
+    """SHA-256 over the previous digest and this message's canonical JSON."""
+    h = hashlib.sha256(previous.encode("ascii"))
+    h.update(b"\n")
+    h.update(message.canonical_json().encode("utf-8"))
+    return h.hexdigest()
+
+
+def summary_source_digest(previous_summary: str | None, messages: Iterable[Message]) -> str:
+    """SHA-256 of exactly what a summary was made from (previous summary, then messages)."""
+    h = hashlib.sha256()
+    if previous_summary is not None:
+        h.update(b"previous-summary\n")
+        h.update(previous_summary.encode("utf-8"))
+        h.update(b"\n")
+    for message in messages:
+        h.update(message.canonical_json().encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()

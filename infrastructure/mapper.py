@@ -1,0 +1,90 @@
+"""A mapper for pydantic domain events (eventsourcing's default expects dataclasses).
+
+Events are dumped with ``model_dump(mode="json")`` and rebuilt with
+``model_validate``; ``class_version`` upcasting, compression and encryption work as
+in eventsourcing's own ``Mapper``. Undecodable events raise ``StoreError`` naming
+the topic, the conversation and the version.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+from uuid import UUID
+
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.utils import get_topic, resolve_topic
+from pydantic import BaseModel, ValidationError
+
+from contextledger.domain.errors import StoreError
+
+__all__ = ["JSONBytesTranscoder", "PydanticMapper"]
+
+_ENVELOPE = ("originator_id", "originator_version")
+
+
+class JSONBytesTranscoder(Transcoder):
+    """Compact UTF-8 JSON. Pydantic has already made every value JSON-native."""
+
+    def encode(self, obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    def decode(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+class PydanticMapper(Mapper[UUID]):
+    """Converts pydantic domain events to and from ``StoredEvent`` objects."""
+
+    def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
+        event = cast(BaseModel, domain_event)
+        topic = get_topic(type(event))
+        state = event.model_dump(mode="json", exclude=set(_ENVELOPE))
+        class_version = getattr(type(event), "class_version", 1)
+        if class_version > 1:
+            state["class_version"] = class_version
+        data = self.transcoder.encode(state)
+        if self.compressor:
+            data = self.compressor.compress(data)
+        if self.cipher:
+            data = self.cipher.encrypt(data)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=topic,
+            state=data,
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
+        where = (
+            f"topic {stored_event.topic!r}, conversation {stored_event.originator_id}, "
+            f"version {stored_event.originator_version}"
+        )
+        try:
+            cls = resolve_topic(stored_event.topic)
+        except Exception as exc:  # TopicError and import errors alike
+            raise StoreError(f"unknown event topic ({where})") from exc
+        try:
+            data = stored_event.state
+            if self.cipher:
+                data = self.cipher.decrypt(data)
+            if self.compressor:
+                data = self.compressor.decompress(data)
+            state: dict[str, Any] = self.transcoder.decode(data)
+        except Exception as exc:  # cipher, zlib and JSON errors all mean "undecodable"
+            raise StoreError(f"cannot decode stored event ({where}): {exc}") from exc
+        from_version = state.pop("class_version", 1)
+        class_version = getattr(cls, "class_version", 1)
+        while from_version < class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
+            from_version += 1
+        originator_id = stored_event.originator_id
+        state["originator_id"] = (
+            originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+        )
+        state["originator_version"] = stored_event.originator_version
+        try:
+            return cast(DomainEventProtocol[UUID], cls.model_validate(state))
+        except ValidationError as exc:
+            raise StoreError(f"stored event does not fit its class ({where}): {exc}") from exc

@@ -1,0 +1,100 @@
+"""Token counting with tiktoken, the way OpenAI bills a chat prompt.
+
+Per the OpenAI cookbook (``num_tokens_from_messages``): every message costs 3 tokens
+of framing plus the tokens of each of its values (the role included), a ``name``
+costs 1 more, and every prompt is primed with 3 tokens for the reply. Tool calls on
+an assistant message add the tokens of each function name and arguments string; an
+image part counts as 85 tokens (the low-detail price) since its pixels are unknown.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import tiktoken
+
+from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.messages import Message
+
+__all__ = ["TiktokenCounter", "encoding_for_model"]
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+IMAGE_PART_TOKENS = 85
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
+
+
+def encoding_for_model(model: str) -> str:
+    """The tiktoken encoding a model uses (o200k_base for unknown, newer models)."""
+    name = model.lower().split("/")[-1]
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    try:
+        return tiktoken.encoding_name_for_model(name)
+    except KeyError:
+        return "o200k_base"
+
+
+@lru_cache(maxsize=8)
+def _load(encoding_name: str) -> tiktoken.Encoding:
+    try:
+        return tiktoken.get_encoding(encoding_name)
+    except Exception as exc:  # network, cache and hash errors all mean "cannot load"
+        raise ConfigurationError(
+            f"cannot load the tiktoken encoding {encoding_name!r}: set TIKTOKEN_CACHE_DIR to a "
+            "folder holding tiktoken's cached encoding files (this machine cannot download "
+            f"them): {type(exc).__name__}: {exc}",
+            encoding=encoding_name,
+        ) from exc
+
+
+class TiktokenCounter:
+    """The ``TokenCounter`` port on tiktoken."""
+
+    reply_priming = REPLY_PRIMING
+
+    def __init__(self, model: str = "gpt-4o-mini", *, encoding: str | None = None) -> None:
+        self.model = model
+        self.encoding_name = encoding or encoding_for_model(model)
+        self._encoding = _load(self.encoding_name)
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
+
+    def count_text(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def count_message(self, message: Message) -> int:
+        count = self.count_text
+        tokens = TOKENS_PER_MESSAGE + count(message.role)
+        content = message.content
+        if isinstance(content, str):
+            tokens += count(content)
+        elif content is not None:
+            tokens += sum(self._count_part(part) for part in content)
+        if message.name is not None:
+            tokens += TOKENS_PER_NAME + count(message.name)
+        if message.tool_calls:
+            for call in message.tool_calls:
+                tokens += count(call.function.name) + count(call.function.arguments)
+        if message.tool_call_id is not None:
+            tokens += count(message.tool_call_id)
+        return tokens
+
+    def count_messages(self, messages: list[dict[str, Any]] | list[Message]) -> int:
+        """What a whole prompt of these messages costs, reply priming included."""
+        return REPLY_PRIMING + sum(self.count_message(Message.from_openai(m)) for m in messages)
+
+    def _count_part(self, part: dict[str, Any]) -> int:
+        kind = part.get("type")
+        if kind == "text":
+            return self.count_text(str(part.get("text", "")))
+        if kind == "refusal":
+            return self.count_text(str(part.get("refusal", "")))
+        return IMAGE_PART_TOKENS
