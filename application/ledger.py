@@ -100,6 +100,7 @@ class Ledger(Application[UUID]):
         self._locks_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._runner: Any = None
+        self._followers: list[Any] = []
         merged = persistence_env(self.settings)
         merged.update(env or {})
         try:
@@ -181,7 +182,17 @@ class Ledger(Application[UUID]):
             self._counters[model] = counter
         return counter
 
+    def attach(self, follower: Any) -> None:
+        """Attach a follower of the log (an object with ``start()``, ``stop()`` and
+        ``wait_idle(timeout) -> bool``, e.g. a read-model runner): it is started now,
+        waited for by ``wait_idle()`` and stopped by ``close()``."""
+        follower.start()
+        self._followers.append(follower)
+
     def close(self) -> None:
+        for follower in reversed(self._followers):
+            follower.stop()
+        self._followers.clear()
         if self._runner is not None:
             self._runner.stop()
             self._runner = None
@@ -513,9 +524,17 @@ class Ledger(Application[UUID]):
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
         """Block until the summarization policy has caught up with the log and has no
         summary in flight (True), or ``timeout`` seconds pass (False)."""
-        if self._runner is None:
-            return True
-        return bool(self._runner.wait_idle(timeout))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        followers = [*([self._runner] if self._runner is not None else []), *self._followers]
+        for follower in followers:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not follower.wait_idle(remaining):
+                return False
+        # Summaries recorded while a later follower caught up: check the policy once more.
+        if self._runner is not None and self._followers:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return bool(self._runner.wait_idle(remaining))
+        return True
 
     # --------------------------------------------------------------- internals
 
