@@ -1,1 +1,48 @@
-"""contextledger application layer."""
+"""The application layer: the Ledger, its ports, settings, typed results and the
+summarization policy.
+
+    from contextledger.application import Ledger, ReductionPolicy
+"""
+
+from contextledger.application.ledger import Ledger
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.results import (
+    AuditEvent,
+    SummaryInfo,
+    TokenTotals,
+    TranscriptEntry,
+    VerifyProblem,
+    VerifyReport,
+)
+from contextledger.application.settings import Settings
+from contextledger.application.summarization import SummarizationRunner
+from contextledger.domain.errors import (
+    ConcurrencyError,
+    ContextLedgerError,
+    ConversationNotFoundError,
+    InvalidMessageError,
+)
+from contextledger.domain.messages import Message
+from contextledger.domain.policy import ReductionPolicy
+
+__all__ = [
+    "AuditEvent",
+    "ConcurrencyError",
+    "ContextLedgerError",
+    "ConversationNotFoundError",
+    "InvalidMessageError",
+    "Ledger",
+    "Message",
+    "ReductionPolicy",
+    "Settings",
+    "SummarizationRunner",
+    "Summarizer",
+    "SummaryInfo",
+    "SummaryRequest",
+    "SummaryResult",
+    "TokenCounter",
+    "TokenTotals",
+    "TranscriptEntry",
+    "VerifyProblem",
+    "VerifyReport",
+]

@@ -1,0 +1,60 @@
+"""Shared fixtures: stores by URL (memory, SQLite file, PostgreSQL schema)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_REPO = Path(__file__).resolve().parent.parent
+_SHARED_CACHE = _REPO.parent / "shared" / "tiktoken_cache"
+if "TIKTOKEN_CACHE_DIR" not in os.environ and _SHARED_CACHE.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_SHARED_CACHE)
+
+POSTGRES_URL = os.environ.get(
+    "CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+CORPORA = _REPO.parent / "shared" / "corpora"
+
+
+def _postgres_admin() -> object:
+    import psycopg
+
+    try:
+        return psycopg.connect(POSTGRES_URL.split("?")[0], autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI and is unreachable: {exc}")
+        pytest.skip(f"PostgreSQL unreachable: {exc}")
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL on a fresh, empty schema, dropped afterwards."""
+    conn = _postgres_admin()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[attr-defined]
+    try:
+        yield f"{POSTGRES_URL.split('?')[0]}?schema={schema}"
+    finally:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[attr-defined]
+        conn.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each store the ledger supports, in turn."""
+    if request.param == "memory":
+        yield "memory://"
+    elif request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+    else:
+        yield request.getfixturevalue("postgres_url")

@@ -1,0 +1,209 @@
+"""The ledger's contract, run against every store (memory, SQLite file, PostgreSQL).
+
+Subclass ``LedgerContract`` and provide a ``url`` fixture to check another store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from contextledger.application import Ledger, ReductionPolicy, SummaryResult
+from contextledger.domain import (
+    ConversationNotFoundError,
+    DuplicateConversationError,
+    InvalidMessageError,
+    StaleSummaryError,
+)
+from tests.support.openai_rules import assert_valid
+
+CALL = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}},
+    {"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}]}
+
+
+def echo_summary(request: Any) -> SummaryResult:
+    text = f"summary {request.from_position}-{request.through_position}"
+    return SummaryResult(text=text, model="test-summarizer", prompt_version="t1", input_tokens=11,
+                         output_tokens=3)
+
+
+class LedgerContract:
+    """Abstract: subclasses provide the ``url`` fixture."""
+
+    @pytest.fixture
+    def url(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @pytest.fixture
+    def ledger(self, url: str) -> Iterator[Ledger]:
+        with Ledger.open(url, run_policy=False) as ledger:
+            yield ledger
+
+    def test_start_append_and_context_show_every_message_in_order(self, ledger: Ledger) -> None:
+        cid = ledger.start("You are terse.", model="gpt-4o-mini")
+        messages = [{"role": "user", "content": "hi"}, CALL,
+                    {"role": "tool", "tool_call_id": "c1", "content": "found"},
+                    {"role": "tool", "tool_call_id": "c2", "content": "page"},
+                    {"role": "assistant", "content": "done"}]
+        positions = [ledger.append(cid, m) for m in messages]
+        assert positions == [0, 1, 2, 3, 4]
+        context = ledger.context(cid)
+        assert context == [{"role": "system", "content": "You are terse."}, *messages]
+        assert_valid(context)
+
+    def test_transcript_entries_are_typed_and_complete(self, ledger: Ledger) -> None:
+        cid = ledger.start(None)
+        ledger.append(cid, {"role": "user", "content": "a"}, client_message_id="m-1")
+        ledger.append(cid, {"role": "assistant", "content": "b"})
+        entries = ledger.transcript(cid)
+        assert [e.position for e in entries] == [0, 1]
+        assert [e.message for e in entries] == [{"role": "user", "content": "a"},
+                                                {"role": "assistant", "content": "b"}]
+        assert entries[0].client_message_id == "m-1" and entries[0].tokens > 0
+        assert entries[1].version > entries[0].version
+        with pytest.raises(AttributeError):
+            entries[0].position = 5  # type: ignore[misc]
+
+    def test_a_retried_append_with_the_same_client_id_is_a_no_op(self, ledger: Ledger) -> None:
+        cid = ledger.start("s")
+        first = ledger.append(cid, {"role": "user", "content": "pay 10"}, client_message_id="req-7")
+        ledger.append(cid, {"role": "assistant", "content": "ok"})
+        again = ledger.append(cid, {"role": "user", "content": "pay 10"}, client_message_id="req-7")
+        assert first == again == 0
+        assert len(ledger.transcript(cid)) == 2
+        other = ledger.start("s")
+        assert ledger.append(other, {"role": "user", "content": "x"}, client_message_id="req-7") == 0
+
+    def test_bad_input_gets_a_typed_error_and_writes_nothing(self, ledger: Ledger) -> None:
+        cid = ledger.start("s")
+        ledger.append(cid, {"role": "user", "content": "a"})
+        version = ledger.conversation(cid).version
+        bad: list[Any] = [{"role": "tool", "tool_call_id": "nope", "content": "x"}, {"role": "x"},
+                          "text", {"role": "user", "content": None}]
+        for message in bad:
+            with pytest.raises(InvalidMessageError):
+                ledger.append(cid, message)
+        ledger.append(cid, CALL)
+        with pytest.raises(InvalidMessageError):
+            ledger.append(cid, {"role": "user", "content": "too early"})
+        with pytest.raises(InvalidMessageError):
+            ledger.extend(cid, [{"role": "tool", "tool_call_id": "c1", "content": "r"},
+                                {"role": "user", "content": "still open: c2"}])
+        assert ledger.conversation(cid).version == version + 1
+        assert len(ledger.transcript(cid)) == 2
+
+    def test_unknown_conversations_and_versions_are_not_found(self, ledger: Ledger) -> None:
+        with pytest.raises(ConversationNotFoundError):
+            ledger.append(uuid4(), {"role": "user", "content": "x"})
+        with pytest.raises(ConversationNotFoundError):
+            ledger.context(uuid4())
+        with pytest.raises(ConversationNotFoundError):
+            ledger.transcript(uuid4())
+        cid = ledger.start("s")
+        with pytest.raises(ConversationNotFoundError):
+            ledger.context(cid, version=99)
+        with pytest.raises(DuplicateConversationError):
+            ledger.start("s", conversation_id=cid)
+
+    def test_context_at_a_past_version_is_what_stood_then(self, ledger: Ledger) -> None:
+        cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=6, keep_messages=2))
+        seen: dict[int, list[dict[str, Any]]] = {}
+        for i in range(30):
+            ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
+            request = ledger.pending_summary(cid)
+            if request is not None:
+                ledger.record_summary(request, echo_summary(request))
+            seen[ledger.conversation(cid).version] = ledger.context(cid)
+        for version, context in seen.items():
+            assert ledger.context(cid, version=version) == context
+
+    def test_summaries_are_recorded_once_with_provenance_and_digests_verify(self, ledger: Ledger) -> None:
+        cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=8, keep_messages=3))
+        for i in range(12):
+            ledger.append(cid, {"role": "user", "content": f"fact {i}"})
+        request = ledger.pending_summary(cid)
+        assert request is not None and request.previous_summary is None
+        assert [m.text for m in request.messages] == [f"fact {i}" for i in range(request.through_position + 1)]
+        ledger.record_summary(request, echo_summary(request))
+        with pytest.raises(StaleSummaryError):
+            ledger.record_summary(request, echo_summary(request))
+        [summary] = ledger.summaries(cid)
+        assert (summary.from_position, summary.model, summary.input_tokens) == (0, "test-summarizer", 11)
+        totals = ledger.totals(cid)
+        assert totals.summaries == 1 and totals.summarizer_calls == 1
+        assert totals.messages == 12 and totals.context_tokens < totals.full_history_tokens
+        assert ledger.verify(cid).ok
+
+    def test_reopening_the_store_changes_nothing(self, url: str) -> None:
+        if url == "memory://":
+            pytest.skip("an in-memory store does not outlive its ledger")
+        with Ledger.open(url, run_policy=False) as first:
+            cid = first.start("s", policy=ReductionPolicy(trigger_messages=5, keep_messages=1))
+            for i in range(9):
+                first.append(cid, {"role": "user", "content": f"m{i}"})
+            before = (first.context(cid), first.transcript(cid), first.totals(cid))
+        with Ledger.open(url, run_policy=False) as second:
+            after = (second.context(cid), second.transcript(cid), second.totals(cid))
+        assert after == before
+
+    def test_concurrent_threads_all_land_with_gap_free_positions(self, url: str) -> None:
+        # Two ledgers on one store (a memory store lives in one ledger: share it).
+        with Ledger.open(url, run_policy=False) as a, (
+            Ledger.open(url, run_policy=False) if url != "memory://" else a
+        ) as b:
+            cid = a.start("s")
+            errors: list[BaseException] = []
+
+            def writer(ledger: Ledger, name: str) -> None:
+                try:
+                    for i in range(25):
+                        ledger.append(cid, {"role": "user", "content": f"{name}-{i}"})
+                except BaseException as exc:  # surfaced below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=writer, args=(ledger, f"w{n}"))
+                       for n, ledger in enumerate([a, b, a, b])]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert errors == []
+            transcript = a.transcript(cid)
+            assert [e.position for e in transcript] == list(range(100))
+            assert sorted(e.message["content"] for e in transcript) == sorted(
+                f"w{n}-{i}" for n in range(4) for i in range(25))
+
+    def test_conversation_ids_and_global_totals_cover_every_conversation(self, ledger: Ledger) -> None:
+        ids = [ledger.start("s") for _ in range(3)]
+        for cid in ids:
+            ledger.append(cid, {"role": "user", "content": "x"})
+        assert set(ids) <= set(ledger.conversation_ids())
+        totals = ledger.totals()
+        assert totals.conversations >= 3 and totals.messages >= 3
+
+    def test_policy_changes_are_versioned_and_used_from_then_on(self, ledger: Ledger) -> None:
+        cid = ledger.start("s")
+        for i in range(6):
+            ledger.append(cid, {"role": "user", "content": f"m{i}"})
+        assert ledger.pending_summary(cid) is None
+        assert ledger.change_policy(cid, ReductionPolicy(trigger_messages=4, keep_messages=1))
+        request = ledger.pending_summary(cid)
+        assert request is not None and request.through_position == 4
+
+    def test_provider_usage_is_recorded_against_the_estimate(self, ledger: Ledger) -> None:
+        cid = ledger.start("s")
+        ledger.append(cid, {"role": "user", "content": "hello there"})
+        estimate = ledger.totals(cid).context_tokens
+        ledger.record_usage(cid, prompt_tokens=estimate, completion_tokens=7)
+        events = [e for e in ledger.replay(cid) if e.kind == "UsageRecorded"]
+        assert events[0].data["estimated_prompt_tokens"] == estimate
+        assert ledger.totals(cid).provider_prompt_tokens == estimate
+
+
+def uuid_of(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))

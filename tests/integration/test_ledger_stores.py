@@ -1,0 +1,28 @@
+"""The ledger contract on each store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.contracts.ledger_contract import LedgerContract
+
+
+class TestMemoryLedger(LedgerContract):
+    @pytest.fixture
+    def url(self) -> str:
+        return "memory://"
+
+
+class TestSQLiteLedger(LedgerContract):
+    @pytest.fixture
+    def url(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.mark.postgres
+class TestPostgresLedger(LedgerContract):
+    @pytest.fixture
+    def url(self, postgres_url: str) -> str:
+        return postgres_url
