@@ -41,6 +41,9 @@ __all__ = [
     "SummaryProvenance",
 ]
 
+#: A summary this short is accepted even when its input was shorter still.
+_TINY_SUMMARY_TOKENS = 32
+
 _ERROR_TEXT_PREFIXES = (
     "error",
     "i'm sorry",
@@ -448,10 +451,11 @@ class Conversation:
                 conversation_id=self.id,
             )
         source_tokens = sum(e.tokens for e in self.pending_messages_for_summary())
-        source_tokens += sum(layer.message_tokens for layer in s.summaries)
-        if message_tokens > source_tokens:
+        if self.previous_summary_text() is not None:
+            source_tokens += sum(layer.message_tokens for layer in s.summaries)
+        if tokens > max(source_tokens, _TINY_SUMMARY_TOKENS):
             raise SummaryQualityError(
-                f"the summary ({message_tokens} tokens) is longer than its input "
+                f"the summary ({tokens} tokens) is longer than its input "
                 f"({source_tokens} tokens)",
                 conversation_id=self.id,
             )

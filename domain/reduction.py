@@ -81,7 +81,8 @@ def plan_range(
     oldest first) and, if so, which leading range to summarize.
 
     The kept suffix is the longest one that starts a tool-call group and satisfies
-    ``keep_messages`` and ``keep_tokens``; an open (unanswered) group is never cut.
+    ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
+    turn the model answers next); an open (unanswered) group is never cut.
     Returns None when the policy does not fire or nothing can be cut.
     """
     count = len(entries)
@@ -101,6 +102,9 @@ def plan_range(
             break
         if entries[index].starts_group:
             cut = index
+    # The newest group is always kept: the model must see the turn it answers.
+    newest = next((i for i in range(count - 1, -1, -1) if entries[i].starts_group), 0)
+    cut = min(cut, newest)
     if open_group_index is not None:
         cut = min(cut, open_group_index)
     if cut <= 0:

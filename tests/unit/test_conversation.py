@@ -167,7 +167,7 @@ def test_recording_the_summary_moves_the_window_and_a_duplicate_is_rejected() ->
         ("Error: upstream failed", 4, 9, "error"),
         ("I'm sorry, I can't help", 6, 11, "error"),
         ("fine", 2000, 2010, "max_summary_tokens"),
-        ("long" * 10, 60, 70, "longer than its input"),
+        ("long " * 50, 60, 70, "longer than its input"),
     ],
 )
 def test_a_summary_failing_the_quality_gate_is_rejected_and_nothing_changes(

@@ -1,0 +1,94 @@
+"""Invariants every conversation must keep, whatever the policy and the summarizer do."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from contextledger.application import Ledger, SummaryRequest, SummaryResult
+from contextledger.domain import SummaryQualityError
+from contextledger.infrastructure.tokens import TiktokenCounter
+from tests.support.openai_rules import violations
+
+_COUNTER = TiktokenCounter("gpt-4o-mini")
+
+
+def check(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, system: str | None) -> list[str]:
+    """Every invariant broken right now (empty when all hold)."""
+    problems: list[str] = []
+    context = ledger.context(cid)
+    conversation = ledger.conversation(cid)
+    state = conversation.state
+    problems += [f"openai order: {v}" for v in violations(context)]
+    if system is not None and context[:1] != [{"role": "system", "content": system}]:
+        problems.append("the system prompt is not first")
+    if appended and not state.open_calls and context[-1] != appended[-1]:
+        problems.append(f"the newest message is not last: {context[-1]} != {appended[-1]}")
+    # Every message is summarized or in the window, never both, never neither.
+    window = [e.position for e in state.window]
+    expected = list(range(state.summarized_through + 1, len(appended)))
+    if window != expected:
+        problems.append(f"window {window[:3]}.. is not the unsummarized positions {expected[:3]}..")
+    totals = ledger.totals(cid)
+    counted = _COUNTER.count_messages(context)
+    if totals.context_tokens != counted:
+        problems.append(f"context_tokens {totals.context_tokens} != counted {counted}")
+    cap = state.policy.max_context_tokens
+    if cap is not None and totals.context_tokens > cap:
+        problems.append(f"context_tokens {totals.context_tokens} over the cap {cap}")
+    if totals.messages != len(appended):
+        problems.append("message count differs from what was appended")
+    return problems
+
+
+def check_log(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]]) -> list[str]:
+    """Whole-log invariants: nothing lost, summaries contiguous and never overlapping."""
+    problems: list[str] = []
+    if [e.message for e in ledger.transcript(cid)] != appended:
+        problems.append("the transcript differs from what was appended")
+    expected_from = 0
+    for summary in ledger.summaries(cid):
+        if summary.from_position != expected_from:
+            problems.append(
+                f"summary {summary.from_position}-{summary.through_position} does not start at "
+                f"{expected_from}"
+            )
+        if summary.through_position < summary.from_position:
+            problems.append("empty summary range")
+        expected_from = summary.through_position + 1
+    if not ledger.verify(cid).ok:
+        problems.append("verify failed")
+    return problems
+
+
+class RecordingSummarizer:
+    """Deterministic; remembers every range it was asked for (to prove none twice)."""
+
+    model = "recording"
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        self.seen_positions: set[tuple[UUID, int]] = set()
+        self.resent: list[tuple[UUID, int]] = []
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        cid = request.conversation_id
+        positions = [(cid, p) for p in range(request.from_position, request.through_position + 1)]
+        self.resent += [p for p in positions if p in self.seen_positions]
+        self.seen_positions.update(positions)
+        self.ranges.append((request.from_position, request.through_position))
+        text = f"Covered {request.from_position}-{request.through_position}."
+        return SummaryResult(text=text, model=self.model, prompt_version="r1")
+
+
+def summarize_now(ledger: Ledger, cid: UUID, summarizer: RecordingSummarizer) -> bool:
+    request = ledger.pending_summary(cid)
+    if request is None:
+        return False
+    try:
+        ledger.record_summary(request, summarizer.summarize(request))
+    except SummaryQualityError as exc:
+        ledger.record_summary_failure(request, kind="quality", error=exc.message, retryable=True,
+                                      called_provider=True)
+        return False
+    return True
