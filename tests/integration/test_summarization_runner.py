@@ -1,0 +1,193 @@
+"""The summarization policy in the background: appends never wait, failures are
+retried with backoff, a slow conversation holds up no other, one call per crossing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
+from contextledger.domain import (
+    SummarizerRateLimitedError,
+    SummarizerTimeoutError,
+    SummarizerUnavailableError,
+)
+from tests.support.invariants import check, check_log
+
+POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2, max_context_tokens=1500,
+                         max_summary_tokens=100)
+
+
+class ScriptedSummarizer:
+    """Fails as scripted per call number, sleeps as told, records concurrency."""
+
+    model = "scripted"
+
+    def __init__(self, failures: list[Exception] | None = None, delay: float = 0.0,
+                 slow: dict[UUID, float] | None = None) -> None:
+        self.failures = list(failures or [])
+        self.delay = delay
+        self.slow = slow or {}
+        self.calls: list[tuple[UUID, int, int]] = []
+        self.lock = threading.Lock()
+        self.in_flight: Counter[UUID] = Counter()
+        self.max_in_flight_per_conversation = 0
+        self.max_in_flight = 0
+        self.finished_at: dict[UUID, float] = {}
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        cid = request.conversation_id
+        with self.lock:
+            self.calls.append((cid, request.from_position, request.through_position))
+            self.in_flight[cid] += 1
+            self.max_in_flight_per_conversation = max(self.max_in_flight_per_conversation,
+                                                      self.in_flight[cid])
+            self.max_in_flight = max(self.max_in_flight, sum(self.in_flight.values()))
+            failure = self.failures.pop(0) if self.failures else None
+        try:
+            time.sleep(self.slow.get(cid, self.delay))
+            if failure is not None:
+                raise failure
+            return SummaryResult(text=f"Summary of {request.from_position}-{request.through_position}.",
+                                 model="scripted", prompt_version="s1", input_tokens=50,
+                                 output_tokens=8, latency_ms=1.0)
+        finally:
+            with self.lock:
+                self.in_flight[cid] -= 1
+                self.finished_at[cid] = time.monotonic()
+
+
+def settings(url: str, **overrides: Any) -> Settings:
+    return Settings(database_url=url, retry_base_seconds=0.02, retry_max_seconds=0.2,
+                    poll_interval=0.02, **overrides)
+
+
+def say(ledger: Ledger, cid: UUID, n: int, appended: list[dict[str, Any]]) -> None:
+    for i in range(n):
+        message = {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {len(appended)}"}
+        ledger.append(cid, message)
+        appended.append(message)
+
+
+def test_summaries_happen_in_the_background_once_per_crossing(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer()
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        say(ledger, cid, 60, appended)
+        assert ledger.wait_idle(20)
+        crossings = [e for e in ledger.replay(cid) if e.kind == "ThresholdReached"]
+        summaries = ledger.summaries(cid)
+        assert len(summarizer.calls) == len(crossings) == len(summaries) >= 1
+        assert check(ledger, cid, appended, system="sys") == []
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_appends_never_wait_for_a_slow_summarizer(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer(delay=1.5)
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        started = time.monotonic()
+        say(ledger, cid, 40, appended)
+        elapsed = time.monotonic() - started
+        assert summarizer.calls, "the summarizer was called while appends went on"
+        assert elapsed < 1.5, f"appends took {elapsed:.2f}s: they waited for the summarizer"
+        assert check(ledger, cid, appended, system="sys") == []
+        assert ledger.wait_idle(20)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [SummarizerTimeoutError("timed out"), SummarizerRateLimitedError("429", retry_after=0.05),
+     SummarizerUnavailableError("503")],
+    ids=["timeout", "rate-limit", "unavailable"],
+)
+def test_failures_are_recorded_and_retried_and_nothing_is_lost(sqlite_url: str, failure: Exception) -> None:
+    summarizer = ScriptedSummarizer(failures=[failure, failure])
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        say(ledger, cid, 30, appended)
+        assert ledger.wait_idle(20)
+        failed = [e for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+        assert [e.data["attempt"] for e in failed] == [1, 2]
+        assert failed[0].data["kind"] == type(failure).__name__
+        assert ledger.totals(cid).summaries >= 1
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_while_the_summarizer_is_down_the_cap_holds_and_nothing_is_lost(sqlite_url: str) -> None:
+    down = [SummarizerUnavailableError("down")] * 1000
+    summarizer = ScriptedSummarizer(failures=down)
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        for _ in range(10):
+            say(ledger, cid, 20, appended)
+            assert check(ledger, cid, appended, system="sys") == []
+            assert ledger.totals(cid).context_tokens <= 1500
+        assert ledger.totals(cid).summaries == 0 and ledger.totals(cid).summarizer_failures >= 1
+        summarizer.failures.clear()  # the provider is back
+        assert ledger.wait_idle(20)
+        assert ledger.totals(cid).summaries >= 1
+        assert check(ledger, cid, appended, system="sys") == []
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_a_slow_conversation_does_not_hold_up_the_others(sqlite_url: str) -> None:
+    slow_cid, fast = uuid4(), [uuid4() for _ in range(3)]
+    summarizer = ScriptedSummarizer(slow={slow_cid: 2.0}, delay=0.05)
+    with Ledger.open(settings=settings(sqlite_url, max_concurrent_summaries=4),
+                     summarizer=summarizer) as ledger:
+        for cid in [slow_cid, *fast]:
+            ledger.start("sys", policy=POLICY, conversation_id=cid)
+        appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in [slow_cid, *fast]}
+        say(ledger, slow_cid, 12, appended[slow_cid])
+        time.sleep(0.2)  # the slow call is in flight
+        for cid in fast:
+            say(ledger, cid, 12, appended[cid])
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline and not all(ledger.totals(c).summaries for c in fast):
+            time.sleep(0.02)
+        assert all(ledger.totals(c).summaries == 1 for c in fast)
+        assert ledger.totals(slow_cid).summaries == 0  # still in flight
+        assert ledger.wait_idle(20)
+        assert ledger.totals(slow_cid).summaries == 1
+        assert summarizer.max_in_flight_per_conversation == 1
+
+
+def test_concurrency_is_bounded_and_one_call_per_conversation_at_a_time(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer(delay=0.1)
+    with Ledger.open(settings=settings(sqlite_url, max_concurrent_summaries=3),
+                     summarizer=summarizer) as ledger:
+        ids = [ledger.start("sys", policy=POLICY) for _ in range(8)]
+        appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in ids}
+        for _ in range(3):
+            for cid in ids:
+                say(ledger, cid, 12, appended[cid])
+        assert ledger.wait_idle(30)
+        assert summarizer.max_in_flight <= 3
+        assert summarizer.max_in_flight >= 2
+        assert summarizer.max_in_flight_per_conversation == 1
+        for cid in ids:
+            assert check_log(ledger, cid, appended[cid]) == []
+            ranges = [(f, t) for c, f, t in summarizer.calls if c == cid]
+            assert len(ranges) == len(set(ranges)) == ledger.totals(cid).summaries
+
+
+def test_a_restarted_policy_resumes_the_unfinished_work(sqlite_url: str) -> None:
+    with Ledger.open(sqlite_url, run_policy=False) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        say(ledger, cid, 15, [])
+        assert ledger.pending_summary(cid) is not None
+    summarizer = ScriptedSummarizer()
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+        assert ledger.wait_idle(20)
+        assert ledger.pending_summary(cid) is None and ledger.totals(cid).summaries == 1
+        assert len(summarizer.calls) == 1
