@@ -9,6 +9,7 @@ always shows the caller's own writes.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -18,11 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
-from eventsourcing.utils import Environment, EnvType, resolve_topic
-
-from contextledger.application.ports import SummaryRequest, SummaryResult, Summarizer, TokenCounter
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
     SummaryInfo,
@@ -59,6 +56,9 @@ from contextledger.domain.reduction import (
     summary_message,
     summary_source_digest,
 )
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
+from eventsourcing.utils import Environment, EnvType, resolve_topic
 
 __all__ = ["Ledger"]
 
@@ -612,10 +612,8 @@ class Ledger(Application[UUID]):
             ) from exc
         interval = self.settings.snapshot_interval
         if conversation.version // interval > before // interval and self.snapshots is not None:
-            try:
+            with contextlib.suppress(IntegrityError):  # another writer took the same one
                 self.snapshots.put([ConversationSnapshot.take(conversation)])
-            except IntegrityError:
-                pass  # another writer took the same snapshot
         for listener in self._listeners:
             listener()
 

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from contextledger.domain.messages import Message
 
-__all__ = ["SummaryRequest", "SummaryResult", "Summarizer", "TokenCounter"]
+__all__ = ["Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"]
 
 
 @runtime_checkable

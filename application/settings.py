@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
-
 from contextledger.domain.errors import ConfigurationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 __all__ = ["DEFAULT_SQLITE_FILE", "Settings", "persistence_env"]
 

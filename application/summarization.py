@@ -18,6 +18,7 @@ result, so a retry after a crash, or two workers racing, still leaves one
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -28,8 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
-
 from contextledger.application.ports import Summarizer, SummaryRequest
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
@@ -39,6 +38,7 @@ from contextledger.domain.errors import (
     SummarizerRateLimitedError,
     SummaryQualityError,
 )
+from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -294,8 +294,6 @@ class SummarizationRunner:
             pending += [first for _, first in self._inflight.values()]
             mark = min([self._position, *(p - 1 for p in pending)])
         if mark > self._saved_mark:
-            try:
+            with contextlib.suppress(IntegrityError):  # another process moved it first
                 self._tracking.insert_tracking(Tracking(self.tracking_name, mark))
-            except IntegrityError:
-                pass  # another process of the same name moved it first
             self._saved_mark = mark

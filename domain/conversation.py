@@ -10,8 +10,6 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from contextledger.domain.errors import (
     ContextOverflowError,
     InvalidMessageError,
@@ -24,7 +22,6 @@ from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.reduction import (
     Entry,
-    PlannedRange,
     SummaryLayer,
     chain_digest,
     genesis_digest,
@@ -32,6 +29,7 @@ from contextledger.domain.reduction import (
     plan_range,
     summary_message,
 )
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "Conversation",

@@ -12,9 +12,8 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
-
 from contextledger.domain.errors import InvalidMessageError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 __all__ = ["ROLES", "FunctionCall", "Message", "Role", "ToolCall", "message_from"]
 

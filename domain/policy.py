@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-
 from contextledger.domain.errors import InvalidPolicyError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 __all__ = ["ReductionPolicy"]
 

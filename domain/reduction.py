@@ -9,10 +9,9 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "Entry",

@@ -11,7 +11,6 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-
 from contextledger.application import Ledger, ReductionPolicy
 
 WRITERS = 4

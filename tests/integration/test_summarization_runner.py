@@ -10,13 +10,19 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
-
-from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
+from contextledger.application import (
+    Ledger,
+    ReductionPolicy,
+    Settings,
+    SummaryRequest,
+    SummaryResult,
+)
 from contextledger.domain import (
     SummarizerRateLimitedError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
+
 from tests.support.invariants import check, check_log
 
 POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2, max_context_tokens=1500,

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
-
 from contextledger.application import Ledger, ReductionPolicy
+
 from tests.conftest import CORPORA
 from tests.support.invariants import RecordingSummarizer, check, check_log, summarize_now
 

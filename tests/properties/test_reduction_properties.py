@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextledger.application import Ledger, ReductionPolicy
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from contextledger.application import Ledger, ReductionPolicy
 from tests.support.invariants import RecordingSummarizer, check, check_log, summarize_now
 
 WORDS = ["alpha", "beta", "gamma", "delta", "order", "ticket", "refund", "Lisbon", "42", "ok"]
@@ -69,6 +69,7 @@ def test_every_context_stays_valid_and_nothing_is_lost_or_summarized_twice(
         cid = ledger.start(SYSTEM, policy=policy)
         appended: list[dict[str, Any]] = []
         previous: list[dict[str, Any]] | None = None
+        previous_summaries = previous_dropped = previous_placeholder = -1
         for index, message in enumerate(messages):
             ledger.append(cid, message)
             appended.append(message)

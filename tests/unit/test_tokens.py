@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from contextledger.domain import ConfigurationError, Message
 from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
 
