@@ -306,17 +306,14 @@ class Ledger(Application[UUID]):
         self, conversation_id: UUID, *, prompt_tokens: int, completion_tokens: int
     ) -> None:
         """Record the provider's reported usage for the latest model call."""
-        self._execute(
-            conversation_id,
-            lambda c: (
-                c.record_usage(
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    at=self._clock(),
-                ),
-                [],
-            ),
-        )
+
+        def command(conversation: Conversation) -> tuple[None, list[Any]]:
+            conversation.record_usage(
+                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, at=self._clock()
+            )
+            return None, []
+
+        self._execute(conversation_id, command)
 
     def pending_summary(self, conversation_id: UUID) -> SummaryRequest | None:
         """The summarization the conversation waits for, as a summarizer request."""

@@ -285,8 +285,8 @@ class SummarizationRunner:
 
     def _backoff(self, attempt: int) -> float:
         s = self.ledger.settings
-        delay = min(s.retry_max_seconds, s.retry_base_seconds * 2 ** max(0, attempt - 1))
-        return delay * (0.5 + random.random() / 2)
+        delay = min(s.retry_max_seconds, s.retry_base_seconds * 2.0 ** max(0, attempt - 1))
+        return float(delay * (0.5 + random.random() / 2))
 
     def _save_mark(self) -> None:
         with self._lock:
