@@ -126,6 +126,9 @@ def persistence_env(settings: Settings) -> dict[str, str]:
             POSTGRES_MAX_OVERFLOW=query.get("max_overflow", ["8"])[0],
             POSTGRES_CONNECT_TIMEOUT=query.get("connect_timeout", ["10"])[0],
             POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT="30",
+            # Check a pooled connection before use, so a database restart costs a
+            # reconnect instead of a failed command.
+            POSTGRES_PRE_PING="y",
         )
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"][0]
