@@ -32,6 +32,7 @@ from uuid import UUID
 from contextledger.application.ports import Summarizer, SummaryRequest
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
+    ConfigurationError,
     ContextLedgerError,
     StaleSummaryError,
     SummarizerError,
@@ -136,14 +137,19 @@ class SummarizationRunner:
         *,
         max_concurrent: int | None = None,
         shard: tuple[int, int] | None = None,
-        tracking_name: str = TRACKING_NAME,
+        tracking_name: str | None = None,
     ) -> None:
         settings = ledger.settings
         self.ledger = ledger
         self.summarizer = summarizer
         self.max_concurrent = max_concurrent or settings.max_concurrent_summaries
         self.shard = shard
-        self.tracking_name = tracking_name
+        if shard is not None and not 0 <= shard[0] < shard[1]:
+            raise ConfigurationError(f"shard {shard[0]}/{shard[1]} must satisfy 0 <= I < N")
+        # Each shard keeps its own progress row.
+        self.tracking_name = tracking_name or (
+            TRACKING_NAME if shard is None else f"{TRACKING_NAME}-{shard[0]}-of-{shard[1]}"
+        )
         self._poll = settings.poll_interval
         self._lock = threading.Condition()
         self._wake = threading.Event()
@@ -154,7 +160,7 @@ class SummarizationRunner:
         self._due: dict[UUID, tuple[float, int]] = {}
         self._inflight: dict[UUID, tuple[Future[Outcome], int]] = {}
         self._tracking = ledger.factory.tracking_recorder()
-        self._position = self._tracking.max_tracking_id(tracking_name) or 0
+        self._position = self._tracking.max_tracking_id(self.tracking_name) or 0
         self._saved_mark = self._position
         self._caught_up_to = -1
 
