@@ -1,0 +1,46 @@
+"""Contract for ``TokenCounter`` adapters. Subclass it and provide ``make_counter()``:
+
+    class TestMyCounter(TokenCounterContract):
+        def make_counter(self) -> TokenCounter:
+            return MyCounter()
+"""
+
+from __future__ import annotations
+
+from contextledger.application import Message, TokenCounter
+
+
+class TokenCounterContract:
+    """Abstract (not collected): what the ledger relies on from a token counter."""
+
+    def make_counter(self) -> TokenCounter:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def test_it_satisfies_the_port(self) -> None:
+        counter = self.make_counter()
+        assert isinstance(counter, TokenCounter)
+        assert isinstance(counter.reply_priming, int) and counter.reply_priming >= 0
+
+    def test_counts_are_deterministic_and_grow_with_the_text(self) -> None:
+        counter = self.make_counter()
+        short, long = "hello", "hello " * 200
+        assert counter.count_text(short) == counter.count_text(short)
+        assert counter.count_text(long) > counter.count_text(short) > 0
+        assert counter.count_text("") == 0
+
+    def test_a_message_costs_more_than_its_text(self) -> None:
+        counter = self.make_counter()
+        message = Message(role="user", content="what is the weather in Paris?")
+        assert counter.count_message(message) > counter.count_text(message.text)
+
+    def test_every_part_of_a_message_is_counted(self) -> None:
+        counter = self.make_counter()
+        bare = Message(role="assistant", content="ok")
+        named = Message(role="assistant", content="ok", name="agent_smith")
+        calling = Message.from_openai({"role": "assistant", "content": "ok", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"city": "Paris"}'}}]})
+        parts = Message.from_openai({"role": "user", "content": [
+            {"type": "text", "text": "ok"}, {"type": "text", "text": "and a second paragraph of text"}]})
+        assert counter.count_message(named) > counter.count_message(bare)
+        assert counter.count_message(calling) > counter.count_message(bare)
+        assert counter.count_message(parts) > counter.count_message(Message(role="user", content="ok"))
