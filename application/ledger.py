@@ -569,7 +569,7 @@ class Ledger(Application[UUID]):
         """Run ``command`` on the conversation and save, retrying on conflicts."""
         for attempt in range(_MAX_ATTEMPTS):
             with self._lock(conversation_id):
-                conversation = self._load(conversation_id)
+                conversation = self._load(conversation_id, fresh=False)
                 try:
                     result, others = command(conversation)
                 except BaseException:
@@ -614,15 +614,20 @@ class Ledger(Application[UUID]):
         for listener in self._listeners:
             listener()
 
-    def _load(self, conversation_id: UUID) -> Conversation:
+    def _load(self, conversation_id: UUID, *, fresh: bool = True) -> Conversation:
+        """The conversation from the cache (brought up to date from the store when
+        ``fresh``), else from its latest snapshot and the events after it. Commands
+        skip the freshness query: a stale copy fails its save with a conflict and
+        is reloaded."""
         with self._cache_lock:
             cached = self._cache.get(conversation_id)
             if cached is not None:
                 self._cache.move_to_end(conversation_id)
         try:
             if cached is not None:
-                for event in self.events.get(conversation_id, gt=cached.version):
-                    event.mutate(cached)  # type: ignore[attr-defined]
+                if fresh:
+                    for event in self.events.get(conversation_id, gt=cached.version):
+                        event.mutate(cached)  # type: ignore[attr-defined]
                 return cached
             conversation: Conversation = self.repository.get(conversation_id)
         except AggregateNotFoundError:
