@@ -65,7 +65,8 @@ __all__ = ["Ledger"]
 T = TypeVar("T")
 Clock = Callable[[], datetime]
 
-_MAX_ATTEMPTS = 60
+#: How long a command keeps retrying optimistic-concurrency conflicts.
+_RETRY_SECONDS = 30.0
 _CACHE_SIZE = 2048
 DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
 
@@ -567,7 +568,10 @@ class Ledger(Application[UUID]):
         on_conflict: Callable[[], T | None] | None = None,
     ) -> T:
         """Run ``command`` on the conversation and save, retrying on conflicts."""
-        for attempt in range(_MAX_ATTEMPTS):
+        deadline = time.monotonic() + _RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
             with self._lock(conversation_id):
                 conversation = self._load(conversation_id, fresh=False)
                 try:
@@ -591,11 +595,12 @@ class Ledger(Application[UUID]):
                 else:
                     self._cache_put(conversation)
                     return result
-            time.sleep(min(0.2, 0.002 * (2 ** min(attempt, 7))) * random.random())
-        raise ConcurrencyError(
-            f"gave up after {_MAX_ATTEMPTS} conflicting concurrent writes",
-            conversation_id=conversation_id,
-        )
+            if time.monotonic() > deadline:
+                raise ConcurrencyError(
+                    f"gave up after {attempt} conflicting concurrent writes in {_RETRY_SECONDS} s",
+                    conversation_id=conversation_id,
+                )
+            time.sleep(min(0.1, 0.002 * (2 ** min(attempt, 6))) * random.random())
 
     def _save(self, conversation: Conversation, *others: Any) -> None:
         before = conversation.version - len(conversation._pending_events)

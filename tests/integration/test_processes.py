@@ -19,7 +19,7 @@ PER_WRITER = 30
 
 def _writer(url: str, cid: str, name: str, barrier: object) -> None:
     with Ledger.open(url, run_policy=False) as ledger:
-        barrier.wait()  # type: ignore[attr-defined]
+        barrier.wait(60)  # type: ignore[attr-defined]
         for i in range(PER_WRITER):
             ledger.append(UUID(cid), {"role": "user", "content": f"{name}-{i}"},
                           client_message_id=f"{name}-{i}")
@@ -31,10 +31,15 @@ def _run_writers(url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WRITERS)
     procs = [ctx.Process(target=_writer, args=(url, str(cid), f"p{n}", barrier)) for n in range(WRITERS)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(180)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
     assert [p.exitcode for p in procs] == [0] * WRITERS
     with Ledger.open(url, run_policy=False) as ledger:
         transcript = ledger.transcript(cid)
