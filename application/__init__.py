@@ -13,6 +13,7 @@ from contextledger.application.results import (
     TranscriptEntry,
     VerifyProblem,
     VerifyReport,
+    WorkingMemory,
 )
 from contextledger.application.settings import Settings
 from contextledger.application.summarization import SummarizationRunner
@@ -45,4 +46,5 @@ __all__ = [
     "TranscriptEntry",
     "VerifyProblem",
     "VerifyReport",
+    "WorkingMemory",
 ]

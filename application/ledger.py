@@ -10,6 +10,7 @@ always shows the caller's own writes.
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 import threading
 import time
@@ -27,6 +28,7 @@ from contextledger.application.results import (
     TranscriptEntry,
     VerifyProblem,
     VerifyReport,
+    WorkingMemory,
 )
 from contextledger.application.settings import (
     OFFLINE_SUMMARIZER_TOPIC,
@@ -407,12 +409,24 @@ class Ledger(Application[UUID]):
 
     def context(self, conversation_id: UUID, *, version: int | None = None) -> list[dict[str, Any]]:
         """What the model is sent next (or was sent at aggregate ``version``)."""
-        conversation = self.conversation(conversation_id, version=version)
-        messages, _ = conversation.working_memory()
-        return [m.to_openai() for m in messages]
+        return self.working_memory(conversation_id, version=version).messages
+
+    def working_memory(self, conversation_id: UUID, *, version: int | None = None) -> WorkingMemory:
+        """The context and its token cost read together (a summary landing in the
+        background cannot fall between them)."""
+        if version is not None:
+            conversation = self.conversation(conversation_id, version=version)
+            messages, tokens = conversation.working_memory()
+        else:
+            with self._lock(conversation_id):
+                conversation = self._load(conversation_id)
+                messages, tokens = conversation.working_memory()
+        return WorkingMemory(
+            messages=[m.to_openai() for m in messages], tokens=tokens, version=conversation.version
+        )
 
     def conversation(self, conversation_id: UUID, *, version: int | None = None) -> Conversation:
-        """The aggregate (a private copy when historical; read it, do not mutate it)."""
+        """A private copy of the aggregate, as it is now or was at ``version`` (audits)."""
         if version is not None:
             if not isinstance(version, int) or version < 1:
                 raise ConversationNotFoundError(
@@ -432,7 +446,7 @@ class Ledger(Application[UUID]):
                 )
             return conversation
         with self._lock(conversation_id):
-            return self._load(conversation_id)
+            return copy.deepcopy(self._load(conversation_id))
 
     def totals(self, conversation_id: UUID | None = None) -> TokenTotals:
         """Token accounting for one conversation, or summed over all of them."""

@@ -14,7 +14,17 @@ __all__ = [
     "TranscriptEntry",
     "VerifyProblem",
     "VerifyReport",
+    "WorkingMemory",
 ]
+
+
+@dataclass(frozen=True)
+class WorkingMemory:
+    """The context at one version, with what its prompt costs: one consistent read."""
+
+    messages: list[dict[str, Any]]
+    tokens: int
+    version: int
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ _COUNTER = TiktokenCounter("gpt-4o-mini")
 def check(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, system: str | None) -> list[str]:
     """Every invariant broken right now (empty when all hold)."""
     problems: list[str] = []
-    context = ledger.context(cid)
-    conversation = ledger.conversation(cid)
+    conversation = ledger.conversation(cid)  # one consistent copy
+    messages, context_tokens = conversation.working_memory()
+    context = [m.to_openai() for m in messages]
     state = conversation.state
     problems += [f"openai order: {v}" for v in violations(context)]
     if system is not None and context[:1] != [{"role": "system", "content": system}]:
@@ -30,15 +31,20 @@ def check(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, system: 
     expected = list(range(state.summarized_through + 1, len(appended)))
     if window != expected:
         problems.append(f"window {window[:3]}.. is not the unsummarized positions {expected[:3]}..")
-    totals = ledger.totals(cid)
     counted = _COUNTER.count_messages(context)
-    if totals.context_tokens != counted:
-        problems.append(f"context_tokens {totals.context_tokens} != counted {counted}")
+    if context_tokens != counted:
+        problems.append(f"context_tokens {context_tokens} != counted {counted}")
     cap = state.policy.max_context_tokens
-    if cap is not None and totals.context_tokens > cap:
-        problems.append(f"context_tokens {totals.context_tokens} over the cap {cap}")
-    if totals.messages != len(appended):
+    if cap is not None and context_tokens > cap:
+        problems.append(f"context_tokens {context_tokens} over the cap {cap}")
+    if state.next_position != len(appended):
         problems.append("message count differs from what was appended")
+    memory = ledger.working_memory(cid)
+    if memory.version == conversation.version and memory.tokens != context_tokens:
+        problems.append("working_memory() disagrees with the aggregate")
+    if memory.version == conversation.version and ledger.totals(cid).context_tokens != memory.tokens \
+            and ledger.working_memory(cid).version == memory.version:
+        problems.append("totals().context_tokens disagrees with working_memory()")
     return problems
 
 
