@@ -5,6 +5,17 @@ summarization policy.
 """
 
 from contextledger.application.ledger import Ledger
+from contextledger.application.projections import (
+    ConversationRecord,
+    ConversationsView,
+    ReadModelProjection,
+    ReadModelRunner,
+    ReadModelView,
+    SummariesView,
+    TokenTotalsRecord,
+    TokenTotalsView,
+    TranscriptView,
+)
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -31,11 +42,17 @@ __all__ = [
     "ConcurrencyError",
     "ContextLedgerError",
     "ConversationNotFoundError",
+    "ConversationRecord",
+    "ConversationsView",
     "InvalidMessageError",
     "Ledger",
     "Message",
+    "ReadModelProjection",
+    "ReadModelRunner",
+    "ReadModelView",
     "ReductionPolicy",
     "Settings",
+    "SummariesView",
     "SummarizationRunner",
     "Summarizer",
     "SummaryInfo",
@@ -43,7 +60,10 @@ __all__ = [
     "SummaryResult",
     "TokenCounter",
     "TokenTotals",
+    "TokenTotalsRecord",
+    "TokenTotalsView",
     "TranscriptEntry",
+    "TranscriptView",
     "VerifyProblem",
     "VerifyReport",
     "WorkingMemory",

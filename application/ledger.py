@@ -60,7 +60,7 @@ from contextledger.domain.reduction import (
 )
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
-from eventsourcing.utils import Environment, EnvType, resolve_topic
+from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
 __all__ = ["Ledger"]
 
@@ -75,6 +75,14 @@ DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _resolve(topic: str) -> Any:
+    """An adapter class named by topic (the application never imports infrastructure)."""
+    try:
+        return resolve_topic(topic)
+    except TopicError as exc:
+        raise ConfigurationError(f"cannot load the adapter {topic!r}: {exc}") from exc
 
 
 class Ledger(Application[UUID]):
@@ -106,12 +114,21 @@ class Ledger(Application[UUID]):
         self._followers: list[Any] = []
         merged = persistence_env(self.settings)
         merged.update(env or {})
-        try:
-            super().__init__(env=merged)
-        except ContextLedgerError:
-            raise
-        except (PersistenceError, OSError) as exc:
-            raise StoreError(f"cannot open the event store: {exc}") from exc
+        for attempt in range(5):
+            try:
+                super().__init__(env=merged)
+                break
+            except ContextLedgerError:
+                raise
+            except PersistenceError as exc:
+                # Instances starting together race to create the same tables on
+                # PostgreSQL ("tuple concurrently updated"): the loser tries again.
+                if attempt < 4 and "concurrently" in str(exc):
+                    time.sleep(0.05 * (attempt + 1) * (1 + random.random()))
+                    continue
+                raise StoreError(f"cannot open the event store: {exc}") from exc
+            except OSError as exc:
+                raise StoreError(f"cannot open the event store: {exc}") from exc
 
     # ----------------------------------------------------------------- opening
 
@@ -163,7 +180,7 @@ class Ledger(Application[UUID]):
         if self._summarizer is None:
             s = self.settings
             if s.openai_api_key is not None:
-                cls = resolve_topic(OPENAI_SUMMARIZER_TOPIC)
+                cls = _resolve(OPENAI_SUMMARIZER_TOPIC)
                 self._summarizer = cls(
                     model=s.summarizer_model,
                     api_key=s.openai_api_key.get_secret_value(),
@@ -171,7 +188,7 @@ class Ledger(Application[UUID]):
                     timeout=s.summarizer_timeout,
                 )
             else:
-                cls = resolve_topic(OFFLINE_SUMMARIZER_TOPIC)
+                cls = _resolve(OFFLINE_SUMMARIZER_TOPIC)
                 self._summarizer = cls(token_counter=self.counter_for(s.summarizer_model))
         return self._summarizer
 
@@ -181,7 +198,7 @@ class Ledger(Application[UUID]):
             return self._token_counter
         counter = self._counters.get(model)
         if counter is None:
-            counter = resolve_topic(TOKEN_COUNTER_TOPIC)(model)
+            counter = _resolve(TOKEN_COUNTER_TOPIC)(model)
             self._counters[model] = counter
         return counter
 

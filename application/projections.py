@@ -32,7 +32,12 @@ from uuid import UUID
 
 from contextledger.application.results import SummaryInfo, TranscriptEntry
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import ContextLedgerError, ContextLedgerRuntimeError, UsageError
+from contextledger.domain.errors import (
+    ContextLedgerError,
+    TrackingRewoundError,
+    UnknownReadModelError,
+    UsageError,
+)
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import PersistenceError, Tracking
 from eventsourcing.projection import Projection
@@ -76,15 +81,6 @@ _CONVERSATION_TOPICS = (
 
 
 # ---------------------------------------------------------------------- errors
-
-
-class TrackingRewoundError(ContextLedgerRuntimeError):
-    """A view's tracking row went back below what this process had seen (someone
-    rebuilt the read model). The runner resumes from ``tracked``."""
-
-
-class UnknownReadModelError(UsageError):
-    """``rebuild()`` was given a name no projection has."""
 
 
 # ---------------------------------------------------------------------- records

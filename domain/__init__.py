@@ -30,6 +30,8 @@ from contextledger.domain.errors import (
     SummarizerUnavailableError,
     SummaryQualityError,
     SummaryRejectedError,
+    TrackingRewoundError,
+    UnknownReadModelError,
     UsageError,
 )
 from contextledger.domain.events import DomainEvent
@@ -66,5 +68,7 @@ __all__ = [
     "SummaryQualityError",
     "SummaryRejectedError",
     "ToolCall",
+    "TrackingRewoundError",
+    "UnknownReadModelError",
     "UsageError",
 ]

@@ -9,10 +9,12 @@
     │   ├── ContextOverflowError        a message that cannot fit under max_context_tokens
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
-    │   └── DuplicateConversationError  start() with an id that already exists
+    │   ├── DuplicateConversationError  start() with an id that already exists
+    │   └── UnknownReadModelError       rebuild() of a read model that does not exist
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
+        ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
         │   └── SummaryQualityError     empty, error text, too long, over the cap
@@ -49,6 +51,8 @@ __all__ = [
     "SummarizerUnavailableError",
     "SummaryQualityError",
     "SummaryRejectedError",
+    "TrackingRewoundError",
+    "UnknownReadModelError",
     "UsageError",
 ]
 
@@ -98,6 +102,10 @@ class ConfigurationError(UsageError):
     """A URL, a setting or an installed resource (e.g. a tiktoken encoding) is wrong."""
 
 
+class UnknownReadModelError(UsageError):
+    """``rebuild()`` was given a name no projection has."""
+
+
 class ContextLedgerRuntimeError(ContextLedgerError):
     """The environment failed; the same call may succeed later."""
 
@@ -108,6 +116,11 @@ class ConcurrencyError(ContextLedgerRuntimeError):
 
 class StoreError(ContextLedgerRuntimeError):
     """The event store failed, or a stored event could not be decoded."""
+
+
+class TrackingRewoundError(ContextLedgerRuntimeError):
+    """A view's tracking row went back below what this process had seen (someone
+    rebuilt the read model); the follower resumes from there."""
 
 
 class SummaryRejectedError(ContextLedgerRuntimeError):
