@@ -1,0 +1,144 @@
+"""An offline, deterministic, extractive summarizer: no network, no randomness.
+
+It extends the previous summary with one line per salient new message: the first
+sentence of each user request and assistant answer, each tool outcome ("tool NAME ->
+result"), and sentences carrying decisions or figures. When the result would exceed
+``max_summary_tokens`` it drops the oldest, least salient lines first; it never
+returns an empty summary for a non-empty range.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.domain.messages import Message
+
+__all__ = ["PROMPT_VERSION", "OfflineSummarizer"]
+
+PROMPT_VERSION = "offline-extractive-v1"
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_DECISION = re.compile(
+    r"\b(decid\w*|agree\w*|confirm\w*|must|will|booked|cancel\w*|refund\w*|deadline|prefer\w*)\b|\d",
+    re.IGNORECASE,
+)
+_LINE_CHARS = 160
+
+
+class _ApproxCounter:
+    """Fallback when no counter is given: about four characters a token."""
+
+    reply_priming = 3
+
+    def count_text(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+    def count_message(self, message: Message) -> int:
+        return 3 + self.count_text(message.text)
+
+
+class OfflineSummarizer(Summarizer):
+    """The ``Summarizer`` port without a model: extractive and deterministic."""
+
+    def __init__(
+        self, *, token_counter: TokenCounter | None = None, model: str = "offline-extractive"
+    ) -> None:
+        self.model = model
+        self._counter: TokenCounter = token_counter or _ApproxCounter()
+
+    def __repr__(self) -> str:
+        return f"OfflineSummarizer(model={self.model!r})"
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        started = time.perf_counter()
+        count = self._counter.count_text
+        previous = [line for line in (request.previous_summary or "").splitlines() if line.strip()]
+        new = _lines(request)
+        input_tokens = count(request.previous_summary or "") + sum(
+            count(m.text) for m in request.messages
+        )
+        # Never longer than what it summarizes (the ledger's quality gate refuses that).
+        budget = max(8, min(request.max_summary_tokens, input_tokens))
+        # Up to half the budget keeps the previous summary (its newest lines); the new
+        # lines get the rest, dropping the least salient first.
+        previous_cost = sum(count(line) + 1 for line in previous)
+        reserve = min(previous_cost, budget // 2)
+        chosen_new = list(new)
+        while chosen_new and _cost(chosen_new, count) > budget - reserve:
+            weakest = min(range(len(chosen_new)), key=lambda i: (chosen_new[i][0], -i))
+            del chosen_new[weakest]
+        kept_previous: list[str] = []
+        room = budget - _cost(chosen_new, count)
+        for line in reversed(previous):
+            cost = count(line) + 1
+            if cost > room:
+                break
+            kept_previous.insert(0, line)
+            room -= cost
+        lines = kept_previous + [text for _, text in chosen_new]
+        text = "\n".join(lines).strip()
+        if not text:
+            text = _fallback(request, budget, count)
+        return SummaryResult(
+            text=text,
+            model=self.model,
+            prompt_version=PROMPT_VERSION,
+            input_tokens=input_tokens,
+            output_tokens=count(text),
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+
+def _cost(lines: list[tuple[int, str]], count: Callable[[str], int]) -> int:
+    return sum(count(text) + 1 for _, text in lines)
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    first = _SENTENCE.split(text, maxsplit=1)[0] if text else ""
+    return first[:_LINE_CHARS].rstrip() + ("..." if len(first) > _LINE_CHARS else "")
+
+
+def _lines(request: SummaryRequest) -> list[tuple[int, str]]:
+    """(salience, line) for the new messages, in order."""
+    out: list[tuple[int, str]] = []
+    names: dict[str, str] = {}
+    for offset, message in enumerate(request.messages):
+        position = request.from_position + offset
+        if message.tool_calls:
+            for call in message.tool_calls:
+                names[call.id] = call.function.name
+        text = message.text
+        if message.role == "tool":
+            name = names.get(message.tool_call_id or "", "tool")
+            out.append((3, f"[{position}] tool {name} -> {_first_sentence(text)[:80]}"))
+            continue
+        if message.tool_calls and not text.strip():
+            called = ", ".join(c.function.name for c in message.tool_calls)
+            out.append((1, f"[{position}] assistant called {called}"))
+            continue
+        sentence = _first_sentence(text)
+        if not sentence:
+            continue
+        salience = 2 if message.role == "user" else 1
+        decisions = [s for s in _SENTENCE.split(" ".join(text.split())) if _DECISION.search(s)]
+        if decisions and decisions[0][:_LINE_CHARS] not in sentence:
+            sentence = f"{sentence} {decisions[0][:_LINE_CHARS]}"
+            salience += 1
+        elif _DECISION.search(sentence):
+            salience += 1
+        out.append((salience, f"[{position}] {message.role}: {sentence}"))
+    return out
+
+
+def _fallback(request: SummaryRequest, budget: int, count: Callable[[str], int]) -> str:
+    """A non-empty summary that fits, whatever the messages were."""
+    text = f"Messages {request.from_position}-{request.through_position}: " + " ".join(
+        _first_sentence(m.text) for m in request.messages if m.text.strip()
+    )
+    while count(text) > budget and len(text) > 20:
+        text = text[: int(len(text) * 0.8)].rstrip()
+    return text
