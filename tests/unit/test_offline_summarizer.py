@@ -5,10 +5,12 @@ from __future__ import annotations
 from uuid import uuid4
 
 import pytest
-from contextledger.application import SummaryRequest
+from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import Message
 from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.tokens import TiktokenCounter
+
+from tests.contracts.summarizer_contract import SummarizerContract
 
 COUNTER = TiktokenCounter("gpt-4o-mini")
 
@@ -59,3 +61,8 @@ def test_it_is_never_longer_than_what_it_summarizes() -> None:
     tiny = [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "fine"}]
     result = OfflineSummarizer(token_counter=COUNTER).summarize(request(tiny))
     assert result.text.strip() and COUNTER.count_text(result.text) <= max(8, result.input_tokens or 0)
+
+
+class TestOfflineSummarizerContract(SummarizerContract):
+    def make_summarizer(self) -> Summarizer:
+        return OfflineSummarizer(token_counter=COUNTER)
