@@ -6,7 +6,7 @@ Every SDK exception is mapped here, at the adapter boundary:
 | SDK / outcome                                   | contextledger error              |
 |-------------------------------------------------|----------------------------------|
 | ``APITimeoutError``                             | ``SummarizerTimeoutError``       |
-| ``RateLimitError`` (429)                        | ``SummarizerRateLimitedError`` (``retry_after`` from the header) |
+| ``RateLimitError`` (429)                        | ``SummarizerRateLimitedError`` (``retry_after``) |
 | ``APIConnectionError``, status >= 500           | ``SummarizerUnavailableError``   |
 | other ``APIStatusError`` (400, 401, 403, 404)   | ``SummarizerError``, ``retryable=False`` |
 | malformed JSON, no choices, empty text, cut off | ``SummarizerOutputError``        |
@@ -139,7 +139,9 @@ class OpenAISummarizer(Summarizer):
             error.retryable = False
             raise error from exc
         except openai.APIResponseValidationError as exc:
-            raise SummarizerOutputError("the provider's answer is not a chat completion", model=model) from exc
+            raise SummarizerOutputError(
+                "the provider's answer is not a chat completion", model=model
+            ) from exc
         except ValueError as exc:  # JSON decoding of a malformed body
             raise SummarizerOutputError(f"malformed answer from the provider: {exc}", model=model) from exc
         latency_ms = (time.perf_counter() - started) * 1000

@@ -6,7 +6,6 @@ from typing import Any
 
 import psycopg
 import pytest
-
 from contextledger.application import Ledger
 from contextledger.domain import StoreError
 
