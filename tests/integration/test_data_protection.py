@@ -79,6 +79,6 @@ def test_reading_with_the_wrong_key_is_a_store_error_not_garbage(tmp_path: Path)
     with Ledger.open(settings=Settings(database_url=url, run_policy=False, cipher_key=key())) as ledger:
         cid = ledger.start("s")
         ledger.append(cid, {"role": "user", "content": SECRET_TEXT})
-    with Ledger.open(settings=Settings(database_url=url, run_policy=False, cipher_key=key())) as ledger:
-        with pytest.raises(StoreError, match="cannot decode"):
-            ledger.transcript(cid)
+    other_key = Settings(database_url=url, run_policy=False, cipher_key=key())
+    with Ledger.open(settings=other_key) as ledger, pytest.raises(StoreError, match="cannot decode"):
+        ledger.transcript(cid)

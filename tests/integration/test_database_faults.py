@@ -34,6 +34,6 @@ def test_a_dropped_database_connection_is_replaced_and_nothing_is_lost(postgres_
 
 
 def test_an_unreachable_database_is_a_store_error_with_a_clear_message() -> None:
-    with pytest.raises(StoreError, match="event store"):
-        with Ledger.open("postgresql://postgres@127.0.0.1:1/test?connect_timeout=1", run_policy=False) as ledger:
-            ledger.start("s")
+    url = "postgresql://postgres@127.0.0.1:1/test?connect_timeout=1"
+    with pytest.raises(StoreError, match="event store"), Ledger.open(url, run_policy=False) as ledger:
+        ledger.start("s")
