@@ -30,3 +30,16 @@ def test_every_error_descends_from_the_one_root() -> None:
 
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.ContextLedgerError)
+
+
+def test_the_error_tree_in_the_docs_is_the_one_in_the_code() -> None:
+    from pathlib import Path
+
+    import contextledger.domain.errors as errors
+
+    drawn = errors.__doc__.split("::\n\n", 1)[1].split("\n\nEvery error", 1)[0]
+    drawn = "\n".join(line[4:] for line in drawn.splitlines())
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+    assert drawn in docs
+    for name in errors.__all__:
+        assert name in drawn, f"{name} is missing from the drawn tree"
