@@ -1,0 +1,31 @@
+"""The three layers type-check under mypy --strict (run on the installed names)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_package_is_mypy_strict_clean(tmp_path: Path) -> None:
+    if shutil.which("mypy") is None and subprocess.run(
+        [sys.executable, "-m", "mypy", "--version"], capture_output=True
+    ).returncode != 0:
+        pytest.fail("mypy is part of the dev extra and must be installed")
+    # The folders are installed as contextledger.<layer>: mirror that layout.
+    package = tmp_path / "contextledger"
+    package.mkdir()
+    for layer in ("domain", "application", "infrastructure"):
+        (package / layer).symlink_to(REPO / layer)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", str(REPO / "pyproject.toml"),
+         "--explicit-package-bases", "--cache-dir", str(tmp_path / "cache"),
+         "-p", "contextledger.domain", "-p", "contextledger.application", "-p", "contextledger.infrastructure"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
