@@ -114,6 +114,9 @@ class LedgerContract:
         cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=6, keep_messages=2))
         seen: dict[int, list[dict[str, Any]]] = {}
         for i in range(30):
+            if i == 15:  # versions before this keep the old policy's view
+                ledger.change_policy(cid, ReductionPolicy(trigger_messages=4, keep_messages=1,
+                                                          summary_mode="layered"))
             ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
             request = ledger.pending_summary(cid)
             if request is not None:
