@@ -610,12 +610,15 @@ class Ledger(Application[UUID]):
                 except BaseException:
                     self._cache_evict(conversation_id)  # it may hold half-applied events
                     raise
-                if not conversation._pending_events:
+                pending = list(conversation._pending_events)
+                if not pending:
                     return result
                 try:
                     self._save(conversation, *others)
                 except IntegrityError:
                     self._cache_evict(conversation_id)
+                    if self._landed(conversation_id, pending):
+                        return result
                     if on_conflict is not None:
                         found = on_conflict()
                         if found is not None:
@@ -632,6 +635,18 @@ class Ledger(Application[UUID]):
                     conversation_id=conversation_id,
                 )
             time.sleep(min(0.1, 0.002 * (2 ** min(attempt, 6))) * random.random())
+
+    def _landed(self, conversation_id: UUID, pending: list[DomainEvent]) -> bool:
+        """Whether these exact events are stored already: a commit whose answer was
+        lost (a dropped connection) and whose retry then conflicted with itself."""
+        stored = list(
+            self.events.get(
+                conversation_id,
+                gt=pending[0].originator_version - 1,
+                lte=pending[-1].originator_version,
+            )
+        )
+        return stored == pending
 
     def _save(self, conversation: Conversation, *others: Any) -> None:
         before = conversation.version - len(conversation._pending_events)

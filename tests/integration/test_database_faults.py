@@ -6,7 +6,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from contextledger.application import Ledger
+from eventsourcing.persistence import IntegrityError
+from contextledger.application import Ledger, Settings
 from contextledger.domain import StoreError
 
 
@@ -37,3 +38,31 @@ def test_an_unreachable_database_is_a_store_error_with_a_clear_message() -> None
     url = "postgresql://postgres@127.0.0.1:1/test?connect_timeout=1"
     with pytest.raises(StoreError, match="event store"), Ledger.open(url, run_policy=False) as ledger:
         ledger.start("s")
+
+
+class LostAckLedger(Ledger):
+    """Commits, then reports a conflict: what a retried insert sees when the answer
+    to the first, successful one was lost with its connection."""
+
+    lose_next = False
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        recordings = super().save(*objs, **kwargs)
+        if self.lose_next:
+            self.lose_next = False
+            raise IntegrityError("duplicate key value violates unique constraint")
+        return recordings
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_commit_whose_answer_was_lost_is_not_appended_twice(
+    store: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    url = request.getfixturevalue("postgres_url") if store == "postgres" else f"sqlite:///{tmp_path / 'l.db'}"
+    with LostAckLedger(Settings(database_url=url, run_policy=False)) as ledger:
+        cid = ledger.start("s")
+        ledger.append(cid, {"role": "user", "content": "first"})
+        ledger.lose_next = True
+        assert ledger.append(cid, {"role": "assistant", "content": "second"}) == 1
+        assert ledger.append(cid, {"role": "user", "content": "third"}) == 2
+        assert [e.message["content"] for e in ledger.transcript(cid)] == ["first", "second", "third"]
