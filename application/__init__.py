@@ -5,6 +5,7 @@ summarization policy.
 """
 
 from contextledger.application.ledger import Ledger
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.projections import (
     ConversationRecord,
     ConversationsView,
@@ -16,7 +17,6 @@ from contextledger.application.projections import (
     TokenTotalsView,
     TranscriptView,
 )
-from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
     SummaryInfo,
