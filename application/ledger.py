@@ -105,6 +105,7 @@ class Ledger(Application[UUID]):
         self._token_counter = token_counter
         self._counters: dict[str, TokenCounter] = {}
         self._summarizer = summarizer
+        self._fallback: Summarizer | None = None
         self._cache: OrderedDict[UUID, Conversation] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._locks: dict[UUID, threading.Lock] = {}
@@ -191,6 +192,17 @@ class Ledger(Application[UUID]):
                 cls = _resolve(OFFLINE_SUMMARIZER_TOPIC)
                 self._summarizer = cls(token_counter=self.counter_for(s.summarizer_model))
         return self._summarizer
+
+    @property
+    def fallback_summarizer(self) -> Summarizer | None:
+        """The offline summarizer that takes over a range after
+        ``settings.fallback_after_attempts`` failures (None when that is off)."""
+        if self.settings.fallback_after_attempts is None:
+            return None
+        if self._fallback is None:
+            cls = _resolve(OFFLINE_SUMMARIZER_TOPIC)
+            self._fallback = cls(token_counter=self.counter_for(self.settings.summarizer_model))
+        return self._fallback
 
     def counter_for(self, model: str) -> TokenCounter:
         """The token counter for ``model`` (the injected one, if any)."""
@@ -352,6 +364,7 @@ class Ledger(Application[UUID]):
                 model=policy.summarizer_model or self.summarizer_model_name(),
                 max_summary_tokens=policy.max_summary_tokens,
                 idempotency_key=f"{conversation_id}:{pending.threshold_version}",
+                attempt=pending.attempts + 1,
             )
 
     def summarizer_model_name(self) -> str:

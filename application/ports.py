@@ -48,6 +48,8 @@ class SummaryRequest:
     max_summary_tokens: int
     #: Stable per pinned range: a provider that supports idempotency keys can use it.
     idempotency_key: str
+    #: Which attempt at this range the call is (1 for the first).
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

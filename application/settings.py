@@ -31,7 +31,8 @@ class Settings(BaseModel):
     ``OPENAI_BASE_URL``, ``CONTEXTLEDGER_SUMMARIZER_MODEL``,
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
     ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_COMPRESS``,
-    ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``.
+    ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``,
+    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +47,9 @@ class Settings(BaseModel):
     #: Backoff for failed summaries: base * 2**(attempt-1), capped.
     retry_base_seconds: float = Field(default=0.5, ge=0)
     retry_max_seconds: float = Field(default=60.0, ge=0)
+    #: After this many failed attempts at one range, the offline summarizer makes its
+    #: summary, so a provider that keeps failing never stalls a conversation (None: never).
+    fallback_after_attempts: int | None = Field(default=5, ge=1)
     #: How often followers of a SQLite store poll the log (SQLite cannot notify).
     poll_interval: float = Field(default=0.05, gt=0)
     snapshot_interval: int = Field(default=50, ge=2)
@@ -70,10 +74,11 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_COMPRESS": "compress",
             "CONTEXTLEDGER_POLL_INTERVAL": "poll_interval",
             "CONTEXTLEDGER_SNAPSHOT_INTERVAL": "snapshot_interval",
+            "CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS": "fallback_after_attempts",
         }
         for key, field in mapping.items():
             if env.get(key):
-                values[field] = env[key]
+                values[field] = None if env[key].lower() == "none" else env[key]
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
             return cls(**values)

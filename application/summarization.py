@@ -70,6 +70,16 @@ def summarize_pending(
     request = ledger.pending_summary(conversation_id)
     if request is None:
         return Outcome()
+    limit = ledger.settings.fallback_after_attempts
+    if limit is not None and request.attempt > limit and ledger.fallback_summarizer is not None:
+        log.warning(
+            "summarization of %s positions %d-%d failed %d times: the offline summarizer takes over",
+            conversation_id,
+            request.from_position,
+            request.through_position,
+            request.attempt - 1,
+        )
+        summarizer = ledger.fallback_summarizer
     try:
         result = summarizer.summarize(request)
     except SummarizerError as exc:

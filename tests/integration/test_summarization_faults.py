@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def settings(url: str) -> Settings:
-    return Settings(database_url=url, poll_interval=0.02, retry_base_seconds=0.02, retry_max_seconds=0.3)
+    return Settings(database_url=url, poll_interval=0.02, retry_base_seconds=0.02, retry_max_seconds=0.3,
+                    fallback_after_attempts=None)
 
 
 def fill(ledger: Ledger, n: int = 11) -> tuple[Any, list[dict[str, Any]]]:

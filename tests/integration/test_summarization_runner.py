@@ -89,7 +89,8 @@ def test_failures_are_recorded_and_retried_and_nothing_is_lost(sqlite_url: str, 
 def test_while_the_summarizer_is_down_the_cap_holds_and_nothing_is_lost(sqlite_url: str) -> None:
     down = [SummarizerUnavailableError("down")] * 1000
     summarizer = ScriptedSummarizer(failures=down)
-    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None),
+                     summarizer=summarizer) as ledger:
         cid = ledger.start("sys", policy=POLICY)
         appended: list[dict[str, Any]] = []
         for _ in range(10):
@@ -155,3 +156,18 @@ def test_a_restarted_policy_resumes_the_unfinished_work(sqlite_url: str) -> None
         assert ledger.wait_idle(20)
         assert ledger.pending_summary(cid) is None and ledger.totals(cid).summaries == 1
         assert len(summarizer.calls) == 1
+
+
+def test_after_repeated_failures_the_offline_summarizer_takes_over(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer(failures=[SummarizerUnavailableError("down")] * 1000)
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=3),
+                     summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        say(ledger, cid, 12, appended)
+        assert ledger.wait_idle(20)
+        [summary] = ledger.summaries(cid)
+        assert summary.model == "offline-extractive"
+        assert len(summarizer.calls) == 3
+        assert [e.data["attempt"] for e in ledger.replay(cid) if e.kind == "SummarizationFailed"] == [1, 2, 3]
+        assert check_log(ledger, cid, appended) == []
