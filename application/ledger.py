@@ -488,15 +488,7 @@ class Ledger(Application[UUID]):
     def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
         """Every message ever appended, oldest first."""
         return [
-            TranscriptEntry(
-                position=e.position,
-                version=e.originator_version,
-                tokens=e.tokens,
-                message=e.message.to_openai(),
-                timestamp=e.timestamp,
-                digest=e.digest,
-                client_message_id=e.client_message_id,
-            )
+            TranscriptEntry.from_event(e)
             for e in self._events(conversation_id)
             if isinstance(e, Conversation.MessageAppended)
         ]
@@ -504,22 +496,7 @@ class Ledger(Application[UUID]):
     def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
         """Every summary recorded, oldest first, with ranges and provenance."""
         return [
-            SummaryInfo(
-                from_position=e.from_position,
-                through_position=e.through_position,
-                covers_from=e.covers_from,
-                text=e.text,
-                tokens=e.tokens,
-                model=e.provenance.model,
-                prompt_version=e.provenance.prompt_version,
-                input_tokens=e.provenance.input_tokens,
-                output_tokens=e.provenance.output_tokens,
-                latency_ms=e.provenance.latency_ms,
-                policy_version=e.policy_version,
-                version=e.originator_version,
-                timestamp=e.timestamp,
-                source_digest=e.source_digest,
-            )
+            SummaryInfo.from_event(e)
             for e in self._events(conversation_id)
             if isinstance(e, Conversation.SummaryCreated)
         ]

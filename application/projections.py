@@ -248,15 +248,7 @@ class TranscriptProjection(ReadModelProjection):
     @process_event.register(Conversation.MessageAppended)
     def _message(self, event: Conversation.MessageAppended, tracking: Tracking) -> None:
         self.view.add_message(
-            TranscriptEntry(
-                position=event.position,
-                version=event.originator_version,
-                tokens=event.tokens,
-                message=event.message.to_openai(),
-                timestamp=event.timestamp,
-                digest=event.digest,
-                client_message_id=event.client_message_id,
-            ),
+            TranscriptEntry.from_event(event),
             conversation_id=event.originator_id,
             tracking=tracking,
         )
@@ -278,24 +270,8 @@ class SummariesProjection(ReadModelProjection):
 
     @process_event.register(Conversation.SummaryCreated)
     def _summary(self, event: Conversation.SummaryCreated, tracking: Tracking) -> None:
-        p = event.provenance
         self.view.add_summary(
-            SummaryInfo(
-                from_position=event.from_position,
-                through_position=event.through_position,
-                covers_from=event.covers_from,
-                text=event.text,
-                tokens=event.tokens,
-                model=p.model,
-                prompt_version=p.prompt_version,
-                input_tokens=p.input_tokens,
-                output_tokens=p.output_tokens,
-                latency_ms=p.latency_ms,
-                policy_version=event.policy_version,
-                version=event.originator_version,
-                timestamp=event.timestamp,
-                source_digest=event.source_digest,
-            ),
+            SummaryInfo.from_event(event),
             conversation_id=event.originator_id,
             tracking=tracking,
         )

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from contextledger.domain.conversation import Conversation
+
 __all__ = [
     "AuditEvent",
     "SummaryInfo",
@@ -39,6 +41,18 @@ class TranscriptEntry:
     digest: str
     client_message_id: str | None = None
 
+    @classmethod
+    def from_event(cls, event: Conversation.MessageAppended) -> TranscriptEntry:
+        return cls(
+            position=event.position,
+            version=event.originator_version,
+            tokens=event.tokens,
+            message=event.message.to_openai(),
+            timestamp=event.timestamp,
+            digest=event.digest,
+            client_message_id=event.client_message_id,
+        )
+
 
 @dataclass(frozen=True)
 class SummaryInfo:
@@ -63,6 +77,26 @@ class SummaryInfo:
     version: int
     timestamp: datetime
     source_digest: str
+
+    @classmethod
+    def from_event(cls, event: Conversation.SummaryCreated) -> SummaryInfo:
+        p = event.provenance
+        return cls(
+            from_position=event.from_position,
+            through_position=event.through_position,
+            covers_from=event.covers_from,
+            text=event.text,
+            tokens=event.tokens,
+            model=p.model,
+            prompt_version=p.prompt_version,
+            input_tokens=p.input_tokens,
+            output_tokens=p.output_tokens,
+            latency_ms=p.latency_ms,
+            policy_version=event.policy_version,
+            version=event.originator_version,
+            timestamp=event.timestamp,
+            source_digest=event.source_digest,
+        )
 
 
 @dataclass(frozen=True)
