@@ -693,35 +693,40 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    shard: tuple[int, int] | None = args.shard
     stop = threading.Event()
-    ledger = _open(args, must_exist=False)
+    # Handlers first: a SIGTERM that arrives while starting up still stops cleanly.
+    restore = _install_signal_handlers(stop) if not args.once else (lambda: None)
     try:
-        policy = SummarizationRunner(ledger, ledger.summarizer, shard=shard)
-        ledger.attach(policy)
-        with_read_models = shard is None or shard[0] == 0
-        if with_read_models:
-            models = SQLReadModels.for_ledger(ledger)
-            ledger.attach(models.runner(ledger))
-        where = f"shard {shard[0]}/{shard[1]}" if shard else "all conversations"
-        print(f"{PROG} worker: {where}, read models {'on' if with_read_models else 'off'}, "
-              f"summarizer {type(ledger.summarizer).__name__}", file=sys.stderr)
-        if args.once:
-            if not ledger.wait_idle(args.timeout):
-                raise _Failure(f"not idle after {args.timeout:g} s (summaries still due?)")
-            top = ledger.recorder.max_notification_id() or 0
-            print(f"worker: idle at notification {top}")
-            return 0
-        restore = _install_signal_handlers(stop)
+        ledger = _open(args, must_exist=False)
         try:
-            while not stop.wait(1.0):
-                pass
+            return _serve(ledger, args, stop)
         finally:
-            restore()
-        print(f"{PROG} worker: stopping", file=sys.stderr)
-        return 0
+            ledger.close()
     finally:
-        ledger.close()
+        restore()
+
+
+def _serve(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> int:
+    shard: tuple[int, int] | None = args.shard
+    policy = SummarizationRunner(ledger, ledger.summarizer, shard=shard)
+    ledger.attach(policy)
+    with_read_models = shard is None or shard[0] == 0
+    if with_read_models:
+        models = SQLReadModels.for_ledger(ledger)
+        ledger.attach(models.runner(ledger))
+    where = f"shard {shard[0]}/{shard[1]}" if shard else "all conversations"
+    print(f"{PROG} worker: {where}, read models {'on' if with_read_models else 'off'}, "
+          f"summarizer {type(ledger.summarizer).__name__}", file=sys.stderr)
+    if args.once:
+        if not ledger.wait_idle(args.timeout):
+            raise _Failure(f"not idle after {args.timeout:g} s (summaries still due?)")
+        top = ledger.recorder.max_notification_id() or 0
+        print(f"worker: idle at notification {top}")
+        return 0
+    while not stop.wait(0.2):
+        pass
+    print(f"{PROG} worker: stopping", file=sys.stderr)
+    return 0
 
 
 def _install_signal_handlers(stop: threading.Event) -> Callable[[], None]:
