@@ -110,7 +110,7 @@ def test_a_slow_answer_becomes_a_timeout(fake_openai: FakeOpenAIServer) -> None:
     started = time.monotonic()
     with pytest.raises(SummarizerTimeoutError):
         summarizer(fake_openai, timeout=0.3).summarize(request())
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 1.9  # the 2 s answer was not awaited
 
 
 @pytest.mark.parametrize("behaviour", [Malformed(), Empty(""), Empty(None), Reply("cut off", finish_reason="length")],

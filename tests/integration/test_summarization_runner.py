@@ -3,7 +3,9 @@ retried with backoff, a slow conversation holds up no other, one call per crossi
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -24,6 +26,15 @@ from tests.support.summarizers import ScriptedSummarizer
 
 POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2, max_context_tokens=1500,
                          max_summary_tokens=100)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
 
 
 def settings(url: str, **overrides: Any) -> Settings:
@@ -52,18 +63,21 @@ def test_summaries_happen_in_the_background_once_per_crossing(sqlite_url: str) -
         assert check_log(ledger, cid, appended) == []
 
 
-def test_appends_never_wait_for_a_slow_summarizer(sqlite_url: str) -> None:
-    summarizer = ScriptedSummarizer(delay=1.5)
+def test_appends_never_wait_for_the_summarizer(sqlite_url: str) -> None:
+    cid = uuid4()
+    release = threading.Event()
+    summarizer = ScriptedSummarizer(hold={cid: release})
     with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
-        cid = ledger.start("sys", policy=POLICY)
+        ledger.start("sys", policy=POLICY, conversation_id=cid)
         appended: list[dict[str, Any]] = []
-        started = time.monotonic()
-        say(ledger, cid, 40, appended)
-        elapsed = time.monotonic() - started
-        assert summarizer.calls, "the summarizer was called while appends went on"
-        assert elapsed < 1.5, f"appends took {elapsed:.2f}s: they waited for the summarizer"
+        say(ledger, cid, 12, appended)
+        assert wait_until(lambda: summarizer.in_flight[cid] == 1)
+        say(ledger, cid, 40, appended)  # all while the summarizer call is blocked
+        assert summarizer.in_flight[cid] == 1 and ledger.totals(cid).summaries == 0
         assert check(ledger, cid, appended, system="sys") == []
+        release.set()
         assert ledger.wait_idle(20)
+        assert ledger.totals(cid).summaries >= 1
 
 
 @pytest.mark.parametrize(
@@ -107,21 +121,20 @@ def test_while_the_summarizer_is_down_the_cap_holds_and_nothing_is_lost(sqlite_u
 
 def test_a_slow_conversation_does_not_hold_up_the_others(sqlite_url: str) -> None:
     slow_cid, fast = uuid4(), [uuid4() for _ in range(3)]
-    summarizer = ScriptedSummarizer(slow={slow_cid: 2.0}, delay=0.05)
+    release = threading.Event()
+    summarizer = ScriptedSummarizer(hold={slow_cid: release})
     with Ledger.open(settings=settings(sqlite_url, max_concurrent_summaries=4),
                      summarizer=summarizer) as ledger:
         for cid in [slow_cid, *fast]:
             ledger.start("sys", policy=POLICY, conversation_id=cid)
         appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in [slow_cid, *fast]}
         say(ledger, slow_cid, 12, appended[slow_cid])
-        time.sleep(0.2)  # the slow call is in flight
+        assert wait_until(lambda: summarizer.in_flight[slow_cid] == 1)
         for cid in fast:
             say(ledger, cid, 12, appended[cid])
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline and not all(ledger.totals(c).summaries for c in fast):
-            time.sleep(0.02)
-        assert all(ledger.totals(c).summaries == 1 for c in fast)
-        assert ledger.totals(slow_cid).summaries == 0  # still in flight
+        assert wait_until(lambda: all(ledger.totals(c).summaries == 1 for c in fast))
+        assert ledger.totals(slow_cid).summaries == 0 and summarizer.in_flight[slow_cid] == 1
+        release.set()
         assert ledger.wait_idle(20)
         assert ledger.totals(slow_cid).summaries == 1
         assert summarizer.max_in_flight_per_conversation == 1

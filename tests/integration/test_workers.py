@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -24,7 +25,8 @@ def worker(url: str, summarizer: ScriptedSummarizer, shard: tuple[int, int] | No
 
 @pytest.mark.postgres
 def test_two_workers_racing_for_one_range_record_one_summary(postgres_url: str) -> None:
-    first, second = ScriptedSummarizer(delay=0.3), ScriptedSummarizer(delay=0.3)
+    both_in_flight = threading.Barrier(2)  # neither answers before the other has asked
+    first, second = ScriptedSummarizer(gate=both_in_flight), ScriptedSummarizer(gate=both_in_flight)
     app = Ledger.open(postgres_url, run_policy=False)
     workers = [worker(postgres_url, first), worker(postgres_url, second)]
     try:

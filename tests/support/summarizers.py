@@ -16,10 +16,15 @@ class ScriptedSummarizer:
     model = "scripted"
 
     def __init__(self, failures: list[Exception] | None = None, delay: float = 0.0,
-                 slow: dict[UUID, float] | None = None) -> None:
+                 slow: dict[UUID, float] | None = None, hold: dict[UUID, threading.Event] | None = None,
+                 gate: threading.Barrier | None = None) -> None:
         self.failures = list(failures or [])
         self.delay = delay
         self.slow = slow or {}
+        #: Calls for these conversations block until their event is set.
+        self.hold = hold or {}
+        #: Every call waits here until as many calls (of any summarizer) are in flight.
+        self.gate = gate
         self.calls: list[tuple[UUID, int, int]] = []
         self.lock = threading.Lock()
         self.in_flight: Counter[UUID] = Counter()
@@ -37,6 +42,10 @@ class ScriptedSummarizer:
             self.max_in_flight = max(self.max_in_flight, sum(self.in_flight.values()))
             failure = self.failures.pop(0) if self.failures else None
         try:
+            if cid in self.hold:
+                self.hold[cid].wait(60)
+            if self.gate is not None:
+                self.gate.wait(60)
             time.sleep(self.slow.get(cid, self.delay))
             if failure is not None:
                 raise failure
