@@ -30,17 +30,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
 
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import PersistenceError, Tracking
+from eventsourcing.projection import Projection
+
 from contextledger.application.results import SummaryInfo, TranscriptEntry
-from contextledger.domain.conversation import Conversation
+from contextledger.domain import events
 from contextledger.domain.errors import (
     ContextLedgerError,
     TrackingRewoundError,
     UnknownReadModelError,
     UsageError,
 )
-from eventsourcing.dispatch import singledispatchmethod
-from eventsourcing.persistence import PersistenceError, Tracking
-from eventsourcing.projection import Projection
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -70,13 +71,13 @@ log = logging.getLogger("contextledger.readmodels")
 ProgressCallback = Callable[[int, int], None]
 
 _CONVERSATION_TOPICS = (
-    Conversation.Started.TOPIC,
-    Conversation.MessageAppended.TOPIC,
-    Conversation.ThresholdReached.TOPIC,
-    Conversation.SummaryCreated.TOPIC,
-    Conversation.SummarizationFailed.TOPIC,
-    Conversation.PolicyChanged.TOPIC,
-    Conversation.UsageRecorded.TOPIC,
+    events.Started.TOPIC,
+    events.MessageAppended.TOPIC,
+    events.ThresholdReached.TOPIC,
+    events.SummaryCreated.TOPIC,
+    events.SummarizationFailed.TOPIC,
+    events.PolicyChanged.TOPIC,
+    events.UsageRecorded.TOPIC,
 )
 
 
@@ -235,7 +236,7 @@ class TranscriptProjection(ReadModelProjection):
     """``transcript``: one row per appended message."""
 
     name = "transcript"
-    topics = (Conversation.MessageAppended.TOPIC,)
+    topics = (events.MessageAppended.TOPIC,)
 
     @property
     def view(self) -> TranscriptView:
@@ -245,8 +246,8 @@ class TranscriptProjection(ReadModelProjection):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
 
-    @process_event.register(Conversation.MessageAppended)
-    def _message(self, event: Conversation.MessageAppended, tracking: Tracking) -> None:
+    @process_event.register(events.MessageAppended)
+    def _message(self, event: events.MessageAppended, tracking: Tracking) -> None:
         self.view.add_message(
             TranscriptEntry.from_event(event),
             conversation_id=event.originator_id,
@@ -258,7 +259,7 @@ class SummariesProjection(ReadModelProjection):
     """``summaries``: one row per recorded summary."""
 
     name = "summaries"
-    topics = (Conversation.SummaryCreated.TOPIC,)
+    topics = (events.SummaryCreated.TOPIC,)
 
     @property
     def view(self) -> SummariesView:
@@ -268,8 +269,8 @@ class SummariesProjection(ReadModelProjection):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
 
-    @process_event.register(Conversation.SummaryCreated)
-    def _summary(self, event: Conversation.SummaryCreated, tracking: Tracking) -> None:
+    @process_event.register(events.SummaryCreated)
+    def _summary(self, event: events.SummaryCreated, tracking: Tracking) -> None:
         self.view.add_summary(
             SummaryInfo.from_event(event),
             conversation_id=event.originator_id,
@@ -282,11 +283,11 @@ class TokenTotalsProjection(ReadModelProjection):
 
     name = "token_totals"
     topics = (
-        Conversation.Started.TOPIC,
-        Conversation.MessageAppended.TOPIC,
-        Conversation.SummaryCreated.TOPIC,
-        Conversation.SummarizationFailed.TOPIC,
-        Conversation.UsageRecorded.TOPIC,
+        events.Started.TOPIC,
+        events.MessageAppended.TOPIC,
+        events.SummaryCreated.TOPIC,
+        events.SummarizationFailed.TOPIC,
+        events.UsageRecorded.TOPIC,
     )
 
     @property
@@ -297,21 +298,21 @@ class TokenTotalsProjection(ReadModelProjection):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
 
-    @process_event.register(Conversation.Started)
-    def _started(self, event: Conversation.Started, tracking: Tracking) -> None:
+    @process_event.register(events.Started)
+    def _started(self, event: events.Started, tracking: Tracking) -> None:
         system = event.system_tokens if event.system_prompt is not None else 0
         self.view.start_totals(
             event.originator_id, base_tokens=system + event.reply_priming, tracking=tracking
         )
 
-    @process_event.register(Conversation.MessageAppended)
-    def _message(self, event: Conversation.MessageAppended, tracking: Tracking) -> None:
+    @process_event.register(events.MessageAppended)
+    def _message(self, event: events.MessageAppended, tracking: Tracking) -> None:
         self.view.add_to_totals(
             event.originator_id, tracking=tracking, messages=1, appended_tokens=event.tokens
         )
 
-    @process_event.register(Conversation.SummaryCreated)
-    def _summary(self, event: Conversation.SummaryCreated, tracking: Tracking) -> None:
+    @process_event.register(events.SummaryCreated)
+    def _summary(self, event: events.SummaryCreated, tracking: Tracking) -> None:
         self.view.add_to_totals(
             event.originator_id,
             tracking=tracking,
@@ -321,8 +322,8 @@ class TokenTotalsProjection(ReadModelProjection):
             summarizer_output_tokens=event.provenance.output_tokens or 0,
         )
 
-    @process_event.register(Conversation.SummarizationFailed)
-    def _failed(self, event: Conversation.SummarizationFailed, tracking: Tracking) -> None:
+    @process_event.register(events.SummarizationFailed)
+    def _failed(self, event: events.SummarizationFailed, tracking: Tracking) -> None:
         called = 1 if event.called_provider else 0
         self.view.add_to_totals(
             event.originator_id,
@@ -333,8 +334,8 @@ class TokenTotalsProjection(ReadModelProjection):
             summarizer_output_tokens=(event.output_tokens or 0) * called,
         )
 
-    @process_event.register(Conversation.UsageRecorded)
-    def _usage(self, event: Conversation.UsageRecorded, tracking: Tracking) -> None:
+    @process_event.register(events.UsageRecorded)
+    def _usage(self, event: events.UsageRecorded, tracking: Tracking) -> None:
         self.view.add_to_totals(
             event.originator_id,
             tracking=tracking,
@@ -362,14 +363,14 @@ class ConversationsProjection(ReadModelProjection):
             tracking=tracking,
         )
 
-    @process_event.register(Conversation.Started)
-    def _started(self, event: Conversation.Started, tracking: Tracking) -> None:
+    @process_event.register(events.Started)
+    def _started(self, event: events.Started, tracking: Tracking) -> None:
         self.view.add_conversation(
             event.originator_id, model=event.model, started_at=event.timestamp, tracking=tracking
         )
 
-    @process_event.register(Conversation.MessageAppended)
-    def _message(self, event: Conversation.MessageAppended, tracking: Tracking) -> None:
+    @process_event.register(events.MessageAppended)
+    def _message(self, event: events.MessageAppended, tracking: Tracking) -> None:
         self.view.update_conversation(
             event.originator_id,
             version=event.originator_version,
@@ -378,8 +379,8 @@ class ConversationsProjection(ReadModelProjection):
             messages=1,
         )
 
-    @process_event.register(Conversation.SummaryCreated)
-    def _summary(self, event: Conversation.SummaryCreated, tracking: Tracking) -> None:
+    @process_event.register(events.SummaryCreated)
+    def _summary(self, event: events.SummaryCreated, tracking: Tracking) -> None:
         self.view.update_conversation(
             event.originator_id,
             version=event.originator_version,
@@ -388,8 +389,8 @@ class ConversationsProjection(ReadModelProjection):
             summaries=1,
         )
 
-    @process_event.register(Conversation.PolicyChanged)
-    def _policy(self, event: Conversation.PolicyChanged, tracking: Tracking) -> None:
+    @process_event.register(events.PolicyChanged)
+    def _policy(self, event: events.PolicyChanged, tracking: Tracking) -> None:
         self.view.update_conversation(
             event.originator_id,
             version=event.originator_version,
@@ -454,7 +455,9 @@ class ReadModelRunner:
             return self._by_name[name]
         except KeyError:
             raise UnknownReadModelError(
-                f"no read model named {name!r}; choose from {', '.join(self._by_name)}", name=name
+                f"no read model named {name!r}; choose from {', '.join(self._by_name)}",
+                projection=name,
+                known=tuple(self._by_name),
             ) from None
 
     def position(self, name: str) -> int:

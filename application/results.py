@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.events import DomainEvent, MessageAppended, SummaryCreated
 
 __all__ = [
     "AuditEvent",
@@ -42,7 +43,7 @@ class TranscriptEntry:
     client_message_id: str | None = None
 
     @classmethod
-    def from_event(cls, event: Conversation.MessageAppended) -> TranscriptEntry:
+    def from_event(cls, event: MessageAppended) -> TranscriptEntry:
         return cls(
             position=event.position,
             version=event.originator_version,
@@ -79,7 +80,7 @@ class SummaryInfo:
     source_digest: str
 
     @classmethod
-    def from_event(cls, event: Conversation.SummaryCreated) -> SummaryInfo:
+    def from_event(cls, event: SummaryCreated) -> SummaryInfo:
         p = event.provenance
         return cls(
             from_position=event.from_position,
@@ -123,14 +124,75 @@ class TokenTotals:
     conversations: int = 1
 
 
+    @classmethod
+    def of(cls, conversation: Conversation) -> TokenTotals:
+        """The totals of one conversation, from its state."""
+        s = conversation.state
+        context_tokens = conversation.context_tokens()
+        full = conversation.full_history_tokens
+        return cls(
+            messages=s.next_position,
+            appended_tokens=s.appended_tokens,
+            context_tokens=context_tokens,
+            full_history_tokens=full,
+            saved_tokens=max(0, full - context_tokens),
+            summaries=s.summaries_created,
+            summarizer_calls=s.summarizer_calls,
+            summarizer_failures=s.summarizer_failures,
+            summarizer_input_tokens=s.summarizer_input_tokens,
+            summarizer_output_tokens=s.summarizer_output_tokens,
+            provider_prompt_tokens=s.provider_prompt_tokens,
+            provider_completion_tokens=s.provider_completion_tokens,
+        )
+
+    @classmethod
+    def sum(cls, totals: list[TokenTotals]) -> TokenTotals:
+        """Totals added up over conversations."""
+        sums: dict[str, int] = dict.fromkeys(vars(cls.zero()), 0)
+        for one in totals:
+            for key, value in vars(one).items():
+                sums[key] += int(value)
+        return cls(**sums)
+
+    @classmethod
+    def zero(cls) -> TokenTotals:
+        return cls(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, conversations=0)
+
+
 @dataclass(frozen=True)
 class AuditEvent:
-    """One stored event, as ``replay`` shows it."""
+    """One stored event, as ``replay`` shows it (``record()`` as ``export`` writes it)."""
 
     version: int
     timestamp: datetime
     kind: str
     data: dict[str, Any]
+    topic: str = ""
+    conversation_id: UUID | None = None
+
+    @classmethod
+    def from_event(cls, event: DomainEvent) -> AuditEvent:
+        return cls(
+            version=event.originator_version,
+            timestamp=event.timestamp,
+            kind=type(event).__name__,
+            data=event.model_dump(
+                mode="json", exclude={"originator_id", "originator_version", "timestamp"}
+            ),
+            topic=type(event).TOPIC,
+            conversation_id=event.originator_id,
+        )
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-ready export record of this event."""
+        return {
+            "originator_id": str(self.conversation_id),
+            "version": self.version,
+            "timestamp": self.timestamp.isoformat(),
+            "topic": self.topic,
+            "kind": self.kind,
+            "data": self.data,
+        }
 
 
 @dataclass(frozen=True)

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from contextledger.domain.errors import ConfigurationError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-__all__ = ["DEFAULT_SQLITE_FILE", "Settings", "persistence_env"]
+from contextledger.domain.errors import ConfigurationError
+
+__all__ = ["DEFAULT_SQLITE_FILE", "Settings"]
 
 DEFAULT_SQLITE_FILE = "contextledger.db"
 
 #: Adapters are named by topic, as eventsourcing names its own persistence modules,
 #: so the application layer never imports the infrastructure layer.
-MAPPER_TOPIC = "contextledger.infrastructure.mapper:PydanticMapper"
-TRANSCODER_TOPIC = "contextledger.infrastructure.mapper:JSONBytesTranscoder"
+STORE_ENV_TOPIC = "contextledger.infrastructure.database:persistence_env"
 TOKEN_COUNTER_TOPIC = "contextledger.infrastructure.tokens:TiktokenCounter"
 OPENAI_SUMMARIZER_TOPIC = "contextledger.infrastructure.openai_summarizer:OpenAISummarizer"
 OFFLINE_SUMMARIZER_TOPIC = "contextledger.infrastructure.offline_summarizer:OfflineSummarizer"
@@ -59,6 +58,10 @@ class Settings(BaseModel):
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
 
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, (masked_url(value) if name == "database_url" else value)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         env = os.environ if environ is None else environ
@@ -89,70 +92,9 @@ class Settings(BaseModel):
             ) from None
 
 
-def persistence_env(settings: Settings) -> dict[str, str]:
-    """Translate ``settings.database_url`` (and cipher, compression) to eventsourcing's env."""
-    url = settings.database_url
-    parts = urlsplit(url)
-    env: dict[str, str] = {
-        "MAPPER_TOPIC": MAPPER_TOPIC,
-        "TRANSCODER_TOPIC": TRANSCODER_TOPIC,
-        "IS_SNAPSHOTTING_ENABLED": "y",
-    }
-    scheme = parts.scheme.split("+")[0]
-    if scheme == "memory":
-        env["PERSISTENCE_MODULE"] = "eventsourcing.popo"
-    elif scheme == "sqlite":
-        path = unquote(url.split("://", 1)[1])
-        path = path[1:] if path.startswith("/") else path
-        if not path:
-            raise ConfigurationError("a sqlite URL needs a file: sqlite:///path/to/file.db", url=url)
-        if path != ":memory:":
-            folder = Path(path).expanduser().resolve().parent
-            if not folder.is_dir():
-                raise ConfigurationError(f"the folder of the SQLite file does not exist: {folder}", url=url)
-        env.update(
-            PERSISTENCE_MODULE="eventsourcing.sqlite",
-            SQLITE_DBNAME=path if path == ":memory:" else str(Path(path).expanduser()),
-            SQLITE_LOCK_TIMEOUT="30",
-        )
-    elif scheme in ("postgresql", "postgres"):
-        dbname = parts.path.lstrip("/")
-        if not dbname:
-            raise ConfigurationError("a postgresql URL needs a database name", url=_redact(url))
-        query = parse_qs(parts.query)
-        env.update(
-            PERSISTENCE_MODULE="eventsourcing.postgres",
-            POSTGRES_DBNAME=unquote(dbname),
-            POSTGRES_HOST=parts.hostname or "127.0.0.1",
-            POSTGRES_PORT=str(parts.port or 5432),
-            POSTGRES_USER=unquote(parts.username or "postgres"),
-            POSTGRES_PASSWORD=unquote(parts.password or ""),
-            POSTGRES_POOL_SIZE=query.get("pool_size", ["4"])[0],
-            POSTGRES_MAX_OVERFLOW=query.get("max_overflow", ["8"])[0],
-            POSTGRES_CONNECT_TIMEOUT=query.get("connect_timeout", ["10"])[0],
-            POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT="30",
-            # Check a pooled connection before use, so a database restart costs a
-            # reconnect instead of a failed command.
-            POSTGRES_PRE_PING="y",
-        )
-        if "schema" in query:
-            env["POSTGRES_SCHEMA"] = query["schema"][0]
-    else:
-        raise ConfigurationError(
-            "unsupported database URL: use memory://, sqlite:///path.db or "
-            "postgresql://user@host:5432/db",
-            url=_redact(url),
-        )
-    if settings.compress:
-        env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
-    if settings.cipher_key is not None:
-        env["CIPHER_TOPIC"] = "eventsourcing.cipher:AESCipher"
-        env["CIPHER_KEY"] = settings.cipher_key.get_secret_value()
-    return env
+_PASSWORD = re.compile(r"^([a-z0-9+.-]+://[^:/@]*:)([^@]*)@", re.IGNORECASE)
 
 
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
+def masked_url(url: Any) -> Any:
+    """A URL with its password shown as ``***`` (for reprs, logs and messages)."""
+    return _PASSWORD.sub(r"\1***@", url) if isinstance(url, str) else url

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
+
 from contextledger.application.ports import Summarizer, SummaryRequest
-from contextledger.domain.conversation import Conversation
+from contextledger.domain import events
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
@@ -39,7 +41,6 @@ from contextledger.domain.errors import (
     SummarizerRateLimitedError,
     SummaryQualityError,
 )
-from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -243,7 +244,7 @@ class SummarizationRunner:
                 self._position + 1,
                 500,
                 stop=top,
-                topics=(Conversation.ThresholdReached.TOPIC,),
+                topics=(events.ThresholdReached.TOPIC,),
             )
             now = time.monotonic()
             with self._lock:

@@ -4,13 +4,7 @@ Nothing here does I/O; token counts and summaries arrive as values.
 """
 
 from contextledger.domain.client_ids import ClientMessageId
-from contextledger.domain.conversation import (
-    Conversation,
-    ConversationSnapshot,
-    ConversationState,
-    PendingRange,
-    SummaryProvenance,
-)
+from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -19,6 +13,7 @@ from contextledger.domain.errors import (
     ContextOverflowError,
     ConversationNotFoundError,
     DuplicateConversationError,
+    InvalidArgumentError,
     InvalidMessageError,
     InvalidPolicyError,
     StaleSummaryError,
@@ -34,9 +29,10 @@ from contextledger.domain.errors import (
     UnknownReadModelError,
     UsageError,
 )
-from contextledger.domain.events import DomainEvent
+from contextledger.domain.events import ConversationEvent, DomainEvent, SummaryProvenance
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.state import ConversationState, PendingRange
 
 __all__ = [
     "ClientMessageId",
@@ -46,12 +42,14 @@ __all__ = [
     "ContextLedgerRuntimeError",
     "ContextOverflowError",
     "Conversation",
+    "ConversationEvent",
     "ConversationNotFoundError",
     "ConversationSnapshot",
     "ConversationState",
     "DomainEvent",
     "DuplicateConversationError",
     "FunctionCall",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "InvalidPolicyError",
     "Message",

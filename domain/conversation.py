@@ -1,15 +1,19 @@
-"""The ``Conversation`` aggregate: events, fold, commands (in that order).
+"""The ``Conversation`` aggregate: its commands and the queries over its state.
 
-State is bounded by the unsummarized window: counters, the current summaries, the
-pending range and the unsummarized messages. History lives only in the log.
+The events are in ``contextledger.domain.events`` (reachable here as nested names,
+``Conversation.MessageAppended``), the state and its fold in
+``contextledger.domain.state``. Commands check their invariants, then trigger events;
+a command that changes nothing emits nothing.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 from uuid import UUID
 
+from contextledger.domain import events
+from contextledger.domain.digests import chain_digest, genesis_digest
 from contextledger.domain.errors import (
     ContextOverflowError,
     InvalidMessageError,
@@ -17,19 +21,33 @@ from contextledger.domain.errors import (
     StaleSummaryError,
     SummaryQualityError,
 )
-from contextledger.domain.events import DomainEvent
+from contextledger.domain.events import (
+    ConversationEvent,
+    DomainEvent,
+    MessageAppended,
+    PolicyChanged,
+    Started,
+    SummarizationFailed,
+    SummaryCreated,
+    SummaryProvenance,
+    ThresholdReached,
+    UsageRecorded,
+)
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import (
-    Entry,
-    SummaryLayer,
-    chain_digest,
-    genesis_digest,
-    placeholder_message,
-    plan_range,
-    summary_message,
+from contextledger.domain.reduction import Entry, placeholder_message, plan_range, summary_message
+from contextledger.domain.state import (
+    ConversationState,
+    PendingRange,
+    apply_event,
+    fixed_tokens,
+    initial_state,
+    is_placeholder,
+    layers_after,
+    newest_group_tokens,
+    view_tokens,
+    visible_entries,
 )
-from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "Conversation",
@@ -55,178 +73,18 @@ _ERROR_TEXT_PREFIXES = (
 )
 
 
-class PendingRange(BaseModel):
-    """A pinned range waiting for its summary (set by ThresholdReached)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    threshold_version: int
-    from_position: int
-    through_position: int
-    from_version: int
-    through_version: int
-    consolidate: bool = False
-    attempts: int = 0
-
-
-class SummaryProvenance(BaseModel):
-    """Where a summary came from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str
-    prompt_version: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    latency_ms: float = 0.0
-
-
-class ConversationState(BaseModel):
-    """Everything the aggregate knows. Snapshots store exactly this."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
-
-    system_prompt: str | None
-    system_tokens: int
-    model: str
-    policy: ReductionPolicy
-    policy_version: int = 1
-    reply_priming: int = 3
-    next_position: int = 0
-    appended_tokens: int = 0
-    digest: str
-    summarized_through: int = -1
-    summaries: list[SummaryLayer] = Field(default_factory=list)
-    window: list[Entry] = Field(default_factory=list)
-    #: Unanswered call ids of the current tool-call group (empty: no group open).
-    open_calls: list[str] = Field(default_factory=list)
-    #: Function names by call id for the current group (names tool placeholders).
-    group_calls: dict[str, str] = Field(default_factory=dict)
-    #: Index in ``window`` of the open group's assistant message.
-    open_group_index: int | None = None
-    pending: PendingRange | None = None
-    #: Tool results before this position are shown as placeholders.
-    placeholder_before: int = 0
-    #: Window messages before this position are left out of the view (the cap).
-    dropped_before: int = 0
-    summaries_created: int = 0
-    summarizer_calls: int = 0
-    summarizer_failures: int = 0
-    summarizer_input_tokens: int = 0
-    summarizer_output_tokens: int = 0
-    provider_prompt_tokens: int = 0
-    provider_completion_tokens: int = 0
-
-
 class Conversation:
     """An LLM conversation kept as an event-sourced aggregate."""
 
-    # ------------------------------------------------------------------ events
+    # The events, by their nested names (their topics are pinned in the events module).
+    Started: ClassVar[type[events.Started]] = events.Started
+    MessageAppended: ClassVar[type[events.MessageAppended]] = events.MessageAppended
+    ThresholdReached: ClassVar[type[events.ThresholdReached]] = events.ThresholdReached
+    SummaryCreated: ClassVar[type[events.SummaryCreated]] = events.SummaryCreated
+    SummarizationFailed: ClassVar[type[events.SummarizationFailed]] = events.SummarizationFailed
+    PolicyChanged: ClassVar[type[events.PolicyChanged]] = events.PolicyChanged
+    UsageRecorded: ClassVar[type[events.UsageRecorded]] = events.UsageRecorded
 
-    class Started(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.Started"
-        system_prompt: str | None
-        system_tokens: int
-        model: str
-        policy: ReductionPolicy
-        reply_priming: int = 3
-        digest: str
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            conversation = Conversation(self.originator_id, self.timestamp)
-            conversation.state = ConversationState(
-                system_prompt=self.system_prompt,
-                system_tokens=self.system_tokens,
-                model=self.model,
-                policy=self.policy,
-                reply_priming=self.reply_priming,
-                digest=self.digest,
-            )
-            conversation.version = self.originator_version
-            return conversation
-
-    class MessageAppended(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.MessageAppended"
-        position: int
-        message: Message
-        tokens: int
-        placeholder_tokens: int | None = None
-        client_message_id: str | None = None
-        digest: str
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            return _fold(aggregate, self)
-
-    class ThresholdReached(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.ThresholdReached"
-        limit: Literal["messages", "tokens", "messages+tokens"]
-        unsummarized_messages: int
-        unsummarized_tokens: int
-        from_position: int
-        through_position: int
-        from_version: int
-        through_version: int
-        consolidate: bool = False
-        policy_version: int
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            return _fold(aggregate, self)
-
-    class SummaryCreated(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.SummaryCreated"
-        from_position: int
-        through_position: int
-        #: First position the new summary stands for (0 in single mode).
-        covers_from: int
-        text: str
-        tokens: int
-        message_tokens: int
-        source_digest: str
-        threshold_version: int
-        consolidated: bool = False
-        provenance: SummaryProvenance
-        policy_version: int
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            return _fold(aggregate, self)
-
-    class SummarizationFailed(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.SummarizationFailed"
-        threshold_version: int
-        from_position: int
-        through_position: int
-        kind: str
-        error: str
-        attempt: int
-        retryable: bool
-        #: True when the provider was called (it counts as a summarizer call).
-        called_provider: bool = True
-        input_tokens: int | None = None
-        output_tokens: int | None = None
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            return _fold(aggregate, self)
-
-    class PolicyChanged(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.PolicyChanged"
-        policy: ReductionPolicy
-        policy_version: int
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            return _fold(aggregate, self)
-
-    class UsageRecorded(DomainEvent):
-        TOPIC: ClassVar[str] = "contextledger.conversation.UsageRecorded"
-        #: The position of the last message the provider had seen.
-        through_position: int
-        prompt_tokens: int
-        completion_tokens: int
-        estimated_prompt_tokens: int
-
-        def mutate(self, aggregate: Any) -> Conversation:
-            return _fold(aggregate, self)
-
-    # ------------------------------------------------------------ construction
 
     def __init__(self, conversation_id: UUID, created_on: datetime) -> None:
         self.id = conversation_id
@@ -260,7 +118,7 @@ class Conversation:
                 f"({system_tokens} tokens)",
                 conversation_id=conversation_id,
             )
-        event = cls.Started(
+        event = Started(
             originator_id=conversation_id,
             originator_version=1,
             timestamp=at,
@@ -271,7 +129,7 @@ class Conversation:
             reply_priming=reply_priming,
             digest=genesis_digest(str(conversation_id), system_prompt, model),
         )
-        conversation = event.mutate(None)
+        conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
         return conversation
 
@@ -279,7 +137,25 @@ class Conversation:
         events, self._pending_events = self._pending_events, []
         return events
 
-    def _trigger(self, event_class: type[DomainEvent], at: datetime, **fields: Any) -> None:
+    @classmethod
+    def apply(cls, conversation: Conversation | None, event: ConversationEvent) -> Conversation:
+        """Fold ``event`` into ``conversation`` (``Started`` creates it)."""
+        if isinstance(event, Started):
+            conversation = cls(event.originator_id, event.timestamp)
+            conversation.state = initial_state(event)
+        elif conversation is None:
+            raise ValueError(f"{type(event).__name__} before Started")
+        elif event.originator_version != conversation.version + 1:
+            raise ValueError(
+                f"event version {event.originator_version} does not follow {conversation.version}"
+            )
+        else:
+            apply_event(conversation.state, event)
+        conversation.version = event.originator_version
+        conversation.modified_on = event.timestamp
+        return conversation
+
+    def _trigger(self, event_class: type[ConversationEvent], at: datetime, **fields: Any) -> None:
         event = event_class(
             originator_id=self.id, originator_version=self.version + 1, timestamp=at, **fields
         )
@@ -329,9 +205,7 @@ class Conversation:
 
     def visible_entries(self) -> list[Entry]:
         """Window entries the working memory shows (closed groups, not dropped)."""
-        s = self.state
-        end = s.open_group_index if s.open_group_index is not None else len(s.window)
-        return [e for e in s.window[:end] if e.position >= s.dropped_before]
+        return visible_entries(self.state)
 
     def working_memory(self) -> tuple[list[Message], int]:
         """The context the model is sent next, and what its prompt costs in tokens."""
@@ -345,7 +219,7 @@ class Conversation:
             messages.append(summary_message(layer.from_position, layer.through_position, layer.text))
             tokens += layer.message_tokens
         for entry in self.visible_entries():
-            if _is_placeholder(s, entry):
+            if is_placeholder(s, entry):
                 messages.append(placeholder_message(entry))
                 tokens += entry.placeholder_tokens or 0
             else:
@@ -354,7 +228,7 @@ class Conversation:
         return messages, tokens
 
     def context_tokens(self) -> int:
-        return _view_tokens(self.state, self.visible_entries())
+        return view_tokens(self.state, self.visible_entries())
 
     @property
     def full_history_tokens(self) -> int:
@@ -394,7 +268,7 @@ class Conversation:
         s = self.state
         cap = s.policy.max_context_tokens
         if cap is not None:
-            fixed = _fixed_tokens(s)
+            fixed = fixed_tokens(s)
             group = tokens
             if message.role == "tool" and s.open_group_index is not None:
                 group += sum(e.tokens for e in s.window[s.open_group_index :])
@@ -408,7 +282,7 @@ class Conversation:
                 )
         position = s.next_position
         self._trigger(
-            Conversation.MessageAppended,
+            MessageAppended,
             at,
             position=position,
             message=message,
@@ -459,10 +333,10 @@ class Conversation:
             )
         cap = s.policy.max_context_tokens
         if cap is not None:
-            layers = _layers_after(s, pending, from_position, through_position, "", message_tokens)
+            layers = layers_after(s, pending, from_position, through_position, "", message_tokens)
             fixed = s.reply_priming + (s.system_tokens if s.system_prompt is not None else 0)
             fixed += sum(layer.message_tokens for layer in layers)
-            newest = _newest_group_tokens(s, after=through_position)
+            newest = newest_group_tokens(s, after=through_position)
             if fixed + newest > cap:
                 raise SummaryQualityError(
                     f"with this summary the context cannot fit max_context_tokens ({cap})",
@@ -474,7 +348,7 @@ class Conversation:
             else from_position
         )
         self._trigger(
-            Conversation.SummaryCreated,
+            SummaryCreated,
             at,
             from_position=from_position,
             through_position=through_position,
@@ -507,7 +381,7 @@ class Conversation:
         pending = self._require_pending(from_position, through_position)
         attempt = pending.attempts + 1
         self._trigger(
-            Conversation.SummarizationFailed,
+            SummarizationFailed,
             at,
             threshold_version=pending.threshold_version,
             from_position=from_position,
@@ -528,14 +402,14 @@ class Conversation:
         if policy == s.policy:
             return False
         cap = policy.max_context_tokens
-        if cap is not None and _fixed_tokens(s) + _newest_group_tokens(s, after=-1) > cap:
+        if cap is not None and fixed_tokens(s) + newest_group_tokens(s, after=-1) > cap:
             raise InvalidPolicyError(
                 f"max_context_tokens ({cap}) cannot hold the system prompt, summaries and "
                 "newest turn",
                 conversation_id=self.id,
             )
         self._trigger(
-            Conversation.PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1
+            PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1
         )
         self._maybe_pin_range(at)
         return True
@@ -547,7 +421,7 @@ class Conversation:
         if prompt_tokens < 0 or completion_tokens < 0:
             raise InvalidMessageError("usage tokens must not be negative", conversation_id=self.id)
         self._trigger(
-            Conversation.UsageRecorded,
+            UsageRecorded,
             at,
             through_position=self.state.next_position - 1,
             prompt_tokens=prompt_tokens,
@@ -583,213 +457,12 @@ class Conversation:
             and sum(layer.message_tokens for layer in s.summaries) > s.policy.layered_max_tokens
         )
         self._trigger(
-            Conversation.ThresholdReached,
+            ThresholdReached,
             at,
             consolidate=consolidate,
             policy_version=s.policy_version,
             **planned.model_dump(),
         )
-
-
-# --------------------------------------------------------------------- the fold
-
-
-def _fold(conversation: Conversation | None, event: DomainEvent) -> Conversation:
-    if conversation is None:
-        raise ValueError(f"{type(event).__name__} before Started")
-    if event.originator_version != conversation.version + 1:
-        raise ValueError(
-            f"event version {event.originator_version} does not follow {conversation.version}"
-        )
-    s = conversation.state
-    if isinstance(event, Conversation.MessageAppended):
-        _apply_message(s, event)
-    elif isinstance(event, Conversation.ThresholdReached):
-        s.pending = PendingRange(
-            threshold_version=event.originator_version,
-            from_position=event.from_position,
-            through_position=event.through_position,
-            from_version=event.from_version,
-            through_version=event.through_version,
-            consolidate=event.consolidate,
-        )
-    elif isinstance(event, Conversation.SummaryCreated):
-        _apply_summary(s, event)
-    elif isinstance(event, Conversation.SummarizationFailed):
-        if s.pending is not None:
-            s.pending = s.pending.model_copy(update={"attempts": event.attempt})
-        s.summarizer_failures += 1
-        if event.called_provider:
-            s.summarizer_calls += 1
-            s.summarizer_input_tokens += event.input_tokens or 0
-            s.summarizer_output_tokens += event.output_tokens or 0
-    elif isinstance(event, Conversation.PolicyChanged):
-        s.policy = event.policy
-        s.policy_version = event.policy_version
-        _refresh_view(s)
-    elif isinstance(event, Conversation.UsageRecorded):
-        s.provider_prompt_tokens += event.prompt_tokens
-        s.provider_completion_tokens += event.completion_tokens
-    conversation.version = event.originator_version
-    conversation.modified_on = event.timestamp
-    return conversation
-
-
-def _apply_message(s: ConversationState, event: Conversation.MessageAppended) -> None:
-    message = event.message
-    tool_name = None
-    if message.role == "tool":
-        tool_name = s.group_calls.get(message.tool_call_id or "")
-        s.open_calls.remove(message.tool_call_id or "")
-    else:
-        s.group_calls = {}
-        s.open_calls = []
-        s.open_group_index = None
-    s.window.append(
-        Entry(
-            position=event.position,
-            version=event.originator_version,
-            message=message,
-            tokens=event.tokens,
-            placeholder_tokens=event.placeholder_tokens,
-            tool_name=tool_name,
-        )
-    )
-    if message.tool_calls:
-        s.group_calls = {c.id: c.function.name for c in message.tool_calls}
-        s.open_calls = [c.id for c in message.tool_calls]
-        s.open_group_index = len(s.window) - 1
-    elif message.role == "tool" and not s.open_calls:
-        s.open_group_index = None
-    s.next_position = event.position + 1
-    s.appended_tokens += event.tokens
-    s.digest = event.digest
-    if s.open_group_index is None:
-        _refresh_view(s)
-
-
-def _apply_summary(s: ConversationState, event: Conversation.SummaryCreated) -> None:
-    pending = s.pending
-    layers = _layers_after(
-        s, pending, event.from_position, event.through_position, event.text, event.message_tokens
-    )
-    s.summaries = layers
-    s.summarized_through = event.through_position
-    cut = 0
-    while cut < len(s.window) and s.window[cut].position <= event.through_position:
-        cut += 1
-    s.window = s.window[cut:]
-    if s.open_group_index is not None:
-        s.open_group_index -= cut
-    s.pending = None
-    s.summaries_created += 1
-    s.summarizer_calls += 1
-    s.summarizer_input_tokens += event.provenance.input_tokens or 0
-    s.summarizer_output_tokens += event.provenance.output_tokens or 0
-    # A summary changes the prefix anyway: the cap's batches start afresh.
-    s.dropped_before = event.through_position + 1
-    s.placeholder_before = max(s.placeholder_before, event.through_position + 1)
-    _refresh_view(s)
-
-
-def _layers_after(
-    s: ConversationState,
-    pending: PendingRange | None,
-    from_position: int,
-    through_position: int,
-    text: str,
-    message_tokens: int,
-) -> list[SummaryLayer]:
-    single = s.policy.summary_mode == "single" or (pending is not None and pending.consolidate)
-    if single:
-        return [
-            SummaryLayer(
-                from_position=0,
-                through_position=through_position,
-                text=text,
-                message_tokens=message_tokens,
-            )
-        ]
-    return [
-        *s.summaries,
-        SummaryLayer(
-            from_position=from_position,
-            through_position=through_position,
-            text=text,
-            message_tokens=message_tokens,
-        ),
-    ]
-
-
-def _is_placeholder(s: ConversationState, entry: Entry) -> bool:
-    return (
-        entry.message.role == "tool"
-        and entry.position < s.placeholder_before
-        and entry.placeholder_tokens is not None
-    )
-
-
-def _fixed_tokens(s: ConversationState) -> int:
-    system = s.system_tokens if s.system_prompt is not None else 0
-    return s.reply_priming + system + sum(layer.message_tokens for layer in s.summaries)
-
-
-def _view_tokens(s: ConversationState, entries: list[Entry]) -> int:
-    total = _fixed_tokens(s)
-    for entry in entries:
-        total += (entry.placeholder_tokens or 0) if _is_placeholder(s, entry) else entry.tokens
-    return total
-
-
-def _newest_group_tokens(s: ConversationState, *, after: int) -> int:
-    """Tokens of the newest closed group in the window with positions above ``after``."""
-    end = s.open_group_index if s.open_group_index is not None else len(s.window)
-    total = 0
-    for index in range(end - 1, -1, -1):
-        entry = s.window[index]
-        if entry.position <= after:
-            break
-        total += entry.tokens
-        if entry.starts_group:
-            break
-    return total
-
-
-def _refresh_view(s: ConversationState) -> None:
-    """Move the placeholder and cap lines, in batches (hysteresis), never every turn."""
-    keep = s.policy.keep_tool_results
-    visible_end = s.open_group_index if s.open_group_index is not None else len(s.window)
-    if keep is not None:
-        full = [
-            e
-            for e in s.window[:visible_end]
-            if e.message.role == "tool"
-            and e.position >= s.placeholder_before
-            and e.placeholder_tokens is not None
-        ]
-        if len(full) > 2 * keep:
-            s.placeholder_before = full[-keep].position
-    cap = s.policy.max_context_tokens
-    if cap is None:
-        return
-    visible = [e for e in s.window[:visible_end] if e.position >= s.dropped_before]
-    total = _view_tokens(s, visible)
-    if total <= cap:
-        return
-    fixed = _fixed_tokens(s)
-    low_water = cap - max(0, cap - fixed) // 4
-    # Drop whole groups from the front until under the low-water mark, never the newest.
-    starts = [i for i, e in enumerate(visible) if e.starts_group]
-    if len(starts) < 2:
-        return
-    dropped_tokens = 0
-    previous = 0
-    for start in starts[1:]:
-        dropped_tokens += _view_tokens(s, visible[previous:start]) - fixed
-        previous = start
-        s.dropped_before = visible[start].position
-        if total - dropped_tokens <= low_water:
-            break
 
 
 class ConversationSnapshot(DomainEvent):

@@ -4,6 +4,7 @@
 
     ContextLedgerError
     ├── UsageError                      the caller asked for something invalid
+    │   ├── InvalidArgumentError        an argument of the wrong type or out of range
     │   ├── InvalidMessageError         malformed message or broken tool-call order
     │   ├── InvalidPolicyError          a ReductionPolicy that cannot work
     │   ├── ContextOverflowError        a message that cannot fit under max_context_tokens
@@ -24,13 +25,17 @@
             ├── SummarizerUnavailableError  (5xx, refused or dropped connection)
             └── SummarizerOutputError       (empty, malformed or over-long output)
 
-Every error carries context attributes (``conversation_id``, ``version``, ...) as
-keyword arguments, kept on the instance and shown in ``str()``.
+Every error carries typed context attributes, declared on its class (``conversation_id``
+on all of them; ``position``, ``version``, ``limit`` ... where they apply). They are
+given as keyword arguments, kept on the instance, listed in ``context`` and shown in
+``str()``. Foreign exceptions (pydantic, SQLAlchemy, psycopg, sqlite3, openai) never
+leave the public API: they are mapped to one of these with the cause chained.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
+from uuid import UUID
 
 __all__ = [
     "ConcurrencyError",
@@ -40,6 +45,7 @@ __all__ = [
     "ContextOverflowError",
     "ConversationNotFoundError",
     "DuplicateConversationError",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "InvalidPolicyError",
     "StaleSummaryError",
@@ -58,52 +64,132 @@ __all__ = [
 
 
 class ContextLedgerError(Exception):
-    """Root of every error raised by contextledger."""
+    """Root of every error raised by contextledger.
+
+    Context attributes are declared with their types on each class; an attribute not
+    given is ``None``. Passing an undeclared one is a programming error (``TypeError``).
+    """
+
+    #: The conversation the error concerns (its id, or the key it was addressed by).
+    conversation_id: UUID | str | None = None
+
+    _fields: ClassVar[tuple[str, ...]] = ("conversation_id",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for name in getattr(klass, "__annotations__", {}):
+                if not name.startswith("_") and name not in ("message", "context") and name not in names:
+                    annotation = klass.__annotations__[name]
+                    if "ClassVar" not in str(annotation):
+                        names.append(name)
+        cls._fields = tuple(names)
 
     def __init__(self, message: str, **context: Any) -> None:
+        unknown = sorted(set(context) - set(self._fields))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} takes no context attribute {unknown}; "
+                f"declared: {list(self._fields)}"
+            )
         super().__init__(message)
         self.message = message
-        self.context: dict[str, Any] = context
         for key, value in context.items():
             setattr(self, key, value)
 
+    @property
+    def context(self) -> dict[str, Any]:
+        """The context attributes that differ from their defaults, in declaration order."""
+        cls = type(self)
+        return {
+            name: value
+            for name in self._fields
+            if (value := getattr(self, name, None)) is not None and value != getattr(cls, name, None)
+        }
+
     def __str__(self) -> str:
-        if not self.context:
+        context = self.context
+        if not context:
             return self.message
-        details = ", ".join(f"{k}={v!r}" for k, v in self.context.items())
+        details = ", ".join(f"{k}={v!r}" for k, v in context.items())
         return f"{self.message} ({details})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keeps errors picklable (they cross process pools and worker boundaries).
+        return (_rebuild, (type(self), self.message, self.context))
+
+
+def _rebuild(cls: type[ContextLedgerError], message: str, context: dict[str, Any]) -> ContextLedgerError:
+    return cls(message, **context)
 
 
 class UsageError(ContextLedgerError):
     """The caller asked for something invalid; retrying the same call cannot help."""
 
+    #: The name of the argument (or setting) at fault.
+    argument: str | None = None
+
+
+class InvalidArgumentError(UsageError):
+    """An argument has the wrong type or lies outside its range."""
+
+    #: What the argument was given (shortened in messages, never a secret).
+    value: str | None = None
+
 
 class InvalidMessageError(UsageError):
     """A message is malformed, or breaks OpenAI's tool-call ordering rules."""
+
+    role: str | None = None
+    position: int | None = None
+    #: The message key at fault (``content``, ``tool_calls`` ...).
+    field: str | None = None
+    tool_call_id: str | None = None
+    open_calls: list[str] | None = None
 
 
 class InvalidPolicyError(UsageError):
     """A ReductionPolicy whose settings contradict each other or cannot be met."""
 
+    field: str | None = None
+    limit: int | None = None
+
 
 class ContextOverflowError(UsageError):
     """A message (with the system prompt) cannot fit under ``max_context_tokens``."""
+
+    tokens: int | None = None
+    limit: int | None = None
 
 
 class ConversationNotFoundError(UsageError):
     """No conversation exists with that id (or not at that version)."""
 
+    version: int | None = None
+
 
 class DuplicateConversationError(UsageError):
-    """``start()`` was given an id that is already taken."""
+    """``start()`` was given an id (or key) that is already taken."""
+
+    key: str | None = None
 
 
 class ConfigurationError(UsageError):
     """A URL, a setting or an installed resource (e.g. a tiktoken encoding) is wrong."""
 
+    #: The database URL, password masked.
+    url: str | None = None
+    setting: str | None = None
+    encoding: str | None = None
+    model: str | None = None
+
 
 class UnknownReadModelError(UsageError):
     """``rebuild()`` was given a name no projection has."""
+
+    projection: str | None = None
+    known: tuple[str, ...] | None = None
 
 
 class ContextLedgerRuntimeError(ContextLedgerError):
@@ -113,32 +199,54 @@ class ContextLedgerRuntimeError(ContextLedgerError):
 class ConcurrencyError(ContextLedgerRuntimeError):
     """Concurrent writers kept conflicting; the bounded retries ran out."""
 
+    attempts: int | None = None
+    seconds: float | None = None
+
 
 class StoreError(ContextLedgerRuntimeError):
     """The event store failed, or a stored event could not be decoded."""
+
+    topic: str | None = None
+    version: int | None = None
+    #: The database URL, password masked.
+    url: str | None = None
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):
     """A view's tracking row went back below what this process had seen (someone
     rebuilt the read model); the follower resumes from there."""
 
+    projection: str | None = None
+    tracked: int | None = None
+
 
 class SummaryRejectedError(ContextLedgerRuntimeError):
     """A summary result was not applied; the log is unchanged apart from the rejection."""
+
+    from_position: int | None = None
+    through_position: int | None = None
 
 
 class StaleSummaryError(SummaryRejectedError):
     """The summary's range is not the conversation's pending range (late or duplicate)."""
 
+    pending: tuple[int, int] | None = None
+
 
 class SummaryQualityError(SummaryRejectedError):
     """The summary failed the quality gate (empty, error text, too long, over the cap)."""
+
+    tokens: int | None = None
+    limit: int | None = None
 
 
 class SummarizerError(ContextLedgerRuntimeError):
     """A summarizer call failed. ``retryable`` says whether trying again may help."""
 
     retryable: bool = True
+    model: str | None = None
+    #: The provider's HTTP status, when it answered with one.
+    status: int | None = None
 
 
 class SummarizerTimeoutError(SummarizerError):
@@ -147,6 +255,8 @@ class SummarizerTimeoutError(SummarizerError):
 
 class SummarizerRateLimitedError(SummarizerError):
     """The provider answered 429; ``retry_after`` holds its hint in seconds, if any."""
+
+    retry_after: float | None = None
 
 
 class SummarizerUnavailableError(SummarizerError):

@@ -12,8 +12,9 @@ import json
 import re
 from typing import Any, Literal
 
-from contextledger.domain.errors import InvalidMessageError
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from contextledger.domain.errors import InvalidMessageError
 
 __all__ = ["ROLES", "FunctionCall", "Message", "Role", "ToolCall", "message_from"]
 

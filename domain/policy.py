@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from contextledger.domain.errors import InvalidPolicyError
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from contextledger.domain.errors import InvalidPolicyError
 
 __all__ = ["ReductionPolicy"]
 

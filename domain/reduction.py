@@ -5,25 +5,22 @@ Nothing here does I/O or counts tokens: token counts arrive as values.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "Entry",
     "PlannedRange",
     "SummaryLayer",
-    "chain_digest",
-    "genesis_digest",
     "placeholder_message",
     "placeholder_text",
     "plan_range",
     "summary_message",
-    "summary_source_digest",
 ]
 
 
@@ -146,30 +143,3 @@ def summary_message(from_position: int, through_position: int, text: str) -> Mes
             f"{text}"
         ),
     )
-
-
-def genesis_digest(conversation_id: str, system_prompt: str | None, model: str) -> str:
-    """The first link of a conversation's digest chain."""
-    seed = f"contextledger/1\n{conversation_id}\n{model}\n{system_prompt or ''}"
-    return hashlib.sha256(seed.encode("utf-8")).hexdigest()
-
-
-def chain_digest(previous: str, message: Message) -> str:
-    """SHA-256 over the previous digest and this message's canonical JSON."""
-    h = hashlib.sha256(previous.encode("ascii"))
-    h.update(b"\n")
-    h.update(message.canonical_json().encode("utf-8"))
-    return h.hexdigest()
-
-
-def summary_source_digest(previous_summary: str | None, messages: Iterable[Message]) -> str:
-    """SHA-256 of exactly what a summary was made from (previous summary, then messages)."""
-    h = hashlib.sha256()
-    if previous_summary is not None:
-        h.update(b"previous-summary\n")
-        h.update(previous_summary.encode("utf-8"))
-        h.update(b"\n")
-    for message in messages:
-        h.update(message.canonical_json().encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()

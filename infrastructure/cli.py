@@ -36,13 +36,14 @@ from contextledger.application.settings import Settings
 from contextledger.application.summarization import SummarizationRunner
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import ContextLedgerError, UsageError
+from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.demo import (
     DEMO_POLICY,
     DEMO_SYSTEM_PROMPT,
     run_demo,
     write_chart,
 )
-from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels, views_path
+from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels
 
 __all__ = ["build_parser", "main"]
 
@@ -479,7 +480,7 @@ def _remove_demo_files(path: Path) -> None:
             "(pass --keep, or another --database)",
             code=2,
         )
-    views = views_path(f"sqlite:///{path}")
+    views = Database.parse(f"sqlite:///{path}").views_path
     for candidate in (path, views):
         if candidate is None:
             continue

@@ -12,11 +12,12 @@ import json
 from typing import Any, cast
 from uuid import UUID
 
-from contextledger.domain.errors import StoreError
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ValidationError
+
+from contextledger.domain.errors import StoreError
 
 __all__ = ["JSONBytesTranscoder", "PydanticMapper"]
 

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import openai
+
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
 from contextledger.domain.errors import (
     ConfigurationError,

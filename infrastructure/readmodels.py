@@ -33,22 +33,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
-from contextledger.application.projections import (
-    ConversationRecord,
-    ConversationsProjection,
-    ReadModelProjection,
-    ReadModelRunner,
-    SummariesProjection,
-    TokenTotalsProjection,
-    TokenTotalsRecord,
-    TrackingRewoundError,
-    TranscriptProjection,
-)
-from contextledger.application.results import SummaryInfo, TranscriptEntry
-from contextledger.domain.errors import ConfigurationError, StoreError
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from sqlalchemy import (
     JSON,
@@ -79,6 +65,21 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
+
+from contextledger.application.projections import (
+    ConversationRecord,
+    ConversationsProjection,
+    ReadModelProjection,
+    ReadModelRunner,
+    SummariesProjection,
+    TokenTotalsProjection,
+    TokenTotalsRecord,
+    TrackingRewoundError,
+    TranscriptProjection,
+)
+from contextledger.application.results import SummaryInfo, TranscriptEntry
+from contextledger.domain.errors import ConfigurationError, StoreError
+from contextledger.infrastructure.database import Database
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -197,14 +198,7 @@ def _tables(metadata: MetaData) -> dict[str, Table]:
 
 def views_path(database_url: str) -> Path | None:
     """Where the read models of a SQLite event store live (None: not a SQLite file)."""
-    if not database_url.startswith("sqlite"):
-        return None
-    path = unquote(database_url.split("://", 1)[1])
-    path = path[1:] if path.startswith("/") else path
-    if not path or path == ":memory:":
-        return None
-    p = Path(path).expanduser()
-    return p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
+    return Database.parse(database_url).views_path
 
 
 class SQLReadModels:
@@ -236,32 +230,17 @@ class SQLReadModels:
     @classmethod
     def for_url(cls, database_url: str) -> SQLReadModels:
         """Read models for the event store at ``database_url`` (see the module doc)."""
-        parts = urlsplit(database_url)
-        scheme = parts.scheme.split("+")[0]
-        if scheme == "memory" or (scheme == "sqlite" and views_path(database_url) is None):
-            return cls(_sqlite_engine(None))
-        if scheme == "sqlite":
-            return cls(_sqlite_engine(views_path(database_url)))
-        if scheme in ("postgresql", "postgres"):
-            query = parse_qs(parts.query)
-            url = URL.create(
-                "postgresql+psycopg",
-                username=unquote(parts.username or "postgres"),
-                password=unquote(parts.password) if parts.password else None,
-                host=parts.hostname or "127.0.0.1",
-                port=parts.port or 5432,
-                database=unquote(parts.path.lstrip("/")),
-            )
-            timeout = int(query.get("connect_timeout", ["10"])[0])
-            engine = create_engine(
-                url,
-                pool_size=2,
-                max_overflow=4,
-                pool_pre_ping=True,
-                connect_args={"connect_timeout": timeout},
-            )
-            return cls(engine, schema=query.get("schema", [None])[0])
-        raise ConfigurationError("read models need a memory://, sqlite:// or postgresql:// URL")
+        database = Database.parse(database_url)
+        if database.kind != "postgresql":
+            return cls(_sqlite_engine(database.views_path))
+        engine = create_engine(
+            database.sqlalchemy_url(),
+            pool_size=2,
+            max_overflow=4,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": int(database.option("connect_timeout", "10"))},
+        )
+        return cls(engine, schema=database.schema)
 
     @classmethod
     def for_ledger(cls, ledger: Ledger) -> SQLReadModels:

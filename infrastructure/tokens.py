@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 import tiktoken
+
 from contextledger.domain.errors import ConfigurationError
 from contextledger.domain.messages import Message
 

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+
 from contextledger.application import Ledger, ReductionPolicy, SummaryResult
 from contextledger.domain import (
     ConversationNotFoundError,
@@ -18,7 +19,6 @@ from contextledger.domain import (
     InvalidMessageError,
     StaleSummaryError,
 )
-
 from tests.support.openai_rules import assert_valid
 
 CALL = {"role": "assistant", "content": None, "tool_calls": [

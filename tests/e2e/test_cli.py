@@ -14,6 +14,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+
 from contextledger.application import Ledger
 from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.demo import minimum_summarizer_calls

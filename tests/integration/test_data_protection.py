@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from contextledger.application import Ledger, Settings
 from contextledger.domain import StoreError
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from eventsourcing.persistence import IntegrityError
+
 from contextledger.application import Ledger, Settings
 from contextledger.domain import StoreError
-from eventsourcing.persistence import IntegrityError
 
 
 def terminate_backends(admin_url: str, ledger: Ledger) -> int:

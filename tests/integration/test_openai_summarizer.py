@@ -9,6 +9,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+
 from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import (
     ConfigurationError,
@@ -20,7 +21,6 @@ from contextledger.domain import (
     SummarizerUnavailableError,
 )
 from contextledger.infrastructure.openai_summarizer import PROMPT_VERSION, OpenAISummarizer
-
 from tests.contracts.summarizer_contract import SummarizerContract
 from tests.support.fake_openai import (
     Delay,

@@ -11,6 +11,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+
 from contextledger.application import Ledger, ReductionPolicy
 
 WRITERS = 4

@@ -13,6 +13,9 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import Tracking
+from sqlalchemy import Connection, Table, func, select
+
 from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
 from contextledger.application.projections import TokenTotalsRecord, TranscriptProjection
 from contextledger.domain.errors import StoreError
@@ -22,8 +25,6 @@ from contextledger.infrastructure.readmodels import (
     attach_read_models,
     views_path,
 )
-from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, Table, func, select
 
 POLICY = ReductionPolicy(trigger_messages=12, keep_messages=4, keep_tool_results=2)
 

@@ -12,8 +12,8 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from contextledger.application import Ledger, ReductionPolicy, Settings
 
+from contextledger.application import Ledger, ReductionPolicy, Settings
 from tests.support.invariants import check, check_log
 from tests.support.summarizers import ScriptedSummarizer
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
-
 from tests.support.fake_openai import Delay, Drop, FakeOpenAIServer, Malformed, Reply, Status, fake_openai
 from tests.support.invariants import check, check_log
 

@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+
 from contextledger.application import (
     Ledger,
     ReductionPolicy,
@@ -20,7 +21,6 @@ from contextledger.domain import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
-
 from tests.support.invariants import check, check_log
 from tests.support.summarizers import ScriptedSummarizer
 

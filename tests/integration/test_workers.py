@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from contextledger.application import Ledger, ReductionPolicy, Settings, SummarizationRunner
 
+from contextledger.application import Ledger, ReductionPolicy, Settings, SummarizationRunner
 from tests.support.invariants import check_log
 from tests.support.summarizers import ScriptedSummarizer
 

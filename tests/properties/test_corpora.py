@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 import pytest
-from contextledger.application import Ledger, ReductionPolicy
 
+from contextledger.application import Ledger, ReductionPolicy
 from tests.conftest import CORPORA
 from tests.support.invariants import RecordingSummarizer, check, check_log, summarize_now
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contextledger.application import Ledger, ReductionPolicy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contextledger.application import Ledger, ReductionPolicy
 from tests.support.openai_rules import violations
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40)

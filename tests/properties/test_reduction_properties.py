@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextledger.application import Ledger, ReductionPolicy
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from contextledger.application import Ledger, ReductionPolicy
 from tests.support.invariants import RecordingSummarizer, check, check_log, summarize_now
 
 WORDS = ["alpha", "beta", "gamma", "delta", "order", "ticket", "refund", "Lisbon", "42", "ok"]

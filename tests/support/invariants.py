@@ -8,7 +8,6 @@ from uuid import UUID
 from contextledger.application import Ledger, SummaryRequest, SummaryResult
 from contextledger.domain import SummaryQualityError
 from contextledger.infrastructure.tokens import TiktokenCounter
-
 from tests.support.openai_rules import violations
 
 _COUNTER = TiktokenCounter("gpt-4o-mini")

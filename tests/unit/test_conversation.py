@@ -7,6 +7,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+
 from contextledger.domain import (
     ContextOverflowError,
     Conversation,
@@ -19,7 +20,6 @@ from contextledger.domain import (
     SummaryQualityError,
 )
 from contextledger.domain.conversation import ConversationSnapshot
-
 from tests.support.openai_rules import assert_valid
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,6 +9,11 @@ from typing import Any, ClassVar
 from uuid import uuid4
 
 import pytest
+from eventsourcing.cipher import AESCipher
+from eventsourcing.compressor import ZlibCompressor
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import Environment
+
 from contextledger.domain import ClientMessageId, Conversation, Message, ReductionPolicy, StoreError
 from contextledger.domain.conversation import (
     ConversationSnapshot,
@@ -17,10 +22,6 @@ from contextledger.domain.conversation import (
 )
 from contextledger.domain.events import DomainEvent
 from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
-from eventsourcing.cipher import AESCipher
-from eventsourcing.compressor import ZlibCompressor
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.utils import Environment
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 CID = uuid4()

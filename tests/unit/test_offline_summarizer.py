@@ -5,11 +5,11 @@ from __future__ import annotations
 from uuid import uuid4
 
 import pytest
+
 from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import Message
 from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.tokens import TiktokenCounter
-
 from tests.contracts.summarizer_contract import SummarizerContract
 
 COUNTER = TiktokenCounter("gpt-4o-mini")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from contextledger.domain import InvalidPolicyError, ReductionPolicy, UsageError
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from contextledger.domain import ConfigurationError, Message
 from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
 

@@ -1,0 +1,48 @@
+"""Token counters per model, and what a message costs where it is appended."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from contextledger.application.ports import TokenCounter
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.messages import Message
+from contextledger.domain.reduction import placeholder_text
+
+__all__ = ["TokenCounters"]
+
+
+class TokenCounters:
+    """One ``TokenCounter`` per model (or the injected one for every model)."""
+
+    def __init__(self, factory: Callable[[str], TokenCounter], *, fixed: TokenCounter | None = None) -> None:
+        self._factory = factory
+        self._fixed = fixed
+        self._counters: dict[str, TokenCounter] = {}
+        self._lock = threading.Lock()
+
+    def for_model(self, model: str) -> TokenCounter:
+        """The token counter for ``model``."""
+        if self._fixed is not None:
+            return self._fixed
+        counter = self._counters.get(model)
+        if counter is None:
+            with self._lock:
+                counter = self._counters.get(model)
+                if counter is None:
+                    counter = self._counters[model] = self._factory(model)
+        return counter
+
+    def message_cost(self, conversation: Conversation, message: Message) -> tuple[int, int | None]:
+        """Tokens of ``message`` appended next to ``conversation``, and of the
+        placeholder that may stand for it later (tool results only)."""
+        counter = self.for_model(conversation.state.model)
+        tokens = counter.count_message(message)
+        if message.role != "tool":
+            return tokens, None
+        text = placeholder_text(
+            conversation.tool_name_for(message.tool_call_id), tokens, conversation.state.next_position
+        )
+        placeholder = Message(role="tool", tool_call_id=message.tool_call_id, content=text)
+        return tokens, counter.count_message(placeholder)

@@ -1,0 +1,262 @@
+"""The conversation store: loading, saving and snapshotting ``Conversation`` aggregates.
+
+Commands load a conversation from an in-process cache (or a bounded snapshot plus
+the events after it), run, and save their events with optimistic concurrency,
+retrying on conflicts. Queries bring the cached copy up to date from the store first
+(read-your-writes). Store failures become ``StoreError``; a conversation that does
+not exist, ``ConversationNotFoundError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
+
+from contextledger.domain.client_ids import ClientMessageId
+from contextledger.domain.conversation import Conversation, ConversationSnapshot
+from contextledger.domain.errors import (
+    ConcurrencyError,
+    ContextLedgerError,
+    ConversationNotFoundError,
+    StoreError,
+)
+from contextledger.domain.events import DomainEvent, Started
+
+if TYPE_CHECKING:
+    from eventsourcing.application import Application
+
+__all__ = ["ConversationStore", "store_errors"]
+
+T = TypeVar("T")
+Command = Callable[[Conversation], tuple[T, list[Any]]]
+
+#: How long a command keeps retrying optimistic-concurrency conflicts.
+RETRY_SECONDS = 30.0
+CACHE_SIZE = 2048
+
+
+@contextlib.contextmanager
+def store_errors(conversation_id: UUID | None = None) -> Iterator[None]:
+    """Map the event store's failures to ``StoreError`` (the cause chained)."""
+    try:
+        yield
+    except ContextLedgerError:
+        raise
+    except (OperationalError, PersistenceError) as exc:
+        raise StoreError(f"the event store failed: {exc}", conversation_id=conversation_id) from exc
+
+
+class ConversationStore:
+    """Conversations of one eventsourcing application, cached per process."""
+
+    def __init__(
+        self,
+        app: Application[UUID],
+        *,
+        snapshot_interval: int,
+        on_saved: Callable[[], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.snapshot_interval = snapshot_interval
+        self._on_saved = on_saved
+        self._cache: OrderedDict[UUID, Conversation] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._locks: dict[UUID, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    # -- commands -------------------------------------------------------------------
+
+    def create(self, conversation: Conversation) -> None:
+        """Save a new conversation (``IntegrityError`` if its id is taken)."""
+        self.save(conversation)
+        self._cache_put(conversation)
+
+    def execute(
+        self,
+        conversation_id: UUID,
+        command: Command[T],
+        *,
+        on_conflict: Callable[[], T | None] | None = None,
+    ) -> T:
+        """Run ``command`` on the conversation and save its events, retrying on conflicts.
+
+        ``command`` returns its result and other aggregates to save in the same
+        transaction. ``on_conflict`` may find the result a conflicting writer already
+        produced (an idempotent retry).
+        """
+        deadline = time.monotonic() + RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
+            with self.lock(conversation_id):
+                conversation = self.load(conversation_id, fresh=False)
+                try:
+                    result, others = command(conversation)
+                except BaseException:
+                    self._cache_evict(conversation_id)  # it may hold half-applied events
+                    raise
+                pending = list(conversation._pending_events)
+                if not pending:
+                    return result
+                try:
+                    self.save(conversation, *others)
+                except IntegrityError:
+                    self._cache_evict(conversation_id)
+                    if self._landed(conversation_id, pending):
+                        return result
+                    if on_conflict is not None:
+                        found = on_conflict()
+                        if found is not None:
+                            return found
+                except BaseException:
+                    self._cache_evict(conversation_id)
+                    raise
+                else:
+                    self._cache_put(conversation)
+                    return result
+            if time.monotonic() > deadline:
+                raise ConcurrencyError(
+                    f"gave up after {attempt} conflicting concurrent writes in {RETRY_SECONDS:g} s",
+                    conversation_id=conversation_id,
+                    attempts=attempt,
+                    seconds=RETRY_SECONDS,
+                )
+            time.sleep(min(0.1, 0.002 * (2 ** min(attempt, 6))) * random.random())
+
+    def save(self, conversation: Conversation, *others: Any) -> None:
+        """Save the conversation's new events (and ``others``) in one transaction,
+        and a snapshot when an interval boundary was crossed."""
+        before = conversation.version - len(conversation._pending_events)
+        try:
+            self.app.save(conversation, *others)
+        except IntegrityError:
+            raise
+        except (OperationalError, PersistenceError) as exc:
+            raise StoreError(
+                f"the event store failed: {exc}", conversation_id=conversation.id
+            ) from exc
+        interval = self.snapshot_interval
+        snapshots = self.app.snapshots
+        if conversation.version // interval > before // interval and snapshots is not None:
+            with contextlib.suppress(IntegrityError):  # another writer took the same one
+                snapshots.put([ConversationSnapshot.take(conversation)])
+        if self._on_saved is not None:
+            self._on_saved()
+
+    def _landed(self, conversation_id: UUID, pending: list[DomainEvent]) -> bool:
+        """Whether these exact events are stored already: a commit whose answer was
+        lost (a dropped connection) and whose retry then conflicted with itself."""
+        stored = list(
+            self.app.events.get(
+                conversation_id,
+                gt=pending[0].originator_version - 1,
+                lte=pending[-1].originator_version,
+            )
+        )
+        return stored == pending
+
+    # -- queries --------------------------------------------------------------------
+
+    def load(self, conversation_id: UUID, *, fresh: bool = True) -> Conversation:
+        """The conversation from the cache (brought up to date from the store when
+        ``fresh``), else from its latest snapshot and the events after it. Commands
+        skip the freshness query: a stale copy fails its save with a conflict and
+        is reloaded. Call it holding ``lock(conversation_id)``."""
+        with self._cache_lock:
+            cached = self._cache.get(conversation_id)
+            if cached is not None:
+                self._cache.move_to_end(conversation_id)
+        try:
+            with store_errors(conversation_id):
+                if cached is not None:
+                    if fresh:
+                        for event in self.app.events.get(conversation_id, gt=cached.version):
+                            event.mutate(cached)  # type: ignore[attr-defined]
+                    return cached
+                conversation: Conversation = self.app.repository.get(conversation_id)
+        except AggregateNotFoundError:
+            raise ConversationNotFoundError(
+                "no such conversation", conversation_id=conversation_id
+            ) from None
+        if not isinstance(conversation, Conversation):
+            raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
+        self._cache_put(conversation)
+        return conversation
+
+    def read(self, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T:
+        """``reader`` applied to the up-to-date conversation, under its lock."""
+        with self.lock(conversation_id):
+            return reader(self.load(conversation_id))
+
+    def copy(self, conversation_id: UUID) -> Conversation:
+        """A private copy of the conversation as it is now."""
+        return self.read(conversation_id, copy.deepcopy)
+
+    def at_version(self, conversation_id: UUID, version: int) -> Conversation:
+        """The conversation as it stood at ``version`` (re-derived from the log)."""
+        try:
+            with store_errors(conversation_id):
+                conversation: Conversation = self.app.repository.get(conversation_id, version=version)
+        except AggregateNotFoundError:
+            raise ConversationNotFoundError(
+                "no such conversation", conversation_id=conversation_id, version=version
+            ) from None
+        if conversation.version != version:
+            raise ConversationNotFoundError(
+                f"the conversation has only {conversation.version} versions",
+                conversation_id=conversation_id,
+                version=version,
+            )
+        return conversation
+
+    def events(self, conversation_id: UUID) -> list[DomainEvent]:
+        """Every stored event of the conversation, oldest first."""
+        with store_errors(conversation_id):
+            events = list(self.app.events.get(conversation_id))
+        if not events or not isinstance(events[0], Started):
+            raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
+        return events  # type: ignore[return-value]
+
+    def client_position(self, conversation_id: UUID, client_message_id: str) -> int | None:
+        """The position an append with this client message id got (None: none yet)."""
+        try:
+            with store_errors(conversation_id):
+                index: ClientMessageId = self.app.repository.get(
+                    ClientMessageId.id_for(conversation_id, client_message_id)
+                )
+        except AggregateNotFoundError:
+            return None
+        return index.position
+
+    # -- locks and cache ------------------------------------------------------------
+
+    def lock(self, conversation_id: UUID) -> threading.Lock:
+        """This process's lock for one conversation."""
+        with self._locks_lock:
+            lock = self._locks.get(conversation_id)
+            if lock is None:
+                if len(self._locks) > 4 * CACHE_SIZE:
+                    self._locks = {k: v for k, v in self._locks.items() if v.locked()}
+                lock = self._locks[conversation_id] = threading.Lock()
+            return lock
+
+    def _cache_put(self, conversation: Conversation) -> None:
+        with self._cache_lock:
+            self._cache[conversation.id] = conversation
+            self._cache.move_to_end(conversation.id)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _cache_evict(self, conversation_id: UUID) -> None:
+        with self._cache_lock:
+            self._cache.pop(conversation_id, None)

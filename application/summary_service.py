@@ -1,0 +1,160 @@
+"""The summary service: which summarizer runs, what it is asked, how its answer is kept.
+
+``pending_summary`` turns a conversation's pinned range into a ``SummaryRequest``
+(the previous summary plus exactly the newly covered messages); ``record_summary``
+and ``record_failure`` write the outcome through the conversation store, where the
+aggregate rejects late, duplicate or low-quality results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from contextledger.application.counting import TokenCounters
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
+from contextledger.application.settings import Settings
+from contextledger.application.store import ConversationStore
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.digests import summary_source_digest
+from contextledger.domain.events import SummaryProvenance
+from contextledger.domain.reduction import summary_message
+
+__all__ = ["SummaryService"]
+
+
+class SummaryService:
+    """Summarizers and the recording of their results for one ledger."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        counters: TokenCounters,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime],
+        summarizer: Summarizer | None,
+        build: Callable[[str], Any],
+    ) -> None:
+        self.store = store
+        self.counters = counters
+        self.settings = settings
+        self._clock = clock
+        self._summarizer = summarizer
+        self._fallback: Summarizer | None = None
+        #: ``build(kind)`` makes the "openai" or "offline" summarizer from settings.
+        self._build = build
+
+    # -- summarizers ----------------------------------------------------------------
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The configured summarizer: OpenAI with an API key, else the offline one."""
+        if self._summarizer is None:
+            kind = "openai" if self.settings.openai_api_key is not None else "offline"
+            self._summarizer = self._build(kind)
+        return self._summarizer
+
+    @property
+    def fallback(self) -> Summarizer | None:
+        """The offline summarizer that takes over a range after
+        ``settings.fallback_after_attempts`` failures (None when that is off)."""
+        if self.settings.fallback_after_attempts is None:
+            return None
+        if self._fallback is None:
+            self._fallback = self._build("offline")
+        return self._fallback
+
+    def model_name(self) -> str:
+        """The model a request names when the policy names none."""
+        model = getattr(self._summarizer, "model", None)
+        return model if isinstance(model, str) and model else self.settings.summarizer_model
+
+    # -- requests and results -------------------------------------------------------
+
+    def pending_summary(self, conversation_id: UUID) -> SummaryRequest | None:
+        """The summarization the conversation waits for, as a summarizer request."""
+
+        def request(conversation: Conversation) -> SummaryRequest | None:
+            pending = conversation.state.pending
+            if pending is None:
+                return None
+            policy = conversation.policy
+            return SummaryRequest(
+                conversation_id=conversation_id,
+                from_position=pending.from_position,
+                through_position=pending.through_position,
+                messages=tuple(e.message for e in conversation.pending_messages_for_summary()),
+                previous_summary=conversation.previous_summary_text(),
+                model=policy.summarizer_model or self.model_name(),
+                max_summary_tokens=policy.max_summary_tokens,
+                idempotency_key=f"{conversation_id}:{pending.threshold_version}",
+                attempt=pending.attempts + 1,
+            )
+
+        return self.store.read(conversation_id, request)
+
+    def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
+        """Record ``result`` for ``request``'s range. Raises ``StaleSummaryError`` if
+        the range is no longer pending, ``SummaryQualityError`` if the gate fails."""
+        digest = summary_source_digest(request.previous_summary, request.messages)
+
+        def command(conversation: Conversation) -> tuple[None, list[Any]]:
+            counter = self.counters.for_model(conversation.state.model)
+            text = result.text.strip()
+            rendered = summary_message(
+                0 if conversation.previous_summary_text() is not None else request.from_position,
+                request.through_position,
+                text,
+            )
+            conversation.record_summary(
+                from_position=request.from_position,
+                through_position=request.through_position,
+                text=text,
+                tokens=counter.count_text(text),
+                message_tokens=counter.count_message(rendered),
+                source_digest=digest,
+                provenance=SummaryProvenance(
+                    model=result.model,
+                    prompt_version=result.prompt_version,
+                    input_tokens=result.input_tokens,
+                    output_tokens=result.output_tokens,
+                    latency_ms=result.latency_ms,
+                ),
+                at=self._clock(),
+            )
+            return None, []
+
+        self.store.execute(request.conversation_id, command)
+
+    def record_failure(
+        self,
+        request: SummaryRequest,
+        *,
+        kind: str,
+        error: str,
+        retryable: bool,
+        called_provider: bool,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> int:
+        """Record a failed attempt at the pending range; returns the attempt number."""
+        return self.store.execute(
+            request.conversation_id,
+            lambda c: (
+                c.record_summarization_failure(
+                    from_position=request.from_position,
+                    through_position=request.through_position,
+                    kind=kind,
+                    error=error,
+                    retryable=retryable,
+                    called_provider=called_provider,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    at=self._clock(),
+                ),
+                [],
+            ),
+        )

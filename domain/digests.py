@@ -1,0 +1,41 @@
+"""The digest chain: SHA-256 links that make any altered stored event detectable.
+
+Every message's digest covers the previous digest and the message; a summary records
+the digest of exactly what it was made from. ``verify`` recomputes both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from contextledger.domain.messages import Message
+
+__all__ = ["chain_digest", "genesis_digest", "summary_source_digest"]
+
+
+def genesis_digest(conversation_id: str, system_prompt: str | None, model: str) -> str:
+    """The first link of a conversation's digest chain."""
+    seed = f"contextledger/1\n{conversation_id}\n{model}\n{system_prompt or ''}"
+    return hashlib.sha256(seed.encode("utf-8")).hexdigest()
+
+
+def chain_digest(previous: str, message: Message) -> str:
+    """SHA-256 over the previous digest and this message's canonical JSON."""
+    h = hashlib.sha256(previous.encode("ascii"))
+    h.update(b"\n")
+    h.update(message.canonical_json().encode("utf-8"))
+    return h.hexdigest()
+
+
+def summary_source_digest(previous_summary: str | None, messages: Iterable[Message]) -> str:
+    """SHA-256 of exactly what a summary was made from (previous summary, then messages)."""
+    h = hashlib.sha256()
+    if previous_summary is not None:
+        h.update(b"previous-summary\n")
+        h.update(previous_summary.encode("utf-8"))
+        h.update(b"\n")
+    for message in messages:
+        h.update(message.canonical_json().encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()

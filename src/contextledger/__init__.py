@@ -1,0 +1,1 @@
+"""contextledger (placeholder, replaced by the flat namespace)."""
