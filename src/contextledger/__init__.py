@@ -1,1 +1,117 @@
-"""contextledger (placeholder, replaced by the flat namespace)."""
+"""contextledger: event-sourced conversation memory for backends that talk to LLMs.
+
+Everything a user needs is here, in one flat namespace::
+
+    import contextledger as cl
+
+    with cl.Ledger.open("sqlite:///app.db") as ledger:
+        cid = ledger.start("You are helpful.", policy=cl.ReductionPolicy(trigger_messages=40))
+        ledger.append(cid, {"role": "user", "content": "hi"})
+        messages = ledger.context(cid)
+
+The layers stay importable for those who go deeper (``contextledger.domain``,
+``contextledger.application``, ``contextledger.infrastructure``); test doubles and
+contract suites are in ``contextledger.testing``. Optional integrations live in
+``contextledger.integrations`` and are never imported from here.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
+from contextledger.application.ledger import Ledger
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.results import (
+    AuditEvent,
+    SummaryInfo,
+    TokenTotals,
+    TranscriptEntry,
+    VerifyProblem,
+    VerifyReport,
+    WorkingMemory,
+)
+from contextledger.application.settings import Settings
+from contextledger.domain.errors import (
+    ConcurrencyError,
+    ConfigurationError,
+    ContextLedgerError,
+    ContextLedgerRuntimeError,
+    ContextOverflowError,
+    ConversationNotFoundError,
+    DuplicateConversationError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    InvalidPolicyError,
+    StaleSummaryError,
+    StoreError,
+    SummarizerError,
+    SummarizerOutputError,
+    SummarizerRateLimitedError,
+    SummarizerTimeoutError,
+    SummarizerUnavailableError,
+    SummaryQualityError,
+    SummaryRejectedError,
+    TrackingRewoundError,
+    UnknownReadModelError,
+    UsageError,
+)
+from contextledger.domain.messages import FunctionCall, Message, ToolCall
+from contextledger.domain.policy import ReductionPolicy
+from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
+from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+from contextledger.infrastructure.readmodels import SQLReadModels, attach_read_models
+from contextledger.infrastructure.tokens import TiktokenCounter
+
+try:
+    __version__ = _version("contextledger")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "AuditEvent",
+    "ConcurrencyError",
+    "ConfigurationError",
+    "ContextLedgerError",
+    "ContextLedgerRuntimeError",
+    "ContextOverflowError",
+    "ConversationNotFoundError",
+    "DuplicateConversationError",
+    "FunctionCall",
+    "InvalidArgumentError",
+    "InvalidMessageError",
+    "InvalidPolicyError",
+    "Ledger",
+    "Message",
+    "OfflineSummarizer",
+    "OpenAISummarizer",
+    "ReductionPolicy",
+    "SQLReadModels",
+    "Settings",
+    "StaleSummaryError",
+    "StoreError",
+    "SummarizerError",
+    "SummarizerOutputError",
+    "SummarizerRateLimitedError",
+    "SummarizerTimeoutError",
+    "SummarizerUnavailableError",
+    "Summarizer",
+    "SummaryInfo",
+    "SummaryQualityError",
+    "SummaryRejectedError",
+    "SummaryRequest",
+    "SummaryResult",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TokenTotals",
+    "ToolCall",
+    "TrackingRewoundError",
+    "TranscriptEntry",
+    "UnknownReadModelError",
+    "UsageError",
+    "VerifyProblem",
+    "VerifyReport",
+    "WorkingMemory",
+    "__version__",
+    "attach_read_models",
+]
