@@ -17,11 +17,13 @@ contract suites are in ``contextledger.testing``. Optional integrations live in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.projections import ReadModelProjection, ReadModelRunner
 from contextledger.application.results import (
     AuditEvent,
     SummaryInfo,
@@ -32,6 +34,8 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.settings import Settings
+from contextledger.application.summarization import SummarizationRunner
+from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -65,6 +69,14 @@ from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
 from contextledger.infrastructure.readmodels import SQLReadModels, attach_read_models
 from contextledger.infrastructure.tokens import TiktokenCounter
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``contextledger`` command line, run in this process; returns the exit status."""
+    from contextledger.infrastructure.cli import main as cli_main
+
+    return cli_main(argv)
+
+
 try:
     __version__ = _version("contextledger")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -77,6 +89,7 @@ __all__ = [
     "ContextLedgerError",
     "ContextLedgerRuntimeError",
     "ContextOverflowError",
+    "Conversation",
     "ConversationNotFoundError",
     "DuplicateConversationError",
     "FunctionCall",
@@ -87,11 +100,14 @@ __all__ = [
     "Message",
     "OfflineSummarizer",
     "OpenAISummarizer",
+    "ReadModelProjection",
+    "ReadModelRunner",
     "ReductionPolicy",
     "SQLReadModels",
     "Settings",
     "StaleSummaryError",
     "StoreError",
+    "SummarizationRunner",
     "Summarizer",
     "SummarizerAuthenticationError",
     "SummarizerError",
@@ -118,4 +134,5 @@ __all__ = [
     "WorkingMemory",
     "__version__",
     "attach_read_models",
+    "main",
 ]
