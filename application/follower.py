@@ -40,7 +40,7 @@ from contextledger.domain.errors import ConfigurationError, ContextLedgerError
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
 
-__all__ = ["FollowerHealth", "LogFollower", "Shard"]
+__all__ = ["FollowerHealth", "LogFollower", "Shard", "shard_of"]
 
 log = logging.getLogger("contextledger.follower")
 
@@ -68,6 +68,12 @@ class FollowerHealth:
     #: Steps that failed in a row (0: the last one succeeded).
     failures: int
     shard: Shard | None
+
+
+def shard_of(conversation_id: UUID, shards: int) -> int:
+    """The shard (of ``shards``) a conversation belongs to: its id modulo ``shards``,
+    stable across processes and restarts, so each shard's tracking rows stay valid."""
+    return conversation_id.int % shards
 
 
 def check_shard(shard: Shard | None) -> Shard | None:
@@ -212,11 +218,9 @@ class LogFollower(ABC):
         return self._head
 
     def owns(self, conversation_id: UUID) -> bool:
-        """True if this follower's shard covers the conversation (always, unsharded).
-
-        Routing is ``conversation_id.int % n == i``: stable across processes and
-        restarts, so each shard's tracking rows stay valid."""
-        return self.shard is None or conversation_id.int % self.shard[1] == self.shard[0]
+        """True if this follower's shard covers the conversation (always, unsharded;
+        see ``shard_of``)."""
+        return self.shard is None or shard_of(conversation_id, self.shard[1]) == self.shard[0]
 
     def read(
         self, *, after: int, stop: int, topics: Sequence[str] = (), page: int | None = None
