@@ -32,12 +32,7 @@ class ConversationsProjection(ReadModelProjection[ConversationsView]):
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        self.view.update_conversation(
-            domain_event.originator_id,
-            version=domain_event.originator_version,
-            at=domain_event.timestamp,
-            tracking=tracking,
-        )
+        self._touch(domain_event, tracking)
 
     @process_event.register(events.Started)
     def _started(self, event: events.Started, tracking: Tracking) -> None:
@@ -47,30 +42,23 @@ class ConversationsProjection(ReadModelProjection[ConversationsView]):
 
     @process_event.register(events.MessageAppended)
     def _message(self, event: events.MessageAppended, tracking: Tracking) -> None:
-        self.view.update_conversation(
-            event.originator_id,
-            version=event.originator_version,
-            at=event.timestamp,
-            tracking=tracking,
-            messages=1,
-        )
+        self._touch(event, tracking, messages=1)
 
     @process_event.register(events.SummaryCreated)
     def _summary(self, event: events.SummaryCreated, tracking: Tracking) -> None:
-        self.view.update_conversation(
-            event.originator_id,
-            version=event.originator_version,
-            at=event.timestamp,
-            tracking=tracking,
-            summaries=1,
-        )
+        self._touch(event, tracking, summaries=1)
 
     @process_event.register(events.PolicyChanged)
     def _policy(self, event: events.PolicyChanged, tracking: Tracking) -> None:
+        self._touch(event, tracking, policy_version=event.policy_version)
+
+    def _touch(self, event: Any, tracking: Tracking, **changes: Any) -> None:
+        """Move the conversation's last version and update time to ``event``'s, with
+        ``changes`` (counters to add, a new policy version) as ``update_conversation`` takes them."""
         self.view.update_conversation(
             event.originator_id,
             version=event.originator_version,
             at=event.timestamp,
             tracking=tracking,
-            policy_version=event.policy_version,
+            **changes,
         )

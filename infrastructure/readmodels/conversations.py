@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select, update
 
 from contextledger.application.projections import ConversationRecord
 from contextledger.infrastructure.readmodels.view import SQLView
@@ -24,23 +24,17 @@ class SQLConversationsView(SQLView):
     def add_conversation(
         self, conversation_id: UUID, *, model: str, started_at: datetime, tracking: Tracking
     ) -> None:
-        table = self.models.tables["conversations"]
-
-        def change(conn: Connection) -> None:
-            conn.execute(
-                insert(table).values(
-                    conversation_id=conversation_id,
-                    model=model,
-                    started_at=started_at,
-                    updated_at=started_at,
-                    last_version=1,
-                    messages=0,
-                    summaries=0,
-                    policy_version=1,
-                )
-            )
-
-        self._write(tracking, change)
+        row = {
+            "conversation_id": conversation_id,
+            "model": model,
+            "started_at": started_at,
+            "updated_at": started_at,
+            "last_version": 1,
+            "messages": 0,
+            "summaries": 0,
+            "policy_version": 1,
+        }
+        self._insert(tracking, row)
 
     def update_conversation(
         self,
@@ -53,7 +47,7 @@ class SQLConversationsView(SQLView):
         summaries: int = 0,
         policy_version: int | None = None,
     ) -> None:
-        table = self.models.tables["conversations"]
+        table = self.table
         values: dict[Any, Any] = {table.c.last_version: version, table.c.updated_at: at}
         if messages:
             values[table.c.messages] = table.c.messages + messages
@@ -70,18 +64,5 @@ class SQLConversationsView(SQLView):
         self._write(tracking, change)
 
     def conversations(self) -> list[ConversationRecord]:
-        t = self.models.tables["conversations"]
-        rows = self._select(select(t).order_by(t.c.started_at, t.c.conversation_id))
-        return [
-            ConversationRecord(
-                conversation_id=r.conversation_id,
-                model=r.model,
-                started_at=r.started_at,
-                updated_at=r.updated_at,
-                last_version=r.last_version,
-                messages=r.messages,
-                summaries=r.summaries,
-                policy_version=r.policy_version,
-            )
-            for r in rows
-        ]
+        t = self.table
+        return self._records(ConversationRecord, select(t).order_by(t.c.started_at, t.c.conversation_id))

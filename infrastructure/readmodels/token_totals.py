@@ -15,6 +15,11 @@ from contextledger.infrastructure.readmodels.view import SQLView
 __all__ = ["SQLTokenTotalsView"]
 
 
+def _new_row(conversation_id: UUID, *, base_tokens: int) -> dict[str, Any]:
+    """A conversation's row with every counter at zero."""
+    return {"conversation_id": conversation_id, "base_tokens": base_tokens, **dict.fromkeys(COUNTERS, 0)}
+
+
 class SQLTokenTotalsView(SQLView):
     """``cl_token_totals``: counters per conversation; ``global_totals()`` sums them."""
 
@@ -22,24 +27,13 @@ class SQLTokenTotalsView(SQLView):
     table_names = ("token_totals",)
 
     def start_totals(self, conversation_id: UUID, *, base_tokens: int, tracking: Tracking) -> None:
-        table = self.models.tables["token_totals"]
-
-        def change(conn: Connection) -> None:
-            conn.execute(
-                insert(table).values(
-                    conversation_id=conversation_id,
-                    base_tokens=base_tokens,
-                    **dict.fromkeys(COUNTERS, 0),
-                )
-            )
-
-        self._write(tracking, change)
+        self._insert(tracking, _new_row(conversation_id, base_tokens=base_tokens))
 
     def add_to_totals(self, conversation_id: UUID, *, tracking: Tracking, **increments: int) -> None:
         unknown = set(increments) - set(COUNTERS)
         if unknown:
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
-        table = self.models.tables["token_totals"]
+        table = self.table
         deltas = {k: int(v) for k, v in increments.items() if v}
 
         def change(conn: Connection) -> None:
@@ -51,18 +45,12 @@ class SQLTokenTotalsView(SQLView):
                 .values({table.c[k]: table.c[k] + v for k, v in deltas.items()})
             )
             if result.rowcount == 0:  # a row the log never started (defensive)
-                conn.execute(
-                    insert(table).values(
-                        conversation_id=conversation_id,
-                        base_tokens=0,
-                        **{**dict.fromkeys(COUNTERS, 0), **deltas},
-                    )
-                )
+                conn.execute(insert(table).values({**_new_row(conversation_id, base_tokens=0), **deltas}))
 
         self._write(tracking, change)
 
     def totals(self, conversation_id: UUID) -> TokenTotalsRecord | None:
-        t = self.models.tables["token_totals"]
+        t = self.table
         rows = self._select(select(t).where(t.c.conversation_id == conversation_id))
         if not rows:
             return None
@@ -75,7 +63,7 @@ class SQLTokenTotalsView(SQLView):
         )
 
     def global_totals(self) -> TokenTotalsRecord:
-        t = self.models.tables["token_totals"]
+        t = self.table
         columns: list[Any] = [func.count()]
         columns.append(func.coalesce(func.sum(t.c.base_tokens), 0))
         columns += [func.coalesce(func.sum(t.c[name]), 0) for name in COUNTERS]

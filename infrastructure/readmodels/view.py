@@ -12,10 +12,11 @@ there, cooperating with the rebuild instead of skipping over it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from sqlalchemy import Connection, Table, select, update
+from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -23,9 +24,18 @@ from contextledger.domain.errors import StoreError, TrackingRewoundError
 from contextledger.infrastructure.readmodels.storage import reason
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from contextledger.infrastructure.readmodels.models import SQLReadModels
 
-__all__ = ["SQLView"]
+__all__ = ["SQLView", "columns_of"]
+
+RecordT = TypeVar("RecordT", bound="DataclassInstance")
+
+
+def columns_of(record: DataclassInstance) -> dict[str, Any]:
+    """A record's fields as column values (the read-model columns carry their names)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 class SQLView(TrackingRecorder):
@@ -45,7 +55,13 @@ class SQLView(TrackingRecorder):
 
     @property
     def tables(self) -> list[Table]:
+        """The view's tables (dropped and recreated by ``reset()``)."""
         return [self.models.tables[n] for n in self.table_names]
+
+    @property
+    def table(self) -> Table:
+        """The view's (first) table."""
+        return self.models.tables[self.table_names[0]]
 
     # -- the TrackingRecorder interface --------------------------------------------
 
@@ -133,6 +149,20 @@ class SQLView(TrackingRecorder):
             )
             value = conn.execute(query).scalar()
         return int(value or 0)
+
+    def _insert(self, tracking: Tracking, values: dict[str, Any]) -> None:
+        """Insert one row into the view's table, with its tracking row."""
+        table = self.table
+
+        def change(conn: Connection) -> None:
+            conn.execute(insert(table).values(**values))
+
+        self._write(tracking, change)
+
+    def _records(self, record: type[RecordT], query: Any) -> list[RecordT]:
+        """The rows of ``query`` as ``record`` objects (columns named as its fields)."""
+        names = [f.name for f in fields(record)]
+        return [record(**{n: row._mapping[n] for n in names}) for row in self._select(query)]
 
     def _select(self, query: Any) -> list[Any]:
         try:
