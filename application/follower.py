@@ -15,9 +15,10 @@ ledger's notification log through ``read_notifications`` and acts on what it fin
 - ``wait_idle(timeout)`` waits until the follower has read the log's end as of the
   call and has nothing left to do (False once stopped with work left).
 
-A subclass implements ``step()`` (read and act; return how much it did),
-``log_position()`` (how far it has read) and ``idle_at(head)`` (nothing left to do
-for a log that ends at ``head``), and may hook ``_starting()``/``_stopped()``.
+A subclass implements ``step()`` (read with ``read()`` and act; return how much it
+did), ``log_position()`` (how far it has read) and ``idle_at(head)`` (nothing left to
+do for a log that ends at ``head``), and may hook ``_starting()``/``_stopped()``.
+State that ``idle_at`` reads from several fields is changed under ``_progress``.
 """
 
 from __future__ import annotations
@@ -255,6 +256,7 @@ class LogFollower(ABC):
             return False
         self.last_error = None
         self._failures = 0
+        self._progressed()
         return True
 
     def _failed(self, exc: BaseException) -> None:

@@ -50,9 +50,7 @@ class StartedCollector(LogFollower):
                         self.seen.append(cid)
                         found += 1
                 self.position = page[-1].id
-        with self._progress:
-            self.position = max(self.position, head)
-        self._progressed()
+        self.position = max(self.position, head)
         self.stepped.set()
         return found
 
