@@ -179,7 +179,8 @@ class LogFollower(ABC):
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
         """True once the log is read to its end as of this call and nothing is left to
-        do; False if ``timeout`` seconds pass first, or the follower is not running."""
+        do; False if ``timeout`` seconds pass first, or if the follower is not running
+        (or stops) with work left."""
         head = self.head()
         if self._thread is None:
             return self._settle(head, timeout)
