@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from contextledger.application.follower import FollowerHealth, LogFollower
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.projections import ReadModelProjection, ReadModelRunner
@@ -92,11 +93,13 @@ __all__ = [
     "Conversation",
     "ConversationNotFoundError",
     "DuplicateConversationError",
+    "FollowerHealth",
     "FunctionCall",
     "InvalidArgumentError",
     "InvalidMessageError",
     "InvalidPolicyError",
     "Ledger",
+    "LogFollower",
     "Message",
     "OfflineSummarizer",
     "OpenAISummarizer",
