@@ -255,8 +255,7 @@ def test_a_relative_tiktoken_cache_works_from_another_working_directory(tmp_path
     elsewhere.mkdir(parents=True)
     relative = os.path.relpath(cache, elsewhere)
     done = subprocess.run(
-        cli("demo", "--database", "sqlite:///d.db", "--messages", "30", "--json", "--chart", "-",
-            ),
+        cli("demo", "--database", "sqlite:///d.db", "--messages", "30", "--json", "--chart", "-"),
         cwd=elsewhere, env=cli_env(TIKTOKEN_CACHE_DIR=relative), capture_output=True, text=True,
         timeout=300,
     )
