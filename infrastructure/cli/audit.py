@@ -105,7 +105,11 @@ def run_replay(args: argparse.Namespace) -> int:
             return 0
         top = ledger.recorder.max_notification_id() or 0
         count = 0
-        with interruptible() as asked, Progress("replay", should_stop=asked, unit="event") as progress:
+        # Events printed to a terminal show the progress themselves.
+        show = not render.is_terminal(sys.stdout)
+        with interruptible() as asked, Progress(
+            "replay", should_stop=asked, unit="event", show=show
+        ) as progress:
             progress(0, top)
             for notification_id, event in ledger.audit.export():
                 if args.json:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from contextledger.application.ledger import Ledger
@@ -21,6 +22,10 @@ from contextledger.infrastructure.cli.common import Failure
 from contextledger.infrastructure.database import Database
 
 __all__ = ["CLI_CONNECT_TIMEOUT", "check_postgres", "database", "open_ledger", "settings_for"]
+
+_LIBPQ_PREFIX = re.compile(
+    r'^(connection failed: )?connection to server (at|on) "[^"]*"( \([^)]*\))?(, port \d+)? failed: '
+)
 
 #: Seconds the command line waits for a PostgreSQL server before saying why not.
 CLI_CONNECT_TIMEOUT = 3
@@ -111,6 +116,7 @@ def connection_error(exc: BaseException, db: Database) -> StoreError:
 
 
 def _server_message(text: str) -> str:
-    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
-    useful = [line.removeprefix("FATAL: ").strip() for line in lines]
-    return useful[-1] if useful else "connection failed"
+    """The server's or the socket's own words: the first line, without libpq's prefix."""
+    first = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
+    first = _LIBPQ_PREFIX.sub("", first).removeprefix("FATAL: ").strip()
+    return first or "connection failed"

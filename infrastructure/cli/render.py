@@ -25,6 +25,7 @@ __all__ = [
     "dump",
     "error",
     "excerpt",
+    "is_terminal",
     "one_line",
     "out",
     "visible",
@@ -104,9 +105,9 @@ class Progress:
 
     On a terminal: a tqdm bar. Otherwise (a log file, a pipe, a CI job): a plain line
     ``label [#####-----] done/total pct`` at the start, every ``interval`` seconds or
-    10% and at the end. ``should_stop`` is asked at every update; when it says so the
-    work stops there with ``KeyboardInterrupt``, between two units of work (the
-    command line's Ctrl-C).
+    10% and at the end; nothing with ``show=False``. ``should_stop`` is asked at every
+    update; when it says so the work stops there with ``KeyboardInterrupt``, between
+    two units of work (the command line's Ctrl-C).
     """
 
     def __init__(
@@ -117,12 +118,14 @@ class Progress:
         interval: float = 2.0,
         should_stop: Callable[[], bool] | None = None,
         unit: str = "it",
+        show: bool = True,
     ) -> None:
         self.label = label
         self.stream = stream or sys.stderr
         self.interval = interval
         self.should_stop = should_stop
         self.unit = unit
+        self.show = show
         self._bar: tqdm[Any] | None = None
         self._is_terminal = _is_terminal(self.stream)
         self._last_time = float("-inf")
@@ -132,6 +135,8 @@ class Progress:
     def __call__(self, done: int, total: int) -> None:
         if self.should_stop is not None and self.should_stop():
             raise KeyboardInterrupt
+        if not self.show:
+            return
         if self._is_terminal:
             self._update_bar(done, total)
         else:
@@ -180,6 +185,11 @@ class Progress:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal."""
+    return _is_terminal(stream)
 
 
 def _is_terminal(stream: TextIO) -> bool:
