@@ -166,7 +166,7 @@ class Progress:
         self._last_time, self._last_fraction, self._last_done = now, fraction, done
         filled = round(fraction * 30)
         bar = "#" * filled + "-" * (30 - filled)
-        self.stream.write(f"{self.label} [{bar}] {done}/{total} {fraction:4.0%}\n")
+        self.stream.write(f"{self.label} [{bar}] {done}/{total} {int(fraction * 100):3d}%\n")
         self.stream.flush()
 
     def close(self) -> None:
