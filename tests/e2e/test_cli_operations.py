@@ -339,3 +339,19 @@ def test_ctrl_c_during_a_rebuild_exits_130_and_a_rebuild_repairs_the_read_models
             assert models.token_totals.totals(cid).appended_tokens == ledger.totals(cid).appended_tokens
         finally:
             models.close()
+
+
+# ------------------------------------------------------------ command modules
+
+
+def test_every_command_module_registers_itself_and_a_missing_one_breaks_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from contextledger.infrastructure.cli import app
+
+    assert "serve" in app.COMMAND_MODULES
+    monkeypatch.setattr(app, "COMMAND_MODULES", (*app.COMMAND_MODULES, "not_installed_here"))
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("init", "list", "close-tool-calls", "replay", "rebuild", "worker", "demo"):
+        assert command in out
