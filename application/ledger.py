@@ -338,6 +338,31 @@ class Ledger(Application[UUID]):
             at=self._clock(),
         )
 
+    def close_open_tool_calls(
+        self,
+        conversation_id: UUID,
+        *,
+        content: str = "error: the tool call was interrupted and returned no result",
+    ) -> list[int]:
+        """Answer every unanswered call of the open tool-call group with a ``tool``
+        message saying ``content`` (an error), in one transaction; returns their
+        positions, ``[]`` when no call is open. Recovery for a conversation left
+        waiting for tool results (the application stopped between the model's tool
+        call and the results)."""
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidMessageError("content must be a non-empty string", field="content")
+        text = content if content.lower().startswith("error") else f"error: {content}"
+
+        def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+            return [
+                self._append_to(
+                    conversation, Message(role="tool", tool_call_id=call_id, content=text), None
+                )
+                for call_id in list(conversation.state.open_calls)
+            ], []
+
+        return self.store.execute(conversation_id, command)
+
     def change_policy(self, conversation_id: UUID, policy: ReductionPolicy) -> bool:
         """Adopt a new reduction policy from now on; False if it is the same."""
         if not isinstance(policy, ReductionPolicy):

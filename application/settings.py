@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from contextledger.domain.errors import ConfigurationError
 
-__all__ = ["DEFAULT_SQLITE_FILE", "Settings"]
+__all__ = ["DEFAULT_SQLITE_FILE", "Settings", "absolute_tiktoken_cache_dir"]
 
 DEFAULT_SQLITE_FILE = "contextledger.db"
 
@@ -74,6 +74,8 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        if environ is None:
+            absolute_tiktoken_cache_dir()
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         mapping = {
@@ -94,6 +96,17 @@ class Settings(BaseModel):
                 values[field] = None if env[key].lower() == "none" else env[key]
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def absolute_tiktoken_cache_dir() -> str | None:
+    """Make a relative ``TIKTOKEN_CACHE_DIR`` absolute, against the working directory
+    of now (start-up), so that it still names the same folder for tiktoken after a
+    change of directory and for child processes started elsewhere. Returns the value."""
+    value = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if value and not os.path.isabs(value):
+        value = os.path.abspath(os.path.expanduser(value))
+        os.environ["TIKTOKEN_CACHE_DIR"] = value
+    return value
 
 
 _PASSWORD = re.compile(r"^([a-z0-9+.-]+://[^:/@]*:)([^@]*)@", re.IGNORECASE)

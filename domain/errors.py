@@ -214,6 +214,9 @@ class StoreError(ContextLedgerRuntimeError):
     version: int | None = None
     #: The database URL, password masked.
     url: str | None = None
+    #: Why a database server could not be used: ``server_unreachable``,
+    #: ``database_missing`` or ``authentication_failed`` (None: another failure).
+    cause: str | None = None
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):

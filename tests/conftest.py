@@ -18,7 +18,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _REPO = Path(__file__).resolve().parent.parent
 _SHARED_CACHE = _REPO.parent / "shared" / "tiktoken_cache"
-if "TIKTOKEN_CACHE_DIR" not in os.environ and _SHARED_CACHE.is_dir():
+# A relative TIKTOKEN_CACHE_DIR (the README's ../shared/tiktoken_cache) is relative to
+# where pytest started; the CLI subprocesses of the tests run in other folders, so it
+# is made absolute here, before any of them starts.
+if os.environ.get("TIKTOKEN_CACHE_DIR"):
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(Path(os.environ["TIKTOKEN_CACHE_DIR"]).expanduser().resolve())
+elif _SHARED_CACHE.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_SHARED_CACHE)
 
 POSTGRES_URL = os.environ.get(

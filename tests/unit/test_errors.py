@@ -42,6 +42,7 @@ SAMPLES: dict[str, object] = {
     "retryable": False,
     "status": 429,
     "retry_after": 1.5,
+    "cause": "server_unreachable",
 }
 
 

@@ -1,0 +1,165 @@
+"""Audit commands: ``replay``, ``export`` and ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from contextledger.application.results import AuditEvent
+from contextledger.infrastructure.cli import render
+from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
+from contextledger.infrastructure.cli.connect import open_ledger
+from contextledger.infrastructure.cli.render import Progress
+from contextledger.infrastructure.cli.signals import interruptible
+
+__all__ = ["describe", "register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``replay``, ``export`` and ``verify``."""
+    replay = add_command(
+        subparsers,
+        "replay",
+        "print the conversation's events one by one",
+        "Prints every stored event of conversation CID in order, with its version and "
+        "timestamp: messages, thresholds reached, summaries, failures, policy changes, usage. "
+        "With --all instead of CID: every event of the log in log order, with its "
+        "notification id and conversation (progress on stderr; --json: one JSON object per line).",
+    )
+    replay.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    replay.add_argument("--all", action="store_true", help="every conversation, in log order")
+    replay.set_defaults(handler=run_replay)
+
+    export = add_command(
+        subparsers,
+        "export",
+        "write events as JSON lines to stdout",
+        "Writes the stored events of conversation CID (or of the whole log, in log order, "
+        "with notification_id) to stdout, one JSON object per line: originator_id, version, "
+        "timestamp, topic, kind, data.",
+    )
+    export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    export.set_defaults(handler=run_export)
+
+    verify = add_command(
+        subparsers,
+        "verify",
+        "recompute digests and check the log (exit 1 on a mismatch)",
+        "Recomputes every message's chained digest and every summary's source digest and "
+        "checks versions and positions, for conversation CID or all. Exits 1 naming the first "
+        "mismatch when any stored event was altered.",
+    )
+    verify.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    verify.set_defaults(handler=run_verify)
+
+
+def describe(kind: str, data: dict[str, Any]) -> str:
+    """One line about a stored event (content escaped for a terminal)."""
+    if kind == "Started":
+        return (f"model {data['model']}, system prompt {data['system_tokens']} tokens, "
+                f"policy {render.dump({k: v for k, v in data['policy'].items() if v is not None})}")
+    if kind == "MessageAppended":
+        return f"#{data['position']} {data['message']['role']} ({data['tokens']} tok) " + render.excerpt(
+            data["message"], 90
+        )
+    if kind == "ThresholdReached":
+        return (f"{data['limit']} limit: {data['unsummarized_messages']} messages, "
+                f"{data['unsummarized_tokens']} tokens unsummarized; pins "
+                f"{data['from_position']}-{data['through_position']}")
+    if kind == "SummaryCreated":
+        p = data["provenance"]
+        return (f"summary of {data['from_position']}-{data['through_position']} (stands for "
+                f"{data['covers_from']}-{data['through_position']}), {data['tokens']} tok by "
+                f"{p['model']} ({p['prompt_version']})")
+    if kind == "SummarizationFailed":
+        return (f"attempt {data['attempt']} at {data['from_position']}-{data['through_position']} "
+                f"failed: {data['kind']}: {render.one_line(data['error'])[:100]}")
+    if kind == "PolicyChanged":
+        return f"policy version {data['policy_version']}"
+    if kind == "UsageRecorded":
+        return (f"provider usage: prompt {data['prompt_tokens']} (estimated "
+                f"{data['estimated_prompt_tokens']}), completion {data['completion_tokens']}")
+    return render.dump(data)[:140]
+
+
+def _line(event: AuditEvent) -> str:
+    return (f"v{event.version:<6} {event.timestamp.isoformat(timespec='milliseconds')}  "
+            f"{event.kind:<20} {describe(event.kind, event.data)}")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """``replay CID`` or ``replay --all``."""
+    if (args.cid is None) == (not args.all):
+        raise Failure("give a conversation id CID or --all (not both)", code=2)
+    with open_ledger(args) as ledger:
+        if args.cid is not None:
+            events = list(ledger.replay(args.cid))
+            if args.json:
+                print(render.dump([{"version": e.version, "timestamp": e.timestamp, "kind": e.kind,
+                                    "data": e.data} for e in events]))
+                return 0
+            for e in events:
+                render.out(_line(e))
+            render.out(f"{len(events)} events")
+            return 0
+        top = ledger.recorder.max_notification_id() or 0
+        count = 0
+        # Events printed to a terminal show the progress themselves.
+        show = not render.is_terminal(sys.stdout)
+        with interruptible() as asked, Progress(
+            "replay", should_stop=asked, unit="event", show=show
+        ) as progress:
+            progress(0, top)
+            for notification_id, event in ledger.audit.export():
+                if args.json:
+                    print(render.dump({"notification_id": notification_id, **event.record()}))
+                else:
+                    render.out(f"{notification_id:<7} {event.conversation_id}  {_line(event)}")
+                count += 1
+                progress(min(notification_id, top), top)
+            progress(top, top)
+    if not args.json:
+        render.out(f"{count} events")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``export [CID]``: JSON lines on stdout."""
+    out = sys.stdout
+    with open_ledger(args) as ledger:
+        if args.cid is not None:
+            for event in ledger.replay(args.cid):
+                out.write(render.dump(event.record()) + "\n")
+            return 0
+        for notification_id, event in ledger.audit.export():
+            out.write(render.dump({"notification_id": notification_id, **event.record()}) + "\n")
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """``verify [CID]``: exit 1 naming the first altered event."""
+    with open_ledger(args) as ledger:
+        report = ledger.verify(args.cid)
+    if args.json:
+        print(render.dump({
+            "ok": report.ok, "conversations": report.conversations, "events": report.events,
+            "messages": report.messages, "summaries": report.summaries,
+            "problems": [{"conversation_id": p.conversation_id, "version": p.version,
+                          "problem": p.problem} for p in report.problems],
+        }))
+    else:
+        for problem in report.problems:
+            render.out(f"MISMATCH conversation {problem.conversation_id} version {problem.version}: "
+                       f"{problem.problem}")
+    if not report.ok:
+        first = report.problems[0]
+        more = len(report.problems) - 1
+        raise Failure(
+            f"verify FAILED: conversation {first.conversation_id} version {first.version}: "
+            f"{first.problem}" + (f" (and {more} more)" if more else "")
+        )
+    if not args.json:
+        render.out(f"verify OK: {report.conversations} conversations, {report.events} events, "
+                   f"{report.messages} messages, {report.summaries} summaries")
+    return 0

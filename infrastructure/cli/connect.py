@@ -1,0 +1,122 @@
+"""Opening the ledger a command works on, the way an operator expects.
+
+- A SQLite file that does not exist is a usage error (exit 2) and is never created:
+  only ``init`` and ``demo`` create a database.
+- A PostgreSQL server is tried first with a short connect timeout
+  (``CLI_CONNECT_TIMEOUT`` seconds unless the URL sets ``connect_timeout``), and a
+  failure says which: no server at host:port, the database missing, or
+  authentication failed (``StoreError.cause``), with psycopg's error chained.
+- URLs are shown with their password masked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from contextledger.application.ledger import Ledger
+from contextledger.application.settings import Settings
+from contextledger.domain.errors import StoreError
+from contextledger.infrastructure.cli.common import Failure
+from contextledger.infrastructure.database import Database
+
+__all__ = ["CLI_CONNECT_TIMEOUT", "check_postgres", "database", "open_ledger", "settings_for"]
+
+_LIBPQ_PREFIX = re.compile(
+    r'^(connection failed: )?connection to server (at|on) "[^"]*"( \([^)]*\))?(, port \d+)? failed: '
+)
+
+#: Seconds the command line waits for a PostgreSQL server before saying why not.
+CLI_CONNECT_TIMEOUT = 3
+
+
+def database(args: argparse.Namespace, *, default: str | None = None) -> Database:
+    """The database of ``--database`` (else ``default``, else the settings')."""
+    url: str | None = getattr(args, "database", None) or default
+    return Database.parse(url if url is not None else Settings.from_env().database_url)
+
+
+def require_existing(db: Database) -> None:
+    """Exit 2 (creating nothing) when a SQLite file is not there."""
+    if db.kind == "sqlite" and not db.exists():
+        raise Failure(
+            f"no database at {db.path} (check --database, or create one with "
+            f"`contextledger init --database {db.masked}`)",
+            code=2,
+        )
+
+
+def settings_for(db: Database, **updates: Any) -> Settings:
+    """The environment's settings on ``db``; PostgreSQL with the short connect timeout."""
+    url = db.url
+    if db.kind == "postgresql" and "connect_timeout" not in url.query:
+        url = url.update_query_dict({"connect_timeout": str(CLI_CONNECT_TIMEOUT)})
+    rendered = "memory://" if db.kind == "memory" else url.render_as_string(hide_password=False)
+    return Settings.from_env().model_copy(update={"database_url": rendered, **updates})
+
+
+def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **updates: Any) -> Ledger:
+    """The ledger at ``--database``, without a policy thread unless ``updates`` say so."""
+    db = database(args)
+    if must_exist:
+        require_existing(db)
+    if db.kind == "postgresql":
+        check_postgres(db)
+    return Ledger.open(settings=settings_for(db, **{"run_policy": False, **updates}))
+
+
+def check_postgres(db: Database, *, timeout: float | None = None) -> None:
+    """Connect once to ``db``'s server; raise ``StoreError`` saying why it cannot be used."""
+    import psycopg
+
+    seconds = timeout if timeout is not None else float(
+        db.option("connect_timeout", str(CLI_CONNECT_TIMEOUT))
+    )
+    try:
+        connection = psycopg.connect(
+            host=db.host,
+            port=db.port,
+            dbname=db.url.database,
+            user=db.url.username or "postgres",
+            password=db.url.password or None,
+            connect_timeout=max(1, round(seconds)),
+        )
+    except psycopg.Error as exc:
+        raise connection_error(exc, db) from exc
+    connection.close()
+
+
+def connection_error(exc: BaseException, db: Database) -> StoreError:
+    """``exc`` (psycopg's, from connecting to ``db``) as a ``StoreError`` naming the cause."""
+    text = str(exc)
+    state = getattr(exc, "sqlstate", None)
+    where = f"{db.host}:{db.port}"
+    user = db.url.username or "postgres"
+    detail = _server_message(text)
+    if state == "3D000" or ('database "' in text and "does not exist" in text):
+        return StoreError(
+            f"database {db.url.database!r} does not exist on the PostgreSQL server at {where} "
+            "(create it, or check the database name in --database)",
+            url=db.masked,
+            cause="database_missing",
+        )
+    if state in ("28000", "28P01") or any(
+        marker in text
+        for marker in ("authentication failed", "no pg_hba.conf entry", 'role "', "password")
+    ):
+        return StoreError(
+            f"authentication failed for user {user!r} at {where}: {detail}",
+            url=db.masked,
+            cause="authentication_failed",
+        )
+    return StoreError(
+        f"no PostgreSQL server answers at {where}: {detail}", url=db.masked, cause="server_unreachable"
+    )
+
+
+def _server_message(text: str) -> str:
+    """The server's or the socket's own words: the first line, without libpq's prefix."""
+    first = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
+    first = _LIBPQ_PREFIX.sub("", first).removeprefix("FATAL: ").strip()
+    return first or "connection failed"

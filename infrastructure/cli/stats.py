@@ -1,0 +1,53 @@
+"""``contextledger stats``: token accounting for one conversation or all."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from contextledger.infrastructure.cli import render
+from contextledger.infrastructure.cli.catchup import caught_up_read_models
+from contextledger.infrastructure.cli.common import add_command, conversation_id
+from contextledger.infrastructure.cli.connect import open_ledger
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``stats``."""
+    stats = add_command(
+        subparsers,
+        "stats",
+        "print token accounting for one conversation or all",
+        "With CID: the conversation's token totals (what the next prompt costs, what the "
+        "full history would cost, summaries and summarizer usage). Without: the totals of "
+        "every conversation, from the token_totals read model (brought up to date first, "
+        "with progress on stderr).",
+    )
+    stats.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    stats.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``stats [CID]``."""
+    record: dict[str, Any]
+    with open_ledger(args) as ledger:
+        if args.cid is not None:
+            totals = ledger.totals(args.cid)
+            record = {"conversation_id": str(args.cid),
+                      **{k: v for k, v in vars(totals).items() if k != "conversations"}}
+        else:
+            with caught_up_read_models(ledger) as models:
+                found = models.token_totals.global_totals()
+            record = {k: v for k, v in vars(found).items() if k != "conversation_id"}
+            record["source"] = "token_totals read model"
+    if args.json:
+        print(render.dump(record))
+        return 0
+    width = max(len(k) for k in record) + 2
+    for key, value in record.items():
+        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
+        if key == "saved_tokens" and record.get("full_history_tokens"):
+            shown = f"{shown} ({value / record['full_history_tokens']:.1%} of the full history)"
+        render.out(f"{key.replace('_', ' '):<{width}}{shown}")
+    return 0

@@ -1,0 +1,72 @@
+"""``contextledger worker``: run the summarization policy and the read models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from contextledger.application.ledger import Ledger
+from contextledger.application.summarization import SummarizationRunner
+from contextledger.infrastructure.cli import render
+from contextledger.infrastructure.cli.common import Failure, add_command, shard
+from contextledger.infrastructure.cli.connect import database, open_ledger
+from contextledger.infrastructure.cli.signals import stop_on_signals
+from contextledger.infrastructure.readmodels import SQLReadModels
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``worker``."""
+    worker = add_command(
+        subparsers,
+        "worker",
+        "run the summarization policy and the read models",
+        "Follows the log: runs the summarization policy (bounded concurrency, retries with "
+        "backoff) and keeps the read models up to date, until SIGTERM or SIGINT. For "
+        "PostgreSQL deployments, run several with --shard I/N: shard I summarizes the "
+        "conversations whose id modulo N is I; shard 0 also runs the read models.",
+    )
+    worker.add_argument("--shard", type=shard, metavar="I/N", help="run shard I of N")
+    worker.add_argument("--once", action="store_true", help="process until idle, then exit")
+    worker.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="with --once: give up (exit 1) if not idle after this long (default 300)")
+    worker.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``worker``: until SIGTERM/SIGINT, or idle with ``--once``."""
+    stop = threading.Event()
+    # Handlers first: a SIGTERM that arrives while starting up still stops cleanly.
+    restore = stop_on_signals(stop) if not args.once else (lambda: None)
+    try:
+        with open_ledger(args) as ledger:
+            return _follow(ledger, args, stop)
+    finally:
+        restore()
+
+
+def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> int:
+    shard_: tuple[int, int] | None = args.shard
+    policy = SummarizationRunner(ledger, ledger.summarizer, shard=shard_)
+    ledger.attach(policy)
+    with_read_models = shard_ is None or shard_[0] == 0
+    if with_read_models:
+        models = SQLReadModels.for_ledger(ledger)
+        ledger.attach(models.runner(ledger))
+    where = f"shard {shard_[0]}/{shard_[1]}" if shard_ else "all conversations"
+    render.out(f"contextledger worker: {where}, read models {'on' if with_read_models else 'off'}, "
+               f"summarizer {type(ledger.summarizer).__name__}, database {database(args).masked}",
+               stream=sys.stderr)
+    sys.stderr.flush()
+    if args.once:
+        if not ledger.wait_idle(args.timeout):
+            raise Failure(f"not idle after {args.timeout:g} s (summaries still due?)")
+        top = ledger.recorder.max_notification_id() or 0
+        render.out(f"worker: idle at notification {top}")
+        return 0
+    while not stop.wait(0.2):
+        pass
+    render.out("contextledger worker: stopping", stream=sys.stderr)
+    return 0
