@@ -1,7 +1,7 @@
 """Ports: what the application needs from the outside world.
 
 Adapters live in ``contextledger.infrastructure``; users may bring their own. Each
-port has a contract suite in ``tests/contracts`` that an adapter can be run against.
+port has a contract suite in ``contextledger.testing.contracts`` to run an adapter against.
 """
 
 from __future__ import annotations

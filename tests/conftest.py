@@ -1,4 +1,5 @@
-"""Shared fixtures: stores by URL (memory, SQLite file, PostgreSQL schema)."""
+"""Shared fixtures: stores by URL (memory, SQLite file, PostgreSQL schema) and the fake
+OpenAI server of ``contextledger.testing``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from hypothesis import settings
 settings.register_profile("ci", max_examples=60)
 settings.register_profile("nightly", max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# The fake OpenAI server fixture (``fake_openai``) ships with the package.
+pytest_plugins = ["contextledger.testing.pytest_plugin"]
 
 _REPO = Path(__file__).resolve().parent.parent
 _SHARED_CACHE = _REPO.parent / "shared" / "tiktoken_cache"
@@ -70,3 +74,4 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
     else:
         yield request.getfixturevalue("postgres_url")
+

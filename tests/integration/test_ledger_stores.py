@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.contracts.ledger_contract import LedgerContract
+from contextledger.testing.contracts import LedgerContract
 
 
 class TestMemoryLedger(LedgerContract):
+    persistent = False
+
     @pytest.fixture
     def url(self) -> str:
         return "memory://"

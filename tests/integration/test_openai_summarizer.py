@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -23,20 +22,18 @@ from contextledger.domain import (
     SummarizerUnavailableError,
 )
 from contextledger.infrastructure.openai_summarizer import PROMPT_VERSION, OpenAISummarizer
-from tests.contracts.summarizer_contract import SummarizerContract
-from tests.support.fake_openai import (
+from contextledger.testing import (
     Delay,
     Drop,
     Empty,
     FakeOpenAIServer,
     Func,
     Malformed,
+    RecordedRequest,
     Reply,
     Status,
-    fake_openai,
 )
-
-__all__ = ["fake_openai"]
+from contextledger.testing.contracts import SummarizerContract
 
 KEY = "sk-test-very-secret-key-0123456789"
 
@@ -160,8 +157,8 @@ class TestOpenAISummarizerContract(SummarizerContract):
 
     @pytest.fixture(autouse=True)
     def _server(self) -> Iterator[None]:
-        def answer(body: dict[str, Any]) -> Reply:
-            prompt = body["messages"][1]["content"]
+        def answer(request: RecordedRequest) -> Reply:
+            prompt = request.body["messages"][1]["content"]
             previous = prompt.split("\n\n")[0].removeprefix("Current summary:\n")
             return Reply(f"{previous} Vegetarian peanut-free meal (book_meal VGML) confirmed.")
 

@@ -14,8 +14,8 @@ from uuid import UUID
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
+from contextledger.testing import ScriptedSummarizer
 from tests.support.invariants import check, check_log
-from tests.support.summarizers import ScriptedSummarizer
 
 CONVERSATIONS = 50
 MESSAGES = 500

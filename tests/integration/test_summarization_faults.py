@@ -19,10 +19,8 @@ import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
-from tests.support.fake_openai import Delay, Drop, FakeOpenAIServer, Malformed, Reply, Status, fake_openai
+from contextledger.testing import Delay, Drop, FakeOpenAIServer, Malformed, Reply, Status
 from tests.support.invariants import check, check_log
-
-__all__ = ["fake_openai"]
 
 KEY = "sk-live-0123456789-do-not-leak"
 POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2, max_context_tokens=2000, max_summary_tokens=200)

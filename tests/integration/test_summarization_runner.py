@@ -21,8 +21,8 @@ from contextledger.domain import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
+from contextledger.testing import ScriptedSummarizer
 from tests.support.invariants import check, check_log
-from tests.support.summarizers import ScriptedSummarizer
 
 POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2, max_context_tokens=1500,
                          max_summary_tokens=100)

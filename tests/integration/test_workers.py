@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings, SummarizationRunner
+from contextledger.testing import ScriptedSummarizer
 from tests.support.invariants import check_log
-from tests.support.summarizers import ScriptedSummarizer
 
 POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2)
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy
-from tests.support.openai_rules import violations
+from contextledger.testing import openai_context_violations
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40)
 NAME = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)
@@ -53,7 +53,7 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_any_valid_sequence_is_read_back_identical(messages: list[dict[str, Any]]) -> None:
-    assert violations(messages) == []
+    assert openai_context_violations(messages) == []
     with Ledger.open("memory://", run_policy=False) as ledger:
         cid = ledger.start("sys", policy=ReductionPolicy())
         positions = [ledger.append(cid, m) for m in messages]

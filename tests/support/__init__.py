@@ -1,0 +1,3 @@
+"""Project-internal test helpers: whole-conversation invariants and the worker process
+of the fault tests. What a user of the library would want ships in
+``contextledger.testing``."""

@@ -8,7 +8,7 @@ from uuid import UUID
 from contextledger.application import Ledger, SummaryRequest, SummaryResult
 from contextledger.domain import SummaryQualityError
 from contextledger.infrastructure.tokens import TiktokenCounter
-from tests.support.openai_rules import violations
+from contextledger.testing import openai_context_violations
 
 _COUNTER = TiktokenCounter("gpt-4o-mini")
 
@@ -20,7 +20,7 @@ def check(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, system: 
     messages, context_tokens = conversation.working_memory()
     context = [m.to_openai() for m in messages]
     state = conversation.state
-    problems += [f"openai order: {v}" for v in violations(context)]
+    problems += [f"openai order: {v}" for v in openai_context_violations(context)]
     if system is not None and context[:1] != [{"role": "system", "content": system}]:
         problems.append("the system prompt is not first")
     if appended and not state.open_calls and context[-1] != appended[-1]:

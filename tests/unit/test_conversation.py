@@ -20,7 +20,7 @@ from contextledger.domain import (
     SummaryQualityError,
 )
 from contextledger.domain.conversation import ConversationSnapshot
-from tests.support.openai_rules import assert_valid
+from contextledger.testing import assert_valid_openai_context
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 PROVENANCE = SummaryProvenance(model="m", prompt_version="p1")
@@ -206,7 +206,7 @@ def test_old_tool_results_become_placeholders_in_batches_and_pairing_holds() -> 
         add(c, result(f"c{i}"), tokens=100)
         messages, _ = c.working_memory()
         prefixes.append(c.state.placeholder_before)
-        assert_valid([m.to_openai() for m in messages])
+        assert_valid_openai_context([m.to_openai() for m in messages])
     full = [m for m in c.working_memory()[0] if m.role == "tool" and m.content == "r"]
     assert 2 <= len(full) <= 4
     assert len(set(prefixes)) < len(prefixes)  # the placeholder line moved in batches

@@ -10,7 +10,7 @@ from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import Message
 from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.tokens import TiktokenCounter
-from tests.contracts.summarizer_contract import SummarizerContract
+from contextledger.testing.contracts import SummarizerContract
 
 COUNTER = TiktokenCounter("gpt-4o-mini")
 

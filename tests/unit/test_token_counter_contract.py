@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextledger.application import TokenCounter
 from contextledger.infrastructure.tokens import TiktokenCounter
-from tests.contracts.token_counter_contract import TokenCounterContract
+from contextledger.testing.contracts import TokenCounterContract
 
 
 class TestTiktokenCounterO200k(TokenCounterContract):

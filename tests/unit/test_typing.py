@@ -1,4 +1,5 @@
-"""The three layers type-check under mypy --strict (run on the installed names)."""
+"""The three layers and the testing package type-check under mypy --strict (run on the
+installed names)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ def test_the_package_is_mypy_strict_clean(tmp_path: Path) -> None:
     package.mkdir()
     for layer in ("domain", "application", "infrastructure"):
         (package / layer).symlink_to(REPO / layer)
+    (package / "testing").symlink_to(REPO / "src" / "contextledger" / "testing")
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--config-file", str(REPO / "pyproject.toml"),
          "--explicit-package-bases", "--cache-dir", str(tmp_path / "cache"),
-         "-p", "contextledger.domain", "-p", "contextledger.application", "-p", "contextledger.infrastructure"],
+         "-p", "contextledger.domain", "-p", "contextledger.application", "-p", "contextledger.infrastructure",
+         "-p", "contextledger.testing"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr

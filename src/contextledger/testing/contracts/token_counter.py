@@ -1,20 +1,36 @@
-"""Contract for ``TokenCounter`` adapters. Subclass it and provide ``make_counter()``:
-
-    class TestMyCounter(TokenCounterContract):
-        def make_counter(self) -> TokenCounter:
-            return MyCounter()
-"""
+"""``TokenCounterContract``: what the ledger relies on from any ``TokenCounter``."""
 
 from __future__ import annotations
 
-from contextledger.application import Message, TokenCounter
+from abc import ABC, abstractmethod
+
+from contextledger.application.ports import TokenCounter
+from contextledger.domain.messages import Message
+
+__all__ = ["TokenCounterContract"]
 
 
-class TokenCounterContract:
-    """Abstract (not collected): what the ledger relies on from a token counter."""
+class TokenCounterContract(ABC):
+    """Abstract suite (pytest collects only subclasses): a counter satisfies the port,
+    counts deterministically, counts more for more text, and counts every part of a
+    message (name, tool calls, content parts) on top of its text. Run it against your
+    adapter::
 
-    def make_counter(self) -> TokenCounter:  # pragma: no cover - overridden
-        raise NotImplementedError
+        # tests/test_my_counter.py
+        import contextledger as cl
+        from contextledger.testing.contracts import TokenCounterContract
+
+        from myapp.tokens import MyCounter
+
+
+        class TestMyCounter(TokenCounterContract):
+            def make_counter(self) -> cl.TokenCounter:
+                return MyCounter("my-model")
+    """
+
+    @abstractmethod
+    def make_counter(self) -> TokenCounter:
+        """A fresh counter under test."""
 
     def test_it_satisfies_the_port(self) -> None:
         counter = self.make_counter()
@@ -38,7 +54,8 @@ class TokenCounterContract:
         bare = Message(role="assistant", content="ok")
         named = Message(role="assistant", content="ok", name="agent_smith")
         calling = Message.from_openai({"role": "assistant", "content": "ok", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"city": "Paris"}'}}]})
+            {"id": "c1", "type": "function",
+             "function": {"name": "lookup", "arguments": '{"city": "Paris"}'}}]})
         parts = Message.from_openai({"role": "user", "content": [
             {"type": "text", "text": "ok"}, {"type": "text", "text": "and a second paragraph of text"}]})
         assert counter.count_message(named) > counter.count_message(bare)

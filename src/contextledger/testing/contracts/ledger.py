@@ -1,52 +1,86 @@
-"""The ledger's contract, run against every store (memory, SQLite file, PostgreSQL).
-
-Subclass ``LedgerContract`` and provide a ``url`` fixture to check another store.
-"""
+"""``LedgerContract``: what the ledger promises on any store (this module imports pytest)."""
 
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any
-from uuid import UUID, uuid4
+from typing import Any, ClassVar
+from uuid import uuid4
 
 import pytest
 
-from contextledger.application import Ledger, ReductionPolicy, SummaryResult
-from contextledger.domain import (
+from contextledger.application.ledger import Ledger
+from contextledger.application.ports import SummaryRequest, SummaryResult
+from contextledger.domain.errors import (
     ConversationNotFoundError,
     DuplicateConversationError,
     InvalidMessageError,
     StaleSummaryError,
 )
-from tests.support.openai_rules import assert_valid
+from contextledger.domain.policy import ReductionPolicy
+from contextledger.testing.openai_rules import assert_valid_openai_context
 
-CALL = {"role": "assistant", "content": None, "tool_calls": [
+__all__ = ["LedgerContract"]
+
+CALL: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
     {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}},
     {"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}]}
 
 
-def echo_summary(request: Any) -> SummaryResult:
+def _summary(request: SummaryRequest) -> SummaryResult:
     text = f"summary {request.from_position}-{request.through_position}"
     return SummaryResult(text=text, model="test-summarizer", prompt_version="t1", input_tokens=11,
                          output_tokens=3)
 
 
-class LedgerContract:
-    """Abstract: subclasses provide the ``url`` fixture."""
+class LedgerContract(ABC):
+    """Abstract suite (pytest collects only subclasses): appends, contexts, transcripts,
+    idempotent retries, typed errors that write nothing, past versions, summaries,
+    reopening, concurrent writers, totals, policy changes and usage, on one store.
+
+    A subclass overrides the ``url`` fixture (a fresh, empty store per test); to open
+    the ledger another way (settings, a store of your own) override ``open_ledger``.
+    Set ``persistent = False`` for a store that does not outlive its ledger. Run it
+    against your store::
+
+        # tests/test_my_store.py
+        import pytest
+        import contextledger as cl
+        from contextledger.testing.contracts import LedgerContract
+
+
+        class TestMyStore(LedgerContract):
+            @pytest.fixture
+            def url(self, tmp_path) -> str:
+                return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+            def open_ledger(self, url: str) -> cl.Ledger:
+                return cl.Ledger.open(url, run_policy=False, settings=cl.Settings(compress=True))
+    """
+
+    #: False for a store that lives inside one ledger (``memory://``): reopening is
+    #: skipped and concurrent writers share one ledger.
+    persistent: ClassVar[bool] = True
 
     @pytest.fixture
-    def url(self) -> str:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def url(self) -> str:
+        """The URL of a fresh, empty store."""
+
+    def open_ledger(self, url: str) -> Ledger:
+        """A ledger on ``url`` without a background policy (the suite summarizes itself)."""
+        return Ledger.open(url, run_policy=False)
 
     @pytest.fixture
     def ledger(self, url: str) -> Iterator[Ledger]:
-        with Ledger.open(url, run_policy=False) as ledger:
+        """An open ledger on the store, closed after the test."""
+        with self.open_ledger(url) as ledger:
             yield ledger
 
     def test_start_append_and_context_show_every_message_in_order(self, ledger: Ledger) -> None:
         cid = ledger.start("You are terse.", model="gpt-4o-mini")
-        messages = [{"role": "user", "content": "hi"}, CALL,
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, CALL,
                     {"role": "tool", "tool_call_id": "c1", "content": "found"},
                     {"role": "tool", "tool_call_id": "c2", "content": "page"},
                     {"role": "assistant", "content": "done"}]
@@ -54,7 +88,7 @@ class LedgerContract:
         assert positions == [0, 1, 2, 3, 4]
         context = ledger.context(cid)
         assert context == [{"role": "system", "content": "You are terse."}, *messages]
-        assert_valid(context)
+        assert_valid_openai_context(context)
 
     def test_transcript_entries_are_typed_and_complete(self, ledger: Ledger) -> None:
         cid = ledger.start(None)
@@ -120,7 +154,7 @@ class LedgerContract:
             ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
             request = ledger.pending_summary(cid)
             if request is not None:
-                ledger.record_summary(request, echo_summary(request))
+                ledger.record_summary(request, _summary(request))
             seen[ledger.conversation(cid).version] = ledger.context(cid)
         for version, context in seen.items():
             assert ledger.context(cid, version=version) == context
@@ -131,10 +165,11 @@ class LedgerContract:
             ledger.append(cid, {"role": "user", "content": f"fact {i}"})
         request = ledger.pending_summary(cid)
         assert request is not None and request.previous_summary is None
-        assert [m.text for m in request.messages] == [f"fact {i}" for i in range(request.through_position + 1)]
-        ledger.record_summary(request, echo_summary(request))
+        expected = [f"fact {i}" for i in range(request.through_position + 1)]
+        assert [m.text for m in request.messages] == expected
+        ledger.record_summary(request, _summary(request))
         with pytest.raises(StaleSummaryError):
-            ledger.record_summary(request, echo_summary(request))
+            ledger.record_summary(request, _summary(request))
         [summary] = ledger.summaries(cid)
         assert (summary.from_position, summary.model, summary.input_tokens) == (0, "test-summarizer", 11)
         totals = ledger.totals(cid)
@@ -143,22 +178,20 @@ class LedgerContract:
         assert ledger.verify(cid).ok
 
     def test_reopening_the_store_changes_nothing(self, url: str) -> None:
-        if url == "memory://":
-            pytest.skip("an in-memory store does not outlive its ledger")
-        with Ledger.open(url, run_policy=False) as first:
+        if not self.persistent:
+            pytest.skip("this store does not outlive its ledger")
+        with self.open_ledger(url) as first:
             cid = first.start("s", policy=ReductionPolicy(trigger_messages=5, keep_messages=1))
             for i in range(9):
                 first.append(cid, {"role": "user", "content": f"m{i}"})
             before = (first.context(cid), first.transcript(cid), first.totals(cid))
-        with Ledger.open(url, run_policy=False) as second:
+        with self.open_ledger(url) as second:
             after = (second.context(cid), second.transcript(cid), second.totals(cid))
         assert after == before
 
     def test_concurrent_threads_all_land_with_gap_free_positions(self, url: str) -> None:
-        # Two ledgers on one store (a memory store lives in one ledger: share it).
-        with Ledger.open(url, run_policy=False) as a, (
-            Ledger.open(url, run_policy=False) if url != "memory://" else a
-        ) as b:
+        # Two ledgers on one store (a store inside one ledger is shared instead).
+        with self.open_ledger(url) as a, (self.open_ledger(url) if self.persistent else a) as b:
             cid = a.start("s")
             errors: list[BaseException] = []
 
@@ -206,7 +239,3 @@ class LedgerContract:
         events = [e for e in ledger.replay(cid) if e.kind == "UsageRecorded"]
         assert events[0].data["estimated_prompt_tokens"] == estimate
         assert ledger.totals(cid).provider_prompt_tokens == estimate
-
-
-def uuid_of(value: Any) -> UUID:
-    return value if isinstance(value, UUID) else UUID(str(value))

@@ -1,12 +1,21 @@
-"""OpenAI chat-completions ordering rules, checked independently of the library."""
+"""OpenAI's ordering rules for a chat-completions prompt, checked independently of the
+library: what a user asserts about whatever they are about to send."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = ["assert_valid_openai_context", "openai_context_violations"]
 
-def violations(messages: list[dict[str, Any]]) -> list[str]:
-    """Every rule the prompt breaks (empty: OpenAI would accept its order)."""
+
+def openai_context_violations(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every rule the prompt breaks (empty: OpenAI would accept its order).
+
+    Every ``tool`` message answers an open call of the immediately preceding assistant
+    message, every call is answered before anything else is said, call ids are unique
+    within their group, and every message but a calling assistant's has content.
+    """
     problems: list[str] = []
     open_calls: set[str] = set()
     in_group = False
@@ -26,7 +35,7 @@ def violations(messages: list[dict[str, Any]]) -> list[str]:
         open_calls = set()
         in_group = False
         if role == "assistant" and message.get("tool_calls"):
-            ids = [c["id"] for c in message["tool_calls"]]
+            ids = [str(call["id"]) for call in message["tool_calls"]]
             if len(set(ids)) != len(ids):
                 problems.append(f"{index}: duplicate call ids {ids}")
             open_calls = set(ids)
@@ -38,6 +47,9 @@ def violations(messages: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def assert_valid(messages: list[dict[str, Any]]) -> None:
-    found = violations(messages)
-    assert not found, "; ".join(found)
+def assert_valid_openai_context(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ``AssertionError`` naming every broken rule unless OpenAI would accept the
+    order of ``messages`` (e.g. ``ledger.context(cid)``)."""
+    found = openai_context_violations(messages)
+    if found:
+        raise AssertionError("; ".join(found))
