@@ -13,6 +13,7 @@ store failed, 2 on a usage error, and says why in one line on stderr.
     contextledger verify [CID]
     contextledger rebuild [NAME]
     contextledger worker [--shard I/N] [--once]
+    contextledger serve [--host H] [--port P]   # the read-only viewer (the web extra)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from contextledger.application.settings import Settings
 from contextledger.application.summarization import SummarizationRunner
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import ContextLedgerError, UsageError
+from contextledger.infrastructure.cli import serve
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.demo import (
     DEMO_POLICY,
@@ -238,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                         help="with --once: give up (exit 1) if not idle after this long (default 300)")
     worker.set_defaults(handler=_worker)
+
+    serve.register(commands)
     return parser
 
 
