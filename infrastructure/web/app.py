@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -179,6 +180,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # Load the conversation list while the first page is being asked for (a
+        # request that comes sooner waits for it under the index's lock).
+        threading.Thread(target=index.rows, name="contextledger-viewer-index", daemon=True).start()
         try:
             yield
         finally:

@@ -115,7 +115,8 @@ class ConversationIndex:
                 )
                 start = batch[-1].id + 1
         for cid in touched:
-            self._rows[cid] = ConversationRow.of(self.ledger.conversation(cid))
+            # Read in place (no private copy): the row takes only plain values.
+            self._rows[cid] = self.ledger.store.read(cid, ConversationRow.of)
         self._seen = top
 
 
