@@ -21,7 +21,7 @@ from contextledger.infrastructure.demo import minimum_summarizer_calls
 
 DEMO_MESSAGES = 300
 SUBCOMMANDS = ("demo", "context", "transcript", "replay", "stats", "export", "verify",
-               "rebuild", "worker", "init", "list", "close-tool-calls")
+               "rebuild", "worker", "init", "list", "close-tool-calls", "serve")
 
 
 def cli_env() -> dict[str, str]:

@@ -1,0 +1,324 @@
+"""What the viewer's pages show, computed from a ledger with no web framework involved.
+
+Each function returns plain, JSON-ready dictionaries: the HTML templates render them
+and the ``.json`` endpoints return them as they are, so the two never disagree.
+Everything here reads; nothing is written to the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from contextledger.application.ledger import Ledger
+from contextledger.application.results import AuditEvent, TokenTotals
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.events import ConversationEvent, MessageAppended, SummaryCreated
+from contextledger.domain.state import is_placeholder
+
+__all__ = [
+    "ConversationIndex",
+    "ConversationRow",
+    "context_page",
+    "conversation_page",
+    "describe_event",
+]
+
+#: Notifications read per page when catching up with the log.
+_PAGE = 500
+#: Topics of the conversation's events (other aggregates, e.g. client message ids, share the log).
+_CONVERSATION_TOPICS = "contextledger.conversation."
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    """One line of the conversation list."""
+
+    id: str
+    key: str | None
+    model: str
+    started_at: datetime
+    last_activity: datetime
+    version: int
+    messages: int
+    summaries: int
+    appended_tokens: int
+    context_tokens: int
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> ConversationRow:
+        s = conversation.state
+        key = getattr(s, "key", None) or getattr(conversation, "key", None)
+        return cls(
+            id=str(conversation.id),
+            key=key if isinstance(key, str) else None,
+            model=s.model,
+            started_at=conversation.created_on,
+            last_activity=conversation.modified_on,
+            version=conversation.version,
+            messages=s.next_position,
+            summaries=s.summaries_created,
+            appended_tokens=s.appended_tokens,
+            context_tokens=conversation.context_tokens(),
+        )
+
+    def matches(self, query: str) -> bool:
+        """Whether ``query`` is a substring of the id or the key (case-insensitive)."""
+        q = query.strip().lower()
+        return not q or q in self.id or (self.key is not None and q in self.key.lower())
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ConversationIndex:
+    """The conversation list, kept in memory and brought up to date from the log.
+
+    The first call loads every conversation once (from its latest snapshot); later
+    calls read only the notifications appended since and reload the conversations
+    they touch. Nothing is written anywhere, so it works on a read-only store.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._rows: dict[UUID, ConversationRow] = {}
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def rows(self) -> list[ConversationRow]:
+        """Every conversation, newest activity first."""
+        with self._lock:
+            self._catch_up()
+            rows = list(self._rows.values())
+        rows.sort(key=lambda row: (row.last_activity, row.id), reverse=True)
+        return rows
+
+    def _catch_up(self) -> None:
+        recorder = self.ledger.recorder
+        top = recorder.max_notification_id() or 0
+        if top <= self._seen:
+            return
+        if self._seen == 0:
+            touched = set(self.ledger.conversation_ids())
+        else:
+            touched = set()
+            start = self._seen + 1
+            while start <= top:
+                batch = recorder.select_notifications(start, _PAGE, stop=top)
+                if not batch:
+                    break
+                touched.update(
+                    UUID(str(n.originator_id)) for n in batch if n.topic.startswith(_CONVERSATION_TOPICS)
+                )
+                start = batch[-1].id + 1
+        for cid in touched:
+            # Read in place (no private copy): the row takes only plain values.
+            self._rows[cid] = self.ledger.store.read(cid, ConversationRow.of)
+        self._seen = top
+
+
+# --------------------------------------------------------------------- a conversation
+
+
+def _excerpt(text: str | None, width: int = 160) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def describe_event(audit: AuditEvent) -> str:
+    """One line saying what the event did (unknown kinds: their field names)."""
+    d = audit.data
+    kind = audit.kind
+    if kind == "Started":
+        return f"started on {d.get('model')}; system prompt: {_excerpt(d.get('system_prompt'), 120)}"
+    if kind == "MessageAppended":
+        message = d.get("message") or {}
+        calls = message.get("tool_calls") or []
+        text = _excerpt(message.get("content") if isinstance(message.get("content"), str) else "")
+        if calls:
+            names = ", ".join(str((c.get("function") or {}).get("name")) for c in calls)
+            text = (text + " " if text else "") + f"[calls {names}]"
+        return f"#{d.get('position')} {message.get('role')}: {text}"
+    if kind == "ThresholdReached":
+        return (
+            f"{d.get('limit')} limit reached: {d.get('unsummarized_messages')} messages, "
+            f"{d.get('unsummarized_tokens')} tokens unsummarized; proposed range "
+            f"{d.get('from_position')}-{d.get('through_position')}"
+        )
+    if kind == "SummaryCreated":
+        p = d.get("provenance") or {}
+        return (
+            f"summary of {d.get('from_position')}-{d.get('through_position')} "
+            f"({d.get('tokens')} tokens) by {p.get('model')}, prompt {p.get('prompt_version')}"
+        )
+    if kind == "SummarizationFailed":
+        return (
+            f"summarizing {d.get('from_position')}-{d.get('through_position')} failed "
+            f"(attempt {d.get('attempt')}, {d.get('kind')}): {_excerpt(str(d.get('error')), 200)}"
+        )
+    if kind == "PolicyChanged":
+        return f"policy changed to version {d.get('policy_version')}"
+    if kind == "UsageRecorded":
+        return (
+            f"provider usage through #{d.get('through_position')}: {d.get('prompt_tokens')} prompt "
+            f"(estimated {d.get('estimated_prompt_tokens')}), {d.get('completion_tokens')} completion"
+        )
+    return kind + (": " + ", ".join(sorted(d)) if d else "")
+
+
+def _timeline_entry(audit: AuditEvent) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "version": audit.version,
+        "timestamp": audit.timestamp,
+        "kind": audit.kind,
+        "known": audit.kind in _KNOWN,
+        "description": describe_event(audit),
+        "data": audit.data,
+    }
+    if audit.kind == "MessageAppended":
+        entry["message"] = audit.data.get("message")
+        entry["position"] = audit.data.get("position")
+        entry["tokens"] = audit.data.get("tokens")
+    return entry
+
+
+_KNOWN = frozenset(
+    {
+        "Started",
+        "MessageAppended",
+        "ThresholdReached",
+        "SummaryCreated",
+        "SummarizationFailed",
+        "PolicyChanged",
+        "UsageRecorded",
+    }
+)
+
+
+def _turns(events: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per model turn (each assistant message): what the model was sent to produce it
+    and what sending the full history would have cost; and where summaries landed."""
+    turns: list[dict[str, Any]] = []
+    marks: list[dict[str, Any]] = []
+    conversation: Conversation | None = None
+    for event in events:
+        if not isinstance(event, ConversationEvent):
+            continue
+        if (
+            conversation is not None
+            and isinstance(event, MessageAppended)
+            and event.message.role == "assistant"
+        ):
+            turns.append(
+                {
+                    "turn": len(turns) + 1,
+                    "version": conversation.version,
+                    "position": event.position,
+                    "sent_tokens": conversation.context_tokens(),
+                    "full_history_tokens": conversation.full_history_tokens,
+                }
+            )
+        try:
+            conversation = Conversation.apply(conversation, event)
+        except ValueError:
+            break  # a broken log: verify says where; the chart stops there
+        if isinstance(event, SummaryCreated):
+            marks.append(
+                {
+                    "after_turn": len(turns),
+                    "version": event.originator_version,
+                    "from_position": event.from_position,
+                    "through_position": event.through_position,
+                }
+            )
+    return turns, marks
+
+
+def conversation_page(ledger: Ledger, cid: UUID) -> dict[str, Any]:
+    """The conversation's timeline, integrity, totals and per-turn token chart data."""
+    events = ledger.store.events(cid)
+    audits = [AuditEvent.from_event(e) for e in events]
+    report = ledger.verify(cid)
+    position_at = {
+        a.version: a.data.get("position") for a in audits if a.kind == "MessageAppended"
+    }
+    problems = [
+        {"version": p.version, "position": position_at.get(p.version), "problem": p.problem}
+        for p in report.problems
+    ]
+    current = ledger.conversation(cid)
+    totals: TokenTotals = TokenTotals.of(current)
+    turns, marks = _turns(events)
+    return {
+        "conversation": ConversationRow.of(current).record(),
+        "totals": vars(totals),
+        "integrity": {
+            "verified": report.ok,
+            "events": report.events,
+            "messages": report.messages,
+            "summaries": report.summaries,
+            "first_problem": problems[0] if problems else None,
+            "problems": problems,
+        },
+        "summaries": [asdict(s) for s in ledger.summaries(cid)],
+        "turns": turns,
+        "summary_marks": marks,
+        "events": [_timeline_entry(a) for a in audits],
+    }
+
+
+# ------------------------------------------------------------------ the context at v
+
+
+def _annotations(conversation: Conversation) -> list[dict[str, Any]]:
+    """Where each context message comes from and what it costs, in context order."""
+    s = conversation.state
+    notes: list[dict[str, Any]] = []
+    if s.system_prompt is not None:
+        notes.append({"source": "system prompt", "position": None, "tokens": s.system_tokens})
+    for layer in s.summaries:
+        notes.append(
+            {
+                "source": f"summary of {layer.from_position}-{layer.through_position}",
+                "position": None,
+                "tokens": layer.message_tokens,
+            }
+        )
+    for entry in conversation.visible_entries():
+        if is_placeholder(s, entry):
+            notes.append(
+                {
+                    "source": f"placeholder for #{entry.position}",
+                    "position": entry.position,
+                    "tokens": entry.placeholder_tokens or 0,
+                }
+            )
+        else:
+            notes.append({"source": f"#{entry.position}", "position": entry.position, "tokens": entry.tokens})
+    return notes
+
+
+def context_page(ledger: Ledger, cid: UUID, version: int | None) -> dict[str, Any]:
+    """The messages the model was sent at ``version`` (default: the latest), with
+    their sources and token counts."""
+    latest = ledger.conversation(cid).version
+    chosen = latest if version is None else version
+    memory = ledger.working_memory(cid, version=chosen)
+    notes = _annotations(ledger.conversation(cid, version=chosen))
+    if len(notes) != len(memory.messages):  # pragma: no cover - a domain change not mirrored here
+        notes = [{"source": "", "position": None, "tokens": None} for _ in memory.messages]
+    events = {a.version: a for a in ledger.replay(cid)}
+    at = events.get(chosen)
+    return {
+        "conversation_id": str(cid),
+        "version": chosen,
+        "latest_version": latest,
+        "tokens": memory.tokens,
+        "event": None if at is None else {"kind": at.kind, "description": describe_event(at)},
+        "messages": [
+            {"message": message, **note} for message, note in zip(memory.messages, notes, strict=True)
+        ],
+    }

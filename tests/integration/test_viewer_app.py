@@ -1,0 +1,101 @@
+"""The viewer's app in process (Starlette's TestClient): the list follows the log as
+it grows, URLs are shown masked, unknown event kinds are shown, the chart stays in
+its frame."""
+
+from __future__ import annotations
+
+import warnings
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+with warnings.catch_warnings():
+    # Starlette's TestClient announces a move to another HTTP client; httpx still works.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+import contextledger as cl
+from contextledger.infrastructure.web import create_app
+from contextledger.infrastructure.web.chart import token_chart
+from contextledger.infrastructure.web.views import _timeline_entry
+
+
+def test_the_list_follows_new_conversations_and_new_activity_without_writing() -> None:
+    with cl.Ledger.open("memory://", run_policy=False) as ledger:
+        first = ledger.start("You help.")
+        second = ledger.start("You help.")
+        client = TestClient(create_app(ledger))
+        listed = client.get("/conversations.json").json()
+        assert [c["id"] for c in listed["conversations"]] == [str(second), str(first)]
+        ledger.append(first, {"role": "user", "content": "back again"})
+        third = ledger.start("You help.")
+        listed = client.get("/conversations.json").json()
+        assert [c["id"] for c in listed["conversations"]] == [str(third), str(first), str(second)]
+        assert listed["conversations"][1]["messages"] == 1
+        top = ledger.recorder.max_notification_id()
+        client.get(f"/conversations/{first}")
+        client.get(f"/conversations/{first}/context?version=1")
+        assert ledger.recorder.max_notification_id() == top
+
+
+def test_the_list_is_paginated_newest_first() -> None:
+    with cl.Ledger.open("memory://", run_policy=False) as ledger:
+        ids = [ledger.start("You help.") for _ in range(5)]
+        client = TestClient(create_app(ledger, page_size=2))
+        pages = [client.get(f"/conversations.json?page={n}").json() for n in (1, 2, 3)]
+        assert [p["pages"] for p in pages] == [3, 3, 3]
+        shown = [c["id"] for p in pages for c in p["conversations"]]
+        assert shown == [str(cid) for cid in reversed(ids)]
+        html = client.get("/conversations?page=2").text
+        assert 'rel="prev"' in html and 'rel="next"' in html
+
+
+def test_the_database_url_is_shown_with_its_password_masked(postgres_url: str) -> None:
+    with_password = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    app = create_app(with_password)
+    with TestClient(app) as client:
+        html = client.get("/conversations").text
+        data = client.get("/conversations.json").json()
+    assert "s3cret-pw" not in html and "s3cret-pw" not in data["database"]
+    assert "postgres:***@127.0.0.1" in html and data["database"].startswith("postgresql://postgres:***@")
+
+
+def test_an_event_kind_the_viewer_does_not_know_is_shown_with_its_fields() -> None:
+    future = cl.AuditEvent(
+        version=9, timestamp=datetime.now(UTC), kind="MessageRetracted",
+        data={"position": 3, "reason": "<b>asked</b>"}, conversation_id=uuid4(),
+    )
+    entry = _timeline_entry(future)
+    assert entry["known"] is False
+    assert entry["description"] == "MessageRetracted: position, reason"
+    assert entry["data"] == {"position": 3, "reason": "<b>asked</b>"}
+
+
+turns = st.lists(
+    st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)), min_size=1, max_size=300
+).map(lambda pairs: [
+    {"turn": i + 1, "version": i + 2, "position": i, "sent_tokens": min(a, b),
+     "full_history_tokens": max(a, b)}
+    for i, (a, b) in enumerate(pairs)
+])
+
+
+@settings(max_examples=60, deadline=None)
+@given(turns=turns, after=st.lists(st.integers(0, 300), max_size=10))
+def test_every_point_and_mark_of_the_chart_lies_inside_its_frame(
+    turns: list[dict[str, Any]], after: list[int]
+) -> None:
+    marks = [{"after_turn": min(a, len(turns)), "version": 1, "from_position": 0, "through_position": 1}
+             for a in after]
+    chart = token_chart(turns, marks)
+    left, top, right, bottom = chart.plot
+    assert len(chart.points) == len(turns) and len(chart.marks) == len(marks)
+    for p in chart.points:
+        assert left <= p["x"] <= right
+        assert top <= p["y_full"] <= p["y_sent"] <= bottom
+    for m in chart.marks:
+        assert left <= m["x"] <= right
+    assert chart.y_ticks[0]["label"] == "0"

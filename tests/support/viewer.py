@@ -1,0 +1,118 @@
+"""The viewer as a person uses it: a store with demo-like conversations, ``contextledger
+serve`` as a real subprocess, and a real headless Chromium (the system's) to drive it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+from contextledger import Ledger
+from contextledger.infrastructure.demo import DEMO_POLICY, DEMO_SYSTEM_PROMPT, synthesize_conversation
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+#: What an attacker would put in a message: shown as text, never run.
+SCRIPT_MESSAGE = (
+    "<script>window.__pwned = 1; alert('pwned')</script>"
+    "<img src=x onerror=\"window.__pwned = 2; alert('img')\"> & so on"
+)
+
+
+@dataclass(frozen=True)
+class Store:
+    url: str
+    path: Path
+    demo: UUID
+    hostile: UUID
+    others: tuple[UUID, ...]
+
+
+def offline_env() -> dict[str, str]:
+    """The environment of a child process: no API key, no ledger settings."""
+    return {k: v for k, v in os.environ.items()
+            if k != "OPENAI_API_KEY" and not k.startswith("CONTEXTLEDGER_")}
+
+
+def build_store(path: Path, *, messages: int = 200) -> Store:
+    """A SQLite store: a demo-like support conversation (tool calls, placeholders,
+    summaries by the offline summarizer), one with a hostile message, two small ones."""
+    url = f"sqlite:///{path}"
+    with Ledger.open(url) as ledger:
+        others = []
+        for topic in ("billing question", "dns question"):
+            cid = ledger.start("You are terse.", policy=DEMO_POLICY)
+            ledger.append(cid, {"role": "user", "content": f"A short {topic}."})
+            ledger.append(cid, {"role": "assistant", "content": "A short answer."})
+            others.append(cid)
+        hostile = ledger.start("You are careful.", policy=DEMO_POLICY)
+        ledger.append(hostile, {"role": "user", "content": SCRIPT_MESSAGE})
+        ledger.append(hostile, {"role": "assistant", "content": "I will not run that."})
+        demo = ledger.start(DEMO_SYSTEM_PROMPT, policy=DEMO_POLICY)
+        for message in synthesize_conversation(seed=11, messages=messages):
+            ledger.append(demo, message)
+        assert ledger.wait_idle(60)
+        assert ledger.summaries(demo), "the demo conversation should have summaries"
+    return Store(url=url, path=path, demo=demo, hostile=hostile, others=tuple(others))
+
+
+def tamper(path: Path, cid: UUID, position: int) -> int:
+    """Change the content of the message at ``position`` in the stored JSON bytes, as
+    someone editing the database by hand would; returns the event's version."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT originator_version, state FROM stored_events WHERE originator_id = ? "
+            "AND topic = 'contextledger.conversation.MessageAppended'",
+            (cid.hex,),
+        ).fetchall()
+        for version, state in rows:
+            text = bytes(state).decode("utf-8")
+            if f'"position":{position},' in text:
+                changed = text.replace('"content":"', '"content":"(edited) ', 1)
+                assert changed != text
+                conn.execute(
+                    "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = ?",
+                    (changed.encode("utf-8"), cid.hex, version),
+                )
+                return int(version)
+    raise AssertionError(f"no message at position {position}")
+
+
+@contextmanager
+def serve(url: str, *, cwd: Path) -> Iterator[str]:
+    """``contextledger serve`` on a free port of 127.0.0.1; yields its base URL.
+
+    The command announces its URL on stderr only once its socket is bound, so the
+    first request after that line is accepted."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextledger.infrastructure.cli", "serve",
+         "--database", url, "--host", "127.0.0.1", "--port", "0"],
+        cwd=cwd, env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        if " at http://" not in line:
+            process.kill()
+            _, rest = process.communicate(timeout=30)
+            raise AssertionError(f"serve did not start: {line}{rest}")
+        base = line.split(" at ", 1)[1].split()[0].rstrip("/")
+        yield base
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
