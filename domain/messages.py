@@ -115,7 +115,9 @@ class Message(BaseModel):
         unknown = set(data) - _MESSAGE_KEYS
         if unknown:
             raise InvalidMessageError(
-                f"unknown message keys: {sorted(unknown)}", role=data.get("role")
+                f"unknown message keys: {sorted(unknown)}",
+                role=data.get("role") if isinstance(data.get("role"), str) else None,
+                field=sorted(map(str, unknown))[0],
             )
         role = data.get("role")
         if role not in ROLES:
