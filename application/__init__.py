@@ -4,6 +4,8 @@ summarization policy.
     from contextledger.application import Ledger, ReductionPolicy
 """
 
+from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
+from contextledger.application.async_ledger import AsyncLedger
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.projections import (
@@ -38,11 +40,14 @@ from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 
 __all__ = [
+    "KEY_NAMESPACE",
+    "AsyncLedger",
     "AuditEvent",
     "ConcurrencyError",
     "ContextLedgerError",
     "ConversationNotFoundError",
     "ConversationRecord",
+    "ConversationRef",
     "ConversationsView",
     "InvalidMessageError",
     "Ledger",

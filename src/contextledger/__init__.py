@@ -9,6 +9,8 @@ Everything a user needs is here, in one flat namespace::
         ledger.append(cid, {"role": "user", "content": "hi"})
         messages = ledger.context(cid)
 
+``AsyncLedger`` has the same methods as coroutines (``async with AsyncLedger.open(url)``).
+
 The layers stay importable for those who go deeper (``contextledger.domain``,
 ``contextledger.application``, ``contextledger.infrastructure``); test doubles and
 contract suites are in ``contextledger.testing``. Optional integrations live in
@@ -20,6 +22,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
+from contextledger.application.async_ledger import AsyncLedger
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
@@ -32,6 +36,7 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.settings import Settings
+from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -69,13 +74,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "KEY_NAMESPACE",
+    "AsyncLedger",
     "AuditEvent",
     "ConcurrencyError",
     "ConfigurationError",
     "ContextLedgerError",
     "ContextLedgerRuntimeError",
+    "ContextMessage",
     "ContextOverflowError",
     "ConversationNotFoundError",
+    "ConversationRef",
     "DuplicateConversationError",
     "FunctionCall",
     "InvalidArgumentError",
@@ -105,6 +114,7 @@ __all__ = [
     "TokenCounter",
     "TokenTotals",
     "ToolCall",
+    "ToolDefinition",
     "TrackingRewoundError",
     "TranscriptEntry",
     "UnknownReadModelError",
