@@ -1,7 +1,8 @@
 """The FastAPI example under load: AsyncLedger against the synchronous Ledger called
 from the endpoint, on SQLite and PostgreSQL. Prints a markdown table.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/async_bench.py [--clients 50] [--turns 4]
+    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/async_bench.py \\
+        [--clients 50] [--turns 4]
 
 Each configuration runs ``examples/fastapi_app.py`` under uvicorn (one worker) on
 127.0.0.1 against the local fake OpenAI server (which answers after ``--model-delay``
@@ -27,7 +28,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -81,16 +81,27 @@ def app(url: str, mode: str, base_url: str) -> Iterator[str]:
         proc.terminate()
         proc.wait(60)
         sock.close()
+        errors = []
+        while not lines.empty():
+            line = lines.get()
+            if "Error" in line:
+                errors.append(line.strip())
+        for line in sorted(set(errors))[:5]:
+            print(f"server: {line}", file=sys.stderr)
 
 
-async def load(base: str, clients: int, turns: int) -> tuple[list[float], float, dict[str, float]]:
+async def load(base: str, clients: int, turns: int) -> tuple[list[float], int, float, dict[str, float]]:
     latencies: list[float] = []
+    failed = 0
 
     async def client(http: httpx.AsyncClient, n: int) -> None:
         for turn in range(turns):
             started = time.perf_counter()
             response = await http.post(f"{base}/chat/bench-{n}", json={"message": f"turn {turn} of {n}"})
-            response.raise_for_status()
+            if response.status_code != 200:
+                nonlocal failed
+                failed += 1
+                continue
             latencies.append(time.perf_counter() - started)
 
     async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=clients)) as http:
@@ -98,7 +109,7 @@ async def load(base: str, clients: int, turns: int) -> tuple[list[float], float,
         await asyncio.gather(*(client(http, n) for n in range(clients)))
         elapsed = time.perf_counter() - started
         lag = (await http.get(f"{base}/loop-lag")).json()
-    return latencies, elapsed, lag
+    return latencies, failed, elapsed, lag
 
 
 def main() -> None:
@@ -112,20 +123,21 @@ def main() -> None:
         for kind in ("sqlite", "postgres"):
             for mode in ("async", "sync"):
                 with store(kind) as url, app(url, mode, fake.base_url) as base:
-                    latencies, elapsed, lag = asyncio.run(load(base, args.clients, args.turns))
+                    latencies, failed, elapsed, lag = asyncio.run(load(base, args.clients, args.turns))
                 latencies.sort()
                 rows.append((
                     kind, "AsyncLedger" if mode == "async" else "Ledger (sync, in the endpoint)",
                     len(latencies) / elapsed, 1000 * statistics.median(latencies),
-                    1000 * latencies[int(0.95 * (len(latencies) - 1))], lag["p99_ms"], lag["max_ms"],
+                    1000 * latencies[int(0.95 * (len(latencies) - 1))], lag["p99_ms"], lag["max_ms"], failed,
                 ))
                 print(f"done: {kind} {mode}", file=sys.stderr)
     print(f"{args.clients} concurrent clients x {args.turns} turns, model answers after "
           f"{1000 * args.model_delay:.0f} ms; one uvicorn worker; {os.cpu_count()} cores\n")
-    print("| store | ledger | requests/s | p50 ms | p95 ms | loop lag p99 ms | loop lag max ms |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for kind, ledger, rps, p50, p95, lag99, lagmax in rows:
-        print(f"| {kind} | {ledger} | {rps:.1f} | {p50:.0f} | {p95:.0f} | {lag99:.1f} | {lagmax:.1f} |")
+    print("| store | ledger | requests/s | p50 ms | p95 ms | loop lag p99 ms | loop lag max ms | failed |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for kind, ledger, rps, p50, p95, lag99, lagmax, failed in rows:
+        print(f"| {kind} | {ledger} | {rps:.1f} | {p50:.0f} | {p95:.0f} | {lag99:.1f} | {lagmax:.1f} "
+              f"| {failed} |")
 
 
 if __name__ == "__main__":

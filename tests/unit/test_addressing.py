@@ -13,7 +13,7 @@ from contextledger.domain.errors import InvalidArgumentError
 
 
 def test_the_key_namespace_is_the_documented_uuid5() -> None:
-    assert KEY_NAMESPACE == uuid.uuid5(uuid.NAMESPACE_URL, "https://contextledger/conversation-keys")
+    assert uuid.uuid5(uuid.NAMESPACE_URL, "https://contextledger/conversation-keys") == KEY_NAMESPACE
 
 
 def test_an_id_its_string_forms_and_a_key_all_resolve() -> None:
