@@ -97,8 +97,12 @@ async def load(base: str, clients: int, turns: int) -> tuple[list[float], int, f
     async def client(http: httpx.AsyncClient, n: int) -> None:
         for turn in range(turns):
             started = time.perf_counter()
-            response = await http.post(f"{base}/chat/bench-{n}", json={"message": f"turn {turn} of {n}"})
-            if response.status_code != 200:
+            try:
+                response = await http.post(f"{base}/chat/bench-{n}", json={"message": f"turn {turn} of {n}"})
+                ok = response.status_code == 200
+            except httpx.TransportError:  # the server dropped the connection
+                ok = False
+            if not ok:
                 nonlocal failed
                 failed += 1
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.application.addressing import KEY_NAMESPACE, check_key, id_for_key, resolve
@@ -25,6 +25,7 @@ def test_an_id_its_string_forms_and_a_key_all_resolve() -> None:
     assert resolve("chat-7") == uuid.uuid5(KEY_NAMESPACE, "chat-7") == id_for_key("chat-7")
 
 
+@settings(deadline=None)
 @given(st.one_of(st.text(max_size=250), st.integers(), st.none(), st.binary(max_size=10), st.floats()))
 def test_any_value_either_resolves_to_a_uuid_or_raises_a_typed_error(value: object) -> None:
     try:
@@ -33,6 +34,7 @@ def test_any_value_either_resolves_to_a_uuid_or_raises_a_typed_error(value: obje
         assert exc.argument == "conversation_id"
 
 
+@settings(deadline=None)
 @given(st.text(min_size=1, max_size=200).filter(lambda t: "\x00" not in t))
 def test_every_valid_key_maps_to_the_same_id_every_time(key: str) -> None:
     try:
