@@ -59,6 +59,7 @@ from contextledger.domain.events import MessageAppended, SummaryCreated
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.tools import check_tools
+from contextledger.domain.validation import check_count, check_text, shown
 
 __all__ = ["DEFAULT_POLICY", "Ledger"]
 
@@ -261,10 +262,10 @@ class Ledger(Application[UUID]):
         id. ``tools`` are the tool definitions sent with every model call (see
         ``tools()``); their tokens count in the context's cost.
         """
+        check_text(system_prompt, "system_prompt", optional=True)
         if policy is not None and not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
-        if model is None or not isinstance(model, str) or not model:
-            raise InvalidArgumentError("model must be a non-empty string", argument="model")
+        check_text(model, "model", empty=False)
         policy = policy or DEFAULT_POLICY
         if key is not None:
             key = check_key(key)
@@ -385,6 +386,10 @@ class Ledger(Application[UUID]):
     ) -> list[int]:
         """Append several messages atomically (one transaction); returns their positions."""
         conversation_id = resolve(conversation_id)
+        if isinstance(messages, str | bytes | dict | Message) or not isinstance(messages, Iterable):
+            raise InvalidArgumentError(
+                "messages must be a list of messages", argument="messages", value=shown(messages)
+            )
         msgs = [inbound(m).message for m in messages]
         if not msgs:
             return []
@@ -434,9 +439,6 @@ class Ledger(Application[UUID]):
     ) -> None:
         """Record the provider's reported usage for the latest model call."""
         conversation_id = resolve(conversation_id)
-        for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidArgumentError(f"{name} must be an integer", argument=name)
 
         def command(conversation: Conversation) -> tuple[None, list[Any]]:
             conversation.record_usage(
@@ -524,10 +526,7 @@ class Ledger(Application[UUID]):
         conversation_id = resolve(conversation_id)
         if version is None:
             return self.store.copy(conversation_id)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise ConversationNotFoundError(
-                "version must be a positive integer", conversation_id=conversation_id
-            )
+        check_count(version, "version", minimum=1, conversation_id=conversation_id)
         return self.store.at_version(conversation_id, version)
 
     def totals(self, conversation_id: ConversationRef | None = None) -> TokenTotals:

@@ -19,13 +19,16 @@ contract suites are in ``contextledger.testing``. Optional integrations live in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
 from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
 from contextledger.application.async_ledger import AsyncLedger
+from contextledger.application.follower import FollowerHealth, LogFollower
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.projections import ReadModelProjection, ReadModelRunner
 from contextledger.application.results import (
     AuditEvent,
     SummaryInfo,
@@ -36,7 +39,9 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.settings import Settings
+from contextledger.application.summarization import SummarizationRunner
 from contextledger.application.wire import ContextMessage, ToolDefinition
+from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -50,9 +55,11 @@ from contextledger.domain.errors import (
     InvalidPolicyError,
     StaleSummaryError,
     StoreError,
+    SummarizerAuthenticationError,
     SummarizerError,
     SummarizerOutputError,
     SummarizerRateLimitedError,
+    SummarizerRequestError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
     SummaryQualityError,
@@ -67,6 +74,14 @@ from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
 from contextledger.infrastructure.readmodels import SQLReadModels, attach_read_models
 from contextledger.infrastructure.tokens import TiktokenCounter
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``contextledger`` command line, run in this process; returns the exit status."""
+    from contextledger.infrastructure.cli import main as cli_main
+
+    return cli_main(argv)
+
 
 try:
     __version__ = _version("contextledger")
@@ -83,26 +98,34 @@ __all__ = [
     "ContextLedgerRuntimeError",
     "ContextMessage",
     "ContextOverflowError",
+    "Conversation",
     "ConversationNotFoundError",
     "ConversationRef",
     "DuplicateConversationError",
+    "FollowerHealth",
     "FunctionCall",
     "InvalidArgumentError",
     "InvalidMessageError",
     "InvalidPolicyError",
     "Ledger",
+    "LogFollower",
     "Message",
     "OfflineSummarizer",
     "OpenAISummarizer",
+    "ReadModelProjection",
+    "ReadModelRunner",
     "ReductionPolicy",
     "SQLReadModels",
     "Settings",
     "StaleSummaryError",
     "StoreError",
+    "SummarizationRunner",
     "Summarizer",
+    "SummarizerAuthenticationError",
     "SummarizerError",
     "SummarizerOutputError",
     "SummarizerRateLimitedError",
+    "SummarizerRequestError",
     "SummarizerTimeoutError",
     "SummarizerUnavailableError",
     "SummaryInfo",
@@ -124,4 +147,5 @@ __all__ = [
     "WorkingMemory",
     "__version__",
     "attach_read_models",
+    "main",
 ]
