@@ -83,7 +83,7 @@ def create_app(
         settings.openai_api_key.get_secret_value() if settings.openai_api_key else "sk-unset"
     )
     mode = ledger_mode or os.environ.get("CONTEXTLEDGER_EXAMPLE_LEDGER", "async")
-    policy = cl.ReductionPolicy(trigger_messages=12, keep_messages=4)
+    policy = cl.ReductionPolicy(trigger_messages=4, keep_messages=2)  # summaries land mid-conversation
     probe = LoopLagProbe()
     state: dict[str, Any] = {}
 
