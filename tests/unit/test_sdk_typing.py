@@ -4,6 +4,7 @@ is what lets mypy find it), for the Ledger, the AsyncLedger and the quickstart."
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -60,7 +61,9 @@ def quickstart_block() -> str:
 def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One strict mypy run over the three files (mypy on the SDK's types is slow)."""
     where = tmp_path_factory.mktemp("typing")
-    files = {"service.py": SNIPPET, "wrong.py": WRONG, "quickstart.py": quickstart_block()}
+    files = {"service.py": SNIPPET, "wrong.py": WRONG}
+    if importlib.util.find_spec("contextledger.testing") is not None:  # it hosts the fake server
+        files["quickstart.py"] = quickstart_block()
     for name, code in files.items():
         (where / name).write_text(code, encoding="utf-8")
     result = subprocess.run(
@@ -80,5 +83,6 @@ def test_the_context_is_typed_not_any(mypy_output: str) -> None:
 
 
 def test_the_quickstart_sdk_example_type_checks_strictly(mypy_output: str) -> None:
+    pytest.importorskip("contextledger.testing")
     assert "quickstart.py" not in mypy_output, mypy_output
-    assert "Found 1 error in 1 file" in mypy_output
+    assert "Found 1 error in 1 file (checked 3 source files)" in mypy_output
