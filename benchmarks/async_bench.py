@@ -68,7 +68,7 @@ def app(url: str, mode: str, base_url: str) -> Iterator[str]:
            "OPENAI_API_KEY": "sk-bench", "CONTEXTLEDGER_EXAMPLE_LEDGER": mode}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "examples.fastapi_app:create_app",
-         "--fd", str(sock.fileno()), "--no-access-log"],
+         "--fd", str(sock.fileno()), "--no-access-log", "--timeout-keep-alive", "300"],
         cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, pass_fds=(sock.fileno(),),
     )
     lines: queue.Queue[str] = queue.Queue()

@@ -52,7 +52,8 @@ def app_server(database_url: str) -> Iterator[tuple[str, Any]]:
                "OPENAI_API_KEY": "sk-test", "CONTEXTLEDGER_EXAMPLE_LEDGER": "async"}
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "examples.fastapi_app:create_app",
-             "--fd", str(sock.fileno()), "--log-level", "info", "--no-access-log"],
+             "--fd", str(sock.fileno()), "--log-level", "info", "--no-access-log",
+             "--timeout-keep-alive", "300"],
             cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, pass_fds=(sock.fileno(),),
         )
         lines: queue.Queue[str] = queue.Queue()
