@@ -4,6 +4,8 @@ summarization policy, and the followers of the log (read models among them).
     from contextledger.application import Ledger, ReductionPolicy
 """
 
+from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
+from contextledger.application.async_ledger import AsyncLedger
 from contextledger.application.follower import FollowerHealth, LogFollower
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -39,11 +41,14 @@ from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 
 __all__ = [
+    "KEY_NAMESPACE",
+    "AsyncLedger",
     "AuditEvent",
     "ConcurrencyError",
     "ContextLedgerError",
     "ConversationNotFoundError",
     "ConversationRecord",
+    "ConversationRef",
     "ConversationsView",
     "FollowerHealth",
     "InvalidMessageError",

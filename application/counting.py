@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 
@@ -9,6 +10,7 @@ from contextledger.application.ports import TokenCounter
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
+from contextledger.domain.tools import ToolDefinitions
 
 __all__ = ["TokenCounters"]
 
@@ -46,3 +48,15 @@ class TokenCounters:
         )
         placeholder = Message(role="tool", tool_call_id=message.tool_call_id, content=text)
         return tokens, counter.count_message(placeholder)
+
+    def tools_cost(self, model: str, tools: ToolDefinitions | None) -> int:
+        """What these tool definitions add to every prompt (0 for none). A counter
+        with ``count_tools`` counts them as the provider does; any other counter is
+        given their JSON text."""
+        if not tools:
+            return 0
+        counter = self.for_model(model)
+        count_tools = getattr(counter, "count_tools", None)
+        if callable(count_tools):
+            return int(count_tools(list(tools)))
+        return counter.count_text(json.dumps(list(tools), sort_keys=True))

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
+from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
+from contextledger.application.inbound import Inbound, inbound
+from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -40,11 +43,13 @@ from contextledger.application.settings import (
 )
 from contextledger.application.store import ConversationStore
 from contextledger.application.summary_service import SummaryService
+from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
+    ConversationNotFoundError,
     DuplicateConversationError,
     InvalidArgumentError,
     InvalidMessageError,
@@ -53,6 +58,7 @@ from contextledger.domain.errors import (
 from contextledger.domain.events import MessageAppended, SummaryCreated
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.tools import check_tools
 from contextledger.domain.validation import check_count, check_text, shown
 
 __all__ = ["DEFAULT_POLICY", "Ledger"]
@@ -126,6 +132,8 @@ class Ledger(Application[UUID]):
             build=self._build_summarizer,
         )
         self.audit = Audit(self, self.store)
+        #: Spans of append, context, summarize (and the read models' rebuild).
+        self.tracer: Tracer = _resolve(TRACER_TOPIC)() if self.settings.tracing else NullTracer()
 
     # ----------------------------------------------------------------- opening
 
@@ -183,7 +191,10 @@ class Ledger(Application[UUID]):
         if self._runner is None:
             from contextledger.application.summarization import SummarizationRunner
 
-            self._runner = SummarizationRunner(self, self.summarizer)
+            summarizer = self.summarizer
+            if not isinstance(self.tracer, NullTracer):
+                summarizer = TracedSummarizer(summarizer, self.tracer)
+            self._runner = SummarizationRunner(self, summarizer)
             self._runner.start()
 
     @property
@@ -240,16 +251,34 @@ class Ledger(Application[UUID]):
         *,
         model: str = "gpt-4o-mini",
         policy: ReductionPolicy | None = None,
-        conversation_id: UUID | None = None,
+        conversation_id: ConversationRef | None = None,
+        key: str | None = None,
+        tools: Sequence[ToolDefinition] | None = None,
     ) -> UUID:
-        """Start a conversation; returns its id."""
+        """Start a conversation; returns its id.
+
+        ``key`` is the application's own name for it (``"chat-7"``): the id is then
+        ``uuid5(KEY_NAMESPACE, key)`` and every call takes the key where it takes the
+        id. ``tools`` are the tool definitions sent with every model call (see
+        ``tools()``); their tokens count in the context's cost.
+        """
         check_text(system_prompt, "system_prompt", optional=True)
-        check_text(model, "model", empty=False)
         if policy is not None and not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
+        check_text(model, "model", empty=False)
         policy = policy or DEFAULT_POLICY
-        cid = conversation_id or uuid4()
+        if key is not None:
+            key = check_key(key)
+            cid = id_for_key(key)
+            if conversation_id is not None and resolve(conversation_id) != cid:
+                raise InvalidArgumentError(
+                    "conversation_id and key name different conversations", argument="conversation_id"
+                )
+        else:
+            cid = uuid4() if conversation_id is None else resolve(conversation_id)
+        checked_tools = check_tools(tools)
         counter = self.counter_for(model)
+        tools_tokens = self.counters.tools_cost(model, checked_tools)
         system_tokens = (
             counter.count_message(Message(role="system", content=system_prompt))
             if system_prompt is not None
@@ -263,34 +292,78 @@ class Ledger(Application[UUID]):
             policy=policy,
             reply_priming=counter.reply_priming,
             at=self._clock(),
+            key=key,
+            tools=checked_tools,
+            tools_tokens=tools_tokens,
         )
-        try:
-            self.store.create(conversation)
-        except IntegrityError:
-            raise DuplicateConversationError(
-                "a conversation with this id already exists", conversation_id=cid
-            ) from None
+        with self.tracer.span("start", conversation_id=cid):
+            try:
+                self.store.create(conversation)
+            except IntegrityError:
+                raise DuplicateConversationError(
+                    "a conversation with this key already exists"
+                    if key is not None
+                    else "a conversation with this id already exists",
+                    conversation_id=cid,
+                    key=key,
+                ) from None
         return cid
+
+    def get_or_start(self, key: str, **start_args: Any) -> UUID:
+        """The id of the conversation with this key, started with ``start_args`` if it
+        does not exist yet. Safe under concurrent callers, in any number of processes:
+        the id derives from the key, so exactly one start can be stored."""
+        cid = id_for_key(check_key(key))
+        with self.store.lock(cid):
+            try:
+                self.store.load(cid)
+                return cid
+            except ConversationNotFoundError:
+                pass
+        try:
+            return self.start(key=key, **start_args)
+        except DuplicateConversationError:
+            return cid
 
     def append(
         self,
-        conversation_id: UUID,
-        message: Message | dict[str, Any],
+        conversation_id: ConversationRef,
+        message: Message | dict[str, Any] | Any,
         *,
         client_message_id: str | None = None,
     ) -> int:
-        """Append one message (OpenAI-format dict or ``Message``); returns its position.
+        """Append one message; returns its position.
 
+        ``message`` is an OpenAI-format dict, a ``Message``, the openai SDK's
+        ``ChatCompletionMessage`` (or its ``model_dump()``), or a whole
+        ``ChatCompletion``: then its first choice's message is appended and the usage
+        the provider reported is recorded against the conversation, in one transaction.
         With ``client_message_id``, a retried append of the same id is a no-op that
         returns the original position.
         """
-        msg = Message.from_openai(message)
+        cid = resolve(conversation_id)
+        with self.tracer.span("append", conversation_id=cid) as span:
+            given = inbound(message)
+            position = self._append(cid, given, client_message_id)
+            span.set("position", position)
+            span.set("role", given.message.role)
+            log.debug("appended %s message at %d to %s", given.message.role, position, cid)
+            return position
+
+    def _append(self, conversation_id: UUID, given: Inbound, client_message_id: str | None) -> int:
+        msg, usage = given.message, given.usage
         if client_message_id is not None and (
             not isinstance(client_message_id, str) or not 0 < len(client_message_id) <= 200
         ):
             raise InvalidMessageError("client_message_id must be a string of 1 to 200 characters")
 
         def command(conversation: Conversation) -> tuple[int, list[Any]]:
+            if usage is not None:  # the provider saw the context before its own answer
+                conversation.record_usage(
+                    prompt_tokens=usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens,
+                    at=self._clock(),
+                )
             position = self._append_to(conversation, msg, client_message_id)
             extra: list[Any] = []
             if client_message_id is not None:
@@ -309,14 +382,15 @@ class Ledger(Application[UUID]):
         return self.store.execute(conversation_id, command, on_conflict=on_conflict)
 
     def extend(
-        self, conversation_id: UUID, messages: Iterable[Message | dict[str, Any]]
+        self, conversation_id: ConversationRef, messages: Iterable[Message | dict[str, Any] | Any]
     ) -> list[int]:
         """Append several messages atomically (one transaction); returns their positions."""
+        conversation_id = resolve(conversation_id)
         if isinstance(messages, str | bytes | dict | Message) or not isinstance(messages, Iterable):
             raise InvalidArgumentError(
                 "messages must be a list of messages", argument="messages", value=shown(messages)
             )
-        msgs = [Message.from_openai(m) for m in messages]
+        msgs = [inbound(m).message for m in messages]
         if not msgs:
             return []
 
@@ -340,7 +414,7 @@ class Ledger(Application[UUID]):
 
     def close_open_tool_calls(
         self,
-        conversation_id: UUID,
+        conversation_id: ConversationRef,
         *,
         content: str = "error: the tool call was interrupted and returned no result",
     ) -> list[int]:
@@ -351,6 +425,7 @@ class Ledger(Application[UUID]):
         call and the results)."""
         if not isinstance(content, str) or not content.strip():
             raise InvalidMessageError("content must be a non-empty string", field="content")
+        conversation_id = resolve(conversation_id)
         text = content if content.lower().startswith("error") else f"error: {content}"
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
@@ -363,18 +438,33 @@ class Ledger(Application[UUID]):
 
         return self.store.execute(conversation_id, command)
 
-    def change_policy(self, conversation_id: UUID, policy: ReductionPolicy) -> bool:
+    def change_policy(self, conversation_id: ConversationRef, policy: ReductionPolicy) -> bool:
         """Adopt a new reduction policy from now on; False if it is the same."""
+        conversation_id = resolve(conversation_id)
         if not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         return self.store.execute(
             conversation_id, lambda c: (c.change_policy(policy, at=self._clock()), [])
         )
 
+    def change_tools(
+        self, conversation_id: ConversationRef, tools: Sequence[ToolDefinition] | None
+    ) -> bool:
+        """Send these tool definitions from now on (``ToolsChanged``); False if unchanged."""
+        conversation_id = resolve(conversation_id)
+        checked = check_tools(tools)
+
+        def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+            cost = self.counters.tools_cost(conversation.state.model, checked)
+            return conversation.change_tools(checked, tools_tokens=cost, at=self._clock()), []
+
+        return self.store.execute(conversation_id, command)
+
     def record_usage(
-        self, conversation_id: UUID, *, prompt_tokens: int, completion_tokens: int
+        self, conversation_id: ConversationRef, *, prompt_tokens: int, completion_tokens: int
     ) -> None:
         """Record the provider's reported usage for the latest model call."""
+        conversation_id = resolve(conversation_id)
 
         def command(conversation: Conversation) -> tuple[None, list[Any]]:
             conversation.record_usage(
@@ -386,9 +476,9 @@ class Ledger(Application[UUID]):
 
     # ---------------------------------------------------------------- summaries
 
-    def pending_summary(self, conversation_id: UUID) -> SummaryRequest | None:
+    def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
         """The summarization the conversation waits for, as a summarizer request."""
-        return self.summary_service.pending_summary(conversation_id)
+        return self.summary_service.pending_summary(resolve(conversation_id))
 
     def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record ``result`` for ``request``'s range. Raises ``StaleSummaryError`` if
@@ -419,13 +509,33 @@ class Ledger(Application[UUID]):
 
     # ------------------------------------------------------------------ queries
 
-    def context(self, conversation_id: UUID, *, version: int | None = None) -> list[dict[str, Any]]:
-        """What the model is sent next (or was sent at aggregate ``version``)."""
-        return self.working_memory(conversation_id, version=version).messages
+    def context(
+        self, conversation_id: ConversationRef, *, version: int | None = None
+    ) -> list[ContextMessage]:
+        """What the model is sent next (or was sent at aggregate ``version``): OpenAI
+        chat messages, typed as the openai SDK's ``ChatCompletionMessageParam``."""
+        memory = self.working_memory(conversation_id, version=version)
+        return cast("list[ContextMessage]", memory.messages)
 
-    def working_memory(self, conversation_id: UUID, *, version: int | None = None) -> WorkingMemory:
+    def tools(self, conversation_id: ConversationRef, *, version: int | None = None) -> list[ToolDefinition]:
+        """The tool definitions to send with the next model call (empty: none)."""
+        state = self.conversation(conversation_id, version=version).state
+        return cast("list[ToolDefinition]", [dict(t) for t in state.tools or ()])
+
+    def working_memory(
+        self, conversation_id: ConversationRef, *, version: int | None = None
+    ) -> WorkingMemory:
         """The context and its token cost read together (a summary landing in the
         background cannot fall between them)."""
+        conversation_id = resolve(conversation_id)
+        with self.tracer.span("context", conversation_id=conversation_id, version=version) as span:
+            memory = self._working_memory(conversation_id, version)
+            span.set("messages", len(memory.messages))
+            span.set("context_tokens", memory.tokens)
+            span.set("aggregate_version", memory.version)
+            return memory
+
+    def _working_memory(self, conversation_id: UUID, version: int | None) -> WorkingMemory:
 
         def read(conversation: Conversation) -> WorkingMemory:
             messages, tokens = conversation.working_memory()
@@ -437,50 +547,51 @@ class Ledger(Application[UUID]):
             return read(self.conversation(conversation_id, version=version))
         return self.store.read(conversation_id, read)
 
-    def conversation(self, conversation_id: UUID, *, version: int | None = None) -> Conversation:
+    def conversation(self, conversation_id: ConversationRef, *, version: int | None = None) -> Conversation:
         """A private copy of the aggregate, as it is now or was at ``version`` (audits)."""
+        conversation_id = resolve(conversation_id)
         if version is None:
             return self.store.copy(conversation_id)
         check_count(version, "version", minimum=1, conversation_id=conversation_id)
         return self.store.at_version(conversation_id, version)
 
-    def totals(self, conversation_id: UUID | None = None) -> TokenTotals:
+    def totals(self, conversation_id: ConversationRef | None = None) -> TokenTotals:
         """Token accounting for one conversation, or summed over all of them."""
         if conversation_id is not None:
-            return self.store.read(conversation_id, TokenTotals.of)
+            return self.store.read(resolve(conversation_id), TokenTotals.of)
         return TokenTotals.sum(
             [self.store.read(cid, TokenTotals.of) for cid in self.conversation_ids()]
         )
 
-    def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
+    def transcript(self, conversation_id: ConversationRef) -> list[TranscriptEntry]:
         """Every message ever appended, oldest first."""
         return [
             TranscriptEntry.from_event(e)
-            for e in self.store.events(conversation_id)
+            for e in self.store.events(resolve(conversation_id))
             if isinstance(e, MessageAppended)
         ]
 
-    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
+    def summaries(self, conversation_id: ConversationRef) -> list[SummaryInfo]:
         """Every summary recorded, oldest first, with ranges and provenance."""
         return [
             SummaryInfo.from_event(e)
-            for e in self.store.events(conversation_id)
+            for e in self.store.events(resolve(conversation_id))
             if isinstance(e, SummaryCreated)
         ]
 
     # -------------------------------------------------------------------- audit
 
-    def replay(self, conversation_id: UUID) -> Iterator[AuditEvent]:
+    def replay(self, conversation_id: ConversationRef) -> Iterator[AuditEvent]:
         """Every stored event of the conversation, in order, for audits."""
-        return self.audit.replay(conversation_id)
+        return self.audit.replay(resolve(conversation_id))
 
     def conversation_ids(self) -> list[UUID]:
         """Ids of every conversation, in the order they were started."""
         return self.audit.conversation_ids()
 
-    def verify(self, conversation_id: UUID | None = None) -> VerifyReport:
+    def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
         """Recompute every digest chain and summary digest; report what does not match."""
-        return self.audit.verify(conversation_id)
+        return self.audit.verify(None if conversation_id is None else resolve(conversation_id))
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
         """Block until the summarization policy has caught up with the log and has no

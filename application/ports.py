@@ -17,7 +17,11 @@ __all__ = ["Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"]
 
 @runtime_checkable
 class TokenCounter(Protocol):
-    """Counts tokens the way the provider bills a prompt."""
+    """Counts tokens the way the provider bills a prompt.
+
+    A counter may also have ``count_tools(tools: list[dict]) -> int``, what a list of
+    tool definitions adds to a prompt; without it their JSON text is counted.
+    """
 
     #: Tokens the API adds to every prompt to prime the reply (3 for OpenAI chat models).
     reply_priming: int

@@ -122,6 +122,20 @@ class TokenTotals:
     provider_prompt_tokens: int = 0
     provider_completion_tokens: int = 0
     conversations: int = 1
+    #: Our estimate of the prompts whose usage the provider reported (``record_usage``,
+    #: or a ``ChatCompletion`` appended): compare it with ``provider_prompt_tokens``.
+    estimated_prompt_tokens: int = 0
+    #: How many model calls had their usage recorded.
+    usage_records: int = 0
+    #: What the tool definitions add to every prompt (included in ``context_tokens``).
+    tools_tokens: int = 0
+    #: The conversation's key, if it was started with one (None for sums).
+    key: str | None = None
+
+    @property
+    def estimate_error(self) -> int:
+        """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
+        return self.estimated_prompt_tokens - self.provider_prompt_tokens
 
 
     @classmethod
@@ -143,15 +157,19 @@ class TokenTotals:
             summarizer_output_tokens=s.summarizer_output_tokens,
             provider_prompt_tokens=s.provider_prompt_tokens,
             provider_completion_tokens=s.provider_completion_tokens,
+            estimated_prompt_tokens=s.provider_estimated_prompt_tokens,
+            usage_records=s.usage_records,
+            tools_tokens=s.tools_tokens,
+            key=s.key,
         )
 
     @classmethod
     def sum(cls, totals: list[TokenTotals]) -> TokenTotals:
         """Totals added up over conversations."""
-        sums: dict[str, int] = dict.fromkeys(vars(cls.zero()), 0)
+        sums: dict[str, Any] = {k: 0 for k, v in vars(cls.zero()).items() if isinstance(v, int)}
         for one in totals:
-            for key, value in vars(one).items():
-                sums[key] += int(value)
+            for name in sums:
+                sums[name] += int(getattr(one, name))
         return cls(**sums)
 
     @classmethod

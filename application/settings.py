@@ -31,7 +31,7 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
     ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_COMPRESS``,
     ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``,
-    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``.
+    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_TRACING``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,6 +57,8 @@ class Settings(BaseModel):
     compress: bool = False
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
+    #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
+    tracing: bool = False
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -90,6 +92,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_POLL_INTERVAL": "poll_interval",
             "CONTEXTLEDGER_SNAPSHOT_INTERVAL": "snapshot_interval",
             "CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS": "fallback_after_attempts",
+            "CONTEXTLEDGER_TRACING": "tracing",
         }
         for key, field in mapping.items():
             if env.get(key):

@@ -31,6 +31,7 @@ from contextledger.domain.events import (
     SummaryCreated,
     SummaryProvenance,
     ThresholdReached,
+    ToolsChanged,
     UsageRecorded,
 )
 from contextledger.domain.messages import Message
@@ -45,9 +46,11 @@ from contextledger.domain.state import (
     is_placeholder,
     layers_after,
     newest_group_tokens,
+    summaries_tokens,
     view_tokens,
     visible_entries,
 )
+from contextledger.domain.tools import ToolDefinitions
 from contextledger.domain.validation import check_count, check_text
 
 __all__ = [
@@ -85,6 +88,7 @@ class Conversation:
     SummarizationFailed: ClassVar[type[events.SummarizationFailed]] = events.SummarizationFailed
     PolicyChanged: ClassVar[type[events.PolicyChanged]] = events.PolicyChanged
     UsageRecorded: ClassVar[type[events.UsageRecorded]] = events.UsageRecorded
+    ToolsChanged: ClassVar[type[events.ToolsChanged]] = events.ToolsChanged
 
 
     def __init__(self, conversation_id: UUID, created_on: datetime) -> None:
@@ -106,12 +110,16 @@ class Conversation:
         policy: ReductionPolicy,
         reply_priming: int,
         at: datetime,
+        key: str | None = None,
+        tools: ToolDefinitions | None = None,
+        tools_tokens: int = 0,
     ) -> Conversation:
-        """Command: begin a conversation."""
+        """Command: begin a conversation (``key``: the application's own name for it;
+        ``tools``: the tool definitions sent with every call, costing ``tools_tokens``)."""
         check_text(model, "model", empty=False, conversation_id=conversation_id)
         check_text(system_prompt, "system_prompt", optional=True, conversation_id=conversation_id)
         cap = policy.max_context_tokens
-        if cap is not None and system_tokens + reply_priming >= cap:
+        if cap is not None and system_tokens + reply_priming + tools_tokens >= cap:
             raise InvalidPolicyError(
                 f"max_context_tokens ({cap}) leaves no room after the system prompt "
                 f"({system_tokens} tokens)",
@@ -127,6 +135,9 @@ class Conversation:
             policy=policy,
             reply_priming=reply_priming,
             digest=genesis_digest(str(conversation_id), system_prompt, model),
+            key=key,
+            tools=tools,
+            tools_tokens=tools_tokens if tools else 0,
         )
         conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
@@ -210,13 +221,21 @@ class Conversation:
         """The context the model is sent next, and what its prompt costs in tokens."""
         s = self.state
         messages: list[Message] = []
-        tokens = s.reply_priming
+        tokens = s.reply_priming + s.tools_tokens
         if s.system_prompt is not None:
-            messages.append(Message(role="system", content=s.system_prompt))
             tokens += s.system_tokens
-        for layer in s.summaries:
-            messages.append(summary_message(layer.from_position, layer.through_position, layer.text))
-            tokens += layer.message_tokens
+        rendered = [summary_message(x.from_position, x.through_position, x.text) for x in s.summaries]
+        placement = s.policy.summary_placement
+        if placement == "system_prompt" and rendered:
+            parts = [] if s.system_prompt is None else [s.system_prompt]
+            parts.extend(str(m.content) for m in rendered)
+            messages.append(Message(role="system", content="\n\n".join(parts)))
+        else:
+            if s.system_prompt is not None:
+                messages.append(Message(role="system", content=s.system_prompt))
+            role = "user" if placement == "user_message" else "system"
+            messages.extend(Message(role=role, content=m.content) for m in rendered)
+        tokens += summaries_tokens(s)
         for entry in self.visible_entries():
             if is_placeholder(s, entry):
                 messages.append(placeholder_message(entry))
@@ -233,7 +252,8 @@ class Conversation:
     def full_history_tokens(self) -> int:
         """What sending every message ever appended would cost (no reduction)."""
         s = self.state
-        return s.reply_priming + (s.system_tokens if s.system_prompt is not None else 0) + s.appended_tokens
+        system = s.system_tokens if s.system_prompt is not None else 0
+        return s.reply_priming + s.tools_tokens + system + s.appended_tokens
 
     def pending_messages_for_summary(self) -> list[Entry]:
         """Entries of the pending range (the summarizer's input besides the summary)."""
@@ -333,8 +353,9 @@ class Conversation:
         cap = s.policy.max_context_tokens
         if cap is not None:
             layers = layers_after(s, pending, from_position, through_position, "", message_tokens)
-            fixed = s.reply_priming + (s.system_tokens if s.system_prompt is not None else 0)
-            fixed += sum(layer.message_tokens for layer in layers)
+            fixed = s.reply_priming + s.tools_tokens
+            fixed += s.system_tokens if s.system_prompt is not None else 0
+            fixed += summaries_tokens(s, layers)
             newest = newest_group_tokens(s, after=through_position)
             if fixed + newest > cap:
                 raise SummaryQualityError(
@@ -410,6 +431,25 @@ class Conversation:
         self._trigger(
             PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1
         )
+        self._maybe_pin_range(at)
+        return True
+
+    def change_tools(self, tools: ToolDefinitions | None, *, tools_tokens: int, at: datetime) -> bool:
+        """Command: send these tool definitions from now on. False if unchanged."""
+        s = self.state
+        if tools == s.tools:
+            return False
+        tools_tokens = tools_tokens if tools else 0
+        cap = s.policy.max_context_tokens
+        if cap is not None and fixed_tokens(s) - s.tools_tokens + tools_tokens + newest_group_tokens(
+            s, after=-1
+        ) > cap:
+            raise InvalidPolicyError(
+                f"max_context_tokens ({cap}) cannot hold these tools ({tools_tokens} tokens) with "
+                "the system prompt, summaries and newest turn",
+                conversation_id=self.id,
+            )
+        self._trigger(ToolsChanged, at, tools=tools, tools_tokens=tools_tokens)
         self._maybe_pin_range(at)
         return True
 

@@ -28,6 +28,7 @@ __all__ = [
     "SummaryCreated",
     "SummaryProvenance",
     "ThresholdReached",
+    "ToolsChanged",
     "UsageRecorded",
 ]
 
@@ -84,6 +85,11 @@ class Started(ConversationEvent):
     policy: ReductionPolicy
     reply_priming: int = 3
     digest: str
+    #: The application's own string key for the conversation (its id is derived from it).
+    key: str | None = None
+    #: Tool definitions sent with every model call (OpenAI ``tools`` format), and their cost.
+    tools: tuple[dict[str, Any], ...] | None = None
+    tools_tokens: int = 0
 
 
 class MessageAppended(ConversationEvent):
@@ -153,3 +159,11 @@ class UsageRecorded(ConversationEvent):
     prompt_tokens: int
     completion_tokens: int
     estimated_prompt_tokens: int
+
+
+class ToolsChanged(ConversationEvent):
+    """The tool definitions sent with the model calls from now on (None: no tools)."""
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.ToolsChanged"
+    tools: tuple[dict[str, Any], ...] | None
+    tools_tokens: int

@@ -27,6 +27,10 @@ class ReductionPolicy(BaseModel):
       unsummarized turns are dropped from the view (never from the log) in batches.
     - ``summarizer_model``: the model the summarizer uses (None: the summarizer's own).
     - ``max_summary_tokens``: longest summary accepted.
+    - ``summary_placement``: where the summary stands in the context:
+      ``system_message`` (a system message of its own after the system prompt, the
+      default), ``system_prompt`` (appended to the system prompt, for providers that
+      take one system message only) or ``user_message`` (a user message first).
 
     The kept window never splits a tool-call group, so it can hold fewer messages
     than ``keep_messages`` when the newest group is large.
@@ -44,6 +48,7 @@ class ReductionPolicy(BaseModel):
     max_context_tokens: int | None = None
     summarizer_model: str | None = None
     max_summary_tokens: int = 1000
+    summary_placement: Literal["system_message", "system_prompt", "user_message"] = "system_message"
 
     def __init__(self, **data: Any) -> None:
         try:

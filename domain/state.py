@@ -7,6 +7,8 @@ functions below the fold read the state (what the view shows, what it costs).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextledger.domain.events import (
@@ -17,6 +19,7 @@ from contextledger.domain.events import (
     SummarizationFailed,
     SummaryCreated,
     ThresholdReached,
+    ToolsChanged,
     UsageRecorded,
 )
 from contextledger.domain.policy import ReductionPolicy
@@ -31,6 +34,7 @@ __all__ = [
     "is_placeholder",
     "layers_after",
     "newest_group_tokens",
+    "summaries_tokens",
     "view_tokens",
     "visible_entries",
 ]
@@ -85,6 +89,12 @@ class ConversationState(BaseModel):
     summarizer_output_tokens: int = 0
     provider_prompt_tokens: int = 0
     provider_completion_tokens: int = 0
+    #: Our estimate of the prompts the provider reported usage for (to reconcile the two).
+    provider_estimated_prompt_tokens: int = 0
+    usage_records: int = 0
+    key: str | None = None
+    tools: tuple[dict[str, Any], ...] | None = None
+    tools_tokens: int = 0
 
 
 def initial_state(event: Started) -> ConversationState:
@@ -96,6 +106,9 @@ def initial_state(event: Started) -> ConversationState:
         policy=event.policy,
         reply_priming=event.reply_priming,
         digest=event.digest,
+        key=event.key,
+        tools=event.tools,
+        tools_tokens=event.tools_tokens,
     )
 
 
@@ -129,6 +142,12 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
     elif isinstance(event, UsageRecorded):
         s.provider_prompt_tokens += event.prompt_tokens
         s.provider_completion_tokens += event.completion_tokens
+        s.provider_estimated_prompt_tokens += event.estimated_prompt_tokens
+        s.usage_records += 1
+    elif isinstance(event, ToolsChanged):
+        s.tools = event.tools
+        s.tools_tokens = event.tools_tokens
+        refresh_view(s)
 
 
 def _apply_message(s: ConversationState, event: MessageAppended) -> None:
@@ -225,9 +244,27 @@ def is_placeholder(s: ConversationState, entry: Entry) -> bool:
     )
 
 
+def summaries_tokens(s: ConversationState, layers: list[SummaryLayer] | None = None) -> int:
+    """What the summary layers cost in the prompt where the policy places them.
+
+    ``message_tokens`` is a summary's cost as a message of its own (a system or a user
+    message: both role names are one token). Merged into the system prompt, a layer
+    loses its message framing (3 tokens) and its role (1) and gains a blank-line
+    separator (1); the first layer keeps its framing when there is no system prompt.
+    """
+    layers = s.summaries if layers is None else layers
+    total = sum(layer.message_tokens for layer in layers)
+    if s.policy.summary_placement == "system_prompt" and layers:
+        total -= 3 * len(layers)
+        if s.system_prompt is None:
+            total += 3
+    return total
+
+
 def fixed_tokens(s: ConversationState) -> int:
+    """What the prompt costs besides its messages: priming, tools, system prompt, summaries."""
     system = s.system_tokens if s.system_prompt is not None else 0
-    return s.reply_priming + system + sum(layer.message_tokens for layer in s.summaries)
+    return s.reply_priming + s.tools_tokens + system + summaries_tokens(s)
 
 
 def view_tokens(s: ConversationState, entries: list[Entry]) -> int:

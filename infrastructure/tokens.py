@@ -5,6 +5,14 @@ of framing plus the tokens of each of its values (the role included), a ``name``
 costs 1 more, and every prompt is primed with 3 tokens for the reply. Tool calls on
 an assistant message add the tokens of each function name and arguments string; an
 image part counts as 85 tokens (the low-detail price) since its pixels are unknown.
+
+Tool definitions are counted by the cookbook's ``num_tokens_for_tools`` formula: per
+function ``func_init`` (7 on o200k models, 10 on cl100k ones) plus ``name:description``;
+if it has properties, ``prop_init`` (3) and per property ``prop_key`` (3) plus
+``name:type:description``, and per enum ``enum_init`` (-3) plus ``enum_item`` (3) and
+each item's tokens; ``func_end`` (12) once for the whole list. (Its example, one
+weather function with a system and a user message, costs 101 prompt tokens on
+gpt-4o-mini, as the API reports.)
 """
 
 from __future__ import annotations
@@ -23,6 +31,13 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
 IMAGE_PART_TOKENS = 85
+#: The cookbook's constants for tool definitions (``num_tokens_for_tools``).
+FUNC_INIT = {"o200k_base": 7, "cl100k_base": 10}
+PROP_INIT = 3
+PROP_KEY = 3
+ENUM_INIT = -3
+ENUM_ITEM = 3
+FUNC_END = 12
 
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
@@ -90,6 +105,36 @@ class TiktokenCounter:
     def count_messages(self, messages: list[dict[str, Any]] | list[Message]) -> int:
         """What a whole prompt of these messages costs, reply priming included."""
         return REPLY_PRIMING + sum(self.count_message(Message.from_openai(m)) for m in messages)
+
+    def count_tools(self, tools: list[dict[str, Any]]) -> int:
+        """What a list of tool definitions adds to a prompt (0 for none)."""
+        if not tools:
+            return 0
+        count = self.count_text
+        func_init = FUNC_INIT.get(self.encoding_name, FUNC_INIT["o200k_base"])
+        total = 0
+        for tool in tools:
+            function = tool.get("function", {})
+            total += func_init
+            description = str(function.get("description", "")).removesuffix(".")
+            total += count(f"{function.get('name', '')}:{description}")
+            parameters = function.get("parameters") or {}
+            properties = parameters.get("properties") if isinstance(parameters, dict) else None
+            if isinstance(properties, dict) and properties:
+                total += PROP_INIT
+                for name, schema in properties.items():
+                    schema = schema if isinstance(schema, dict) else {}
+                    total += PROP_KEY
+                    enum = schema.get("enum")
+                    if isinstance(enum, list):
+                        total += ENUM_INIT
+                        for item in enum:
+                            total += ENUM_ITEM + count(str(item))
+                    kind = schema.get("type", "")
+                    kind = kind if isinstance(kind, str) else "|".join(map(str, kind))
+                    description = str(schema.get("description", "")).removesuffix(".")
+                    total += count(f"{name}:{kind}:{description}")
+        return total + FUNC_END
 
     def _count_part(self, part: dict[str, Any]) -> int:
         kind = part.get("type")

@@ -9,6 +9,8 @@ Everything a user needs is here, in one flat namespace::
         ledger.append(cid, {"role": "user", "content": "hi"})
         messages = ledger.context(cid)
 
+``AsyncLedger`` has the same methods as coroutines (``async with AsyncLedger.open(url)``).
+
 The layers stay importable for those who go deeper (``contextledger.domain``,
 ``contextledger.application``, ``contextledger.infrastructure``); test doubles and
 contract suites are in ``contextledger.testing``. Optional integrations live in
@@ -21,6 +23,8 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
+from contextledger.application.async_ledger import AsyncLedger
 from contextledger.application.follower import FollowerHealth, LogFollower
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -36,6 +40,7 @@ from contextledger.application.results import (
 )
 from contextledger.application.settings import Settings
 from contextledger.application.summarization import SummarizationRunner
+from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConcurrencyError,
@@ -84,14 +89,18 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "KEY_NAMESPACE",
+    "AsyncLedger",
     "AuditEvent",
     "ConcurrencyError",
     "ConfigurationError",
     "ContextLedgerError",
     "ContextLedgerRuntimeError",
+    "ContextMessage",
     "ContextOverflowError",
     "Conversation",
     "ConversationNotFoundError",
+    "ConversationRef",
     "DuplicateConversationError",
     "FollowerHealth",
     "FunctionCall",
@@ -128,6 +137,7 @@ __all__ = [
     "TokenCounter",
     "TokenTotals",
     "ToolCall",
+    "ToolDefinition",
     "TrackingRewoundError",
     "TranscriptEntry",
     "UnknownReadModelError",

@@ -20,6 +20,7 @@ PINNED: dict[str, str] = {
     "contextledger.conversation.SummarizationFailed": "contextledger.domain.events.SummarizationFailed",
     "contextledger.conversation.PolicyChanged": "contextledger.domain.events.PolicyChanged",
     "contextledger.conversation.UsageRecorded": "contextledger.domain.events.UsageRecorded",
+    "contextledger.conversation.ToolsChanged": "contextledger.domain.events.ToolsChanged",
     "contextledger.client_message_id.Recorded": "contextledger.domain.client_ids.ClientMessageId.Recorded",
     "contextledger.conversation.Snapshot": "contextledger.domain.conversation.ConversationSnapshot",
 }

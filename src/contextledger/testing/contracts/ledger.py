@@ -146,7 +146,7 @@ class LedgerContract(ABC):
 
     def test_context_at_a_past_version_is_what_stood_then(self, ledger: Ledger) -> None:
         cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=6, keep_messages=2))
-        seen: dict[int, list[dict[str, Any]]] = {}
+        seen: dict[int, list[Any]] = {}
         for i in range(30):
             if i == 15:  # versions before this keep the old policy's view
                 ledger.change_policy(cid, ReductionPolicy(trigger_messages=4, keep_messages=1,

@@ -1,0 +1,81 @@
+"""How a conversation is addressed: by its id (a UUID or its string form) or by the
+application's own string key. This module is the one place that resolves them.
+
+A key maps to an id deterministically, ``uuid5(KEY_NAMESPACE, key)``, so no lookup
+table is needed and every process (and every language) derives the same id. A string
+that parses as a UUID is taken as an id; a key must therefore not look like one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid5
+
+from contextledger.domain.errors import InvalidArgumentError
+
+__all__ = ["KEY_NAMESPACE", "MAX_KEY_LENGTH", "ConversationRef", "check_key", "id_for_key", "resolve"]
+
+#: The fixed namespace of ``uuid5`` for conversation keys (never change it: ids derive
+#: from it). It is itself ``uuid5(NAMESPACE_URL, "https://contextledger/conversation-keys")``.
+KEY_NAMESPACE = UUID("d43b8328-271b-565e-9c32-710312306dfe")
+MAX_KEY_LENGTH = 200
+
+#: A conversation's id, its id as a string, or its key.
+ConversationRef = UUID | str
+
+
+def _looks_like_uuid(text: str) -> UUID | None:
+    if len(text) not in (32, 36, 38, 45):
+        return None
+    try:
+        return UUID(text)
+    except ValueError:
+        return None
+
+
+def check_key(key: Any, *, argument: str = "key") -> str:
+    """A valid key, or ``InvalidArgumentError``: a string of 1 to 200 characters,
+    encodable as UTF-8 (no lone surrogates), no NUL, and not in the form of a UUID."""
+    if not isinstance(key, str):
+        raise InvalidArgumentError(
+            f"a conversation key must be a string, not {type(key).__name__}", argument=argument
+        )
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise InvalidArgumentError(
+            f"a conversation key must be 1 to {MAX_KEY_LENGTH} characters", argument=argument
+        )
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            "a conversation key must be valid Unicode text (it holds a lone surrogate)",
+            argument=argument,
+        ) from None
+    if "\x00" in key:
+        raise InvalidArgumentError("a conversation key must not contain NUL", argument=argument)
+    if _looks_like_uuid(key) is not None:
+        raise InvalidArgumentError(
+            "a conversation key must not look like a UUID (it would be read as an id)",
+            argument=argument,
+        )
+    return key
+
+
+def id_for_key(key: str) -> UUID:
+    """The conversation id a key stands for: ``uuid5(KEY_NAMESPACE, key)``."""
+    return uuid5(KEY_NAMESPACE, check_key(key))
+
+
+def resolve(ref: Any, *, argument: str = "conversation_id") -> UUID:
+    """The id of the conversation ``ref`` names (a UUID, its string form, or a key)."""
+    if isinstance(ref, UUID):
+        return ref
+    if isinstance(ref, str):
+        parsed = _looks_like_uuid(ref)
+        if parsed is not None:
+            return parsed
+        return uuid5(KEY_NAMESPACE, check_key(ref, argument=argument))
+    raise InvalidArgumentError(
+        f"a conversation is named by its id (UUID or string) or its key, not {type(ref).__name__}",
+        argument=argument,
+    )

@@ -1,0 +1,248 @@
+"""``AsyncLedger``: the ``Ledger``'s methods as coroutines, for asyncio services.
+
+    async with AsyncLedger.open("postgresql://...") as ledger:
+        cid = await ledger.get_or_start("chat-7", system_prompt="You are helpful.")
+        await ledger.append(cid, {"role": "user", "content": "hi"})
+        messages = await ledger.context(cid)
+
+Each call runs the synchronous ledger in a bounded thread pool of this ledger's own
+(``max_workers``, 8 by default), so the event loop never blocks on the store, on token
+counting or on a conversation's lock. The persistence library underneath
+(eventsourcing) is synchronous; its SQLite and psycopg recorders hold connections
+per thread, so a pool of threads is its natural concurrency, and at most
+``max_workers`` connections are used by the pool. The summarization runner keeps
+running in its own thread, as with the ``Ledger``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+from uuid import UUID
+
+from contextledger.application.addressing import ConversationRef
+from contextledger.application.ledger import Clock, Ledger
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.results import (
+    AuditEvent,
+    SummaryInfo,
+    TokenTotals,
+    TranscriptEntry,
+    VerifyReport,
+    WorkingMemory,
+)
+from contextledger.application.settings import Settings
+from contextledger.application.wire import ContextMessage, ToolDefinition
+from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.messages import Message
+from contextledger.domain.policy import ReductionPolicy
+
+__all__ = ["DEFAULT_MAX_WORKERS", "AsyncLedger"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+DEFAULT_MAX_WORKERS = 8
+
+
+class AsyncLedger:
+    """The ``Ledger`` for asyncio: the same methods, awaited."""
+
+    def __init__(
+        self,
+        ledger: Ledger | Callable[[], Ledger],
+        *,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+    ) -> None:
+        """Wrap a ``Ledger`` (or a function that opens one on first use, in the pool)."""
+        if not isinstance(max_workers, int) or max_workers < 1:
+            raise ConfigurationError("max_workers must be a positive integer", setting="max_workers")
+        self._ledger = ledger if isinstance(ledger, Ledger) else None
+        self._opener = None if isinstance(ledger, Ledger) else ledger
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="contextledger")
+        self.max_workers = max_workers
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        summarizer: Summarizer | None = None,
+        token_counter: TokenCounter | None = None,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        run_policy: bool | None = None,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+    ) -> AsyncLedger:
+        """An async ledger on ``url`` (as ``Ledger.open``). The store is opened in the
+        thread pool by ``async with`` (or ``await ledger.start_up()``)."""
+        opener = functools.partial(
+            Ledger.open,
+            url,
+            summarizer=summarizer,
+            token_counter=token_counter,
+            settings=settings,
+            clock=clock,
+            run_policy=run_policy,
+        )
+        return cls(opener, max_workers=max_workers)
+
+    @property
+    def sync(self) -> Ledger:
+        """The synchronous ledger underneath (for code that runs in a thread of its own)."""
+        if self._ledger is None:
+            raise ConfigurationError("the async ledger is not open yet: use `async with`")
+        return self._ledger
+
+    async def start_up(self) -> AsyncLedger:
+        """Open the store (once); ``async with`` calls it."""
+        if self._ledger is None:
+            assert self._opener is not None
+            loop = asyncio.get_running_loop()
+            self._ledger = await loop.run_in_executor(self._executor, self._opener)
+        return self
+
+    async def aclose(self) -> None:
+        """Close the ledger (its runner and followers) and the thread pool."""
+        if self._ledger is not None:
+            await self.run(self._ledger.close)
+        self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncLedger:
+        return await self.start_up()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def run(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run any synchronous function (e.g. a method of ``sync``) in the pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(function, *args, **kwargs))
+
+    # ----------------------------------------------------------------- commands
+
+    async def start(
+        self,
+        system_prompt: str | None = None,
+        *,
+        model: str = "gpt-4o-mini",
+        policy: ReductionPolicy | None = None,
+        conversation_id: ConversationRef | None = None,
+        key: str | None = None,
+        tools: Sequence[ToolDefinition] | None = None,
+    ) -> UUID:
+        """Start a conversation; returns its id (see ``Ledger.start``)."""
+        return await self.run(
+            self.sync.start,
+            system_prompt,
+            model=model,
+            policy=policy,
+            conversation_id=conversation_id,
+            key=key,
+            tools=tools,
+        )
+
+    async def get_or_start(self, key: str, **start_args: Any) -> UUID:
+        """The id of the conversation with this key, started if it does not exist."""
+        return await self.run(self.sync.get_or_start, key, **start_args)
+
+    async def append(
+        self,
+        conversation_id: ConversationRef,
+        message: Message | dict[str, Any] | Any,
+        *,
+        client_message_id: str | None = None,
+    ) -> int:
+        """Append one message (or an SDK message or completion); returns its position."""
+        return await self.run(
+            self.sync.append, conversation_id, message, client_message_id=client_message_id
+        )
+
+    async def extend(
+        self, conversation_id: ConversationRef, messages: Iterable[Message | dict[str, Any] | Any]
+    ) -> list[int]:
+        """Append several messages atomically; returns their positions."""
+        return await self.run(self.sync.extend, conversation_id, list(messages))
+
+    async def change_policy(self, conversation_id: ConversationRef, policy: ReductionPolicy) -> bool:
+        """Adopt a new reduction policy from now on; False if it is the same."""
+        return await self.run(self.sync.change_policy, conversation_id, policy)
+
+    async def change_tools(
+        self, conversation_id: ConversationRef, tools: Sequence[ToolDefinition] | None
+    ) -> bool:
+        """Send these tool definitions from now on; False if unchanged."""
+        return await self.run(self.sync.change_tools, conversation_id, tools)
+
+    async def record_usage(
+        self, conversation_id: ConversationRef, *, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Record the provider's reported usage for the latest model call."""
+        await self.run(
+            self.sync.record_usage,
+            conversation_id,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+
+    async def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
+        """Record a summarizer's result for the request's range (see ``Ledger.record_summary``)."""
+        await self.run(self.sync.record_summary, request, result)
+
+    # ------------------------------------------------------------------ queries
+
+    async def context(
+        self, conversation_id: ConversationRef, *, version: int | None = None
+    ) -> list[ContextMessage]:
+        """What the model is sent next (or was sent at ``version``)."""
+        return await self.run(self.sync.context, conversation_id, version=version)
+
+    async def tools(
+        self, conversation_id: ConversationRef, *, version: int | None = None
+    ) -> list[ToolDefinition]:
+        """The tool definitions to send with the next model call."""
+        return await self.run(self.sync.tools, conversation_id, version=version)
+
+    async def working_memory(
+        self, conversation_id: ConversationRef, *, version: int | None = None
+    ) -> WorkingMemory:
+        """The context and its token cost, read together."""
+        return await self.run(self.sync.working_memory, conversation_id, version=version)
+
+    async def totals(self, conversation_id: ConversationRef | None = None) -> TokenTotals:
+        """Token accounting for one conversation, or summed over all of them."""
+        return await self.run(self.sync.totals, conversation_id)
+
+    async def transcript(self, conversation_id: ConversationRef) -> list[TranscriptEntry]:
+        """Every message ever appended, oldest first."""
+        return await self.run(self.sync.transcript, conversation_id)
+
+    async def summaries(self, conversation_id: ConversationRef) -> list[SummaryInfo]:
+        """Every summary recorded, oldest first."""
+        return await self.run(self.sync.summaries, conversation_id)
+
+    async def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
+        """The summarization the conversation waits for."""
+        return await self.run(self.sync.pending_summary, conversation_id)
+
+    async def replay(self, conversation_id: ConversationRef) -> list[AuditEvent]:
+        """Every stored event of the conversation, in order."""
+        return await self.run(lambda: list(self.sync.replay(conversation_id)))
+
+    async def conversation_ids(self) -> list[UUID]:
+        """Ids of every conversation, in the order they were started."""
+        return await self.run(self.sync.conversation_ids)
+
+    async def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
+        """Recompute every digest chain and summary digest."""
+        return await self.run(self.sync.verify, conversation_id)
+
+    async def wait_idle(self, timeout: float | None = 30.0) -> bool:
+        """Wait (in the pool) until the policy and followers have caught up."""
+        return await self.run(self.sync.wait_idle, timeout)

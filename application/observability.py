@@ -1,0 +1,82 @@
+"""Tracing and logging hooks of the ledger.
+
+Spans are optional: with ``Settings.tracing`` off (the default) the ledger uses the
+``NullTracer`` and nothing of OpenTelemetry is imported. With it on, the OpenTelemetry
+adapter (``contextledger.infrastructure.tracing``, the ``otel`` extra) is resolved by
+topic. Span attributes are ids, positions, versions and token counts, never message
+content. Log records go to the standard ``logging`` loggers under ``contextledger.*``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any, Protocol
+from uuid import UUID
+
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
+
+__all__ = ["TRACER_TOPIC", "NullTracer", "Span", "TracedSummarizer", "Tracer", "log"]
+
+TRACER_TOPIC = "contextledger.infrastructure.tracing:OpenTelemetryTracer"
+
+#: The ledger's own logger (commands and queries at DEBUG).
+log = logging.getLogger("contextledger.ledger")
+
+Attribute = str | int | float | bool
+
+
+class Span(Protocol):
+    """An open span: attributes can be added until it ends."""
+
+    def set(self, name: str, value: Attribute | UUID | None) -> None: ...
+
+
+class Tracer(Protocol):
+    """Opens spans named ``contextledger.<name>`` with the given attributes."""
+
+    def span(
+        self, name: str, **attributes: Attribute | UUID | None
+    ) -> contextlib.AbstractContextManager[Span]: ...
+
+
+class _NullSpan:
+    def set(self, name: str, value: Attribute | UUID | None) -> None:
+        return None
+
+
+_NULL_SPAN = _NullSpan()
+
+
+class NullTracer:
+    """The tracer when tracing is off: spans cost a context manager and nothing else."""
+
+    @contextlib.contextmanager
+    def span(self, name: str, **attributes: Attribute | UUID | None) -> Iterator[Span]:
+        yield _NULL_SPAN
+
+
+class TracedSummarizer:
+    """A summarizer whose calls are ``contextledger.summarize`` spans."""
+
+    def __init__(self, inner: Summarizer, tracer: Tracer) -> None:
+        self.inner = inner
+        self.tracer = tracer
+        self.model: str = inner.model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        with self.tracer.span(
+            "summarize",
+            conversation_id=request.conversation_id,
+            from_position=request.from_position,
+            through_position=request.through_position,
+            messages=len(request.messages),
+        ) as span:
+            result = self.inner.summarize(request)
+            span.set("summary_tokens", result.output_tokens)
+            span.set("input_tokens", result.input_tokens)
+            return result
