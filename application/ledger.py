@@ -22,6 +22,7 @@ from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
+from contextledger.application.history import LogHistory, transcript_entries
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -47,12 +48,14 @@ from contextledger.domain.errors import (
     ContextLedgerError,
     ConversationNotFoundError,
     DuplicateConversationError,
+    InvalidArgumentError,
     InvalidMessageError,
     StoreError,
 )
-from contextledger.domain.events import MessageAppended, SummaryCreated
+from contextledger.domain.events import SummaryCreated
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.reduction import placeholder_text
 
 __all__ = ["DEFAULT_POLICY", "Ledger"]
 
@@ -352,6 +355,104 @@ class Ledger(Application[UUID]):
 
         self.store.execute(conversation_id, command)
 
+    # -------------------------------------------------------------------- edits
+
+    def _history(self, conversation: Conversation) -> LogHistory:
+        return LogHistory(self.store, conversation.id, through_version=conversation.version)
+
+    def retract(self, conversation_id: UUID, position: int, reason: str | None = None) -> list[int]:
+        """Retract the message at ``position`` from the working memory and all future
+        summaries (the log keeps it); returns the retracted positions.
+
+        Tool-call groups go whole: retracting an assistant tool-call message retracts
+        its results, retracting one tool result retracts its whole group. Summaries
+        made from a retracted message are invalidated (``SummaryInvalidated``).
+        """
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidArgumentError("reason must be a string or None", argument="reason")
+        return self.store.execute(
+            conversation_id,
+            lambda c: (
+                c.retract(position, reason=reason, history=self._history(c), at=self._clock()),
+                [],
+            ),
+        )
+
+    def edit(self, conversation_id: UUID, position: int, message: Message | dict[str, Any]) -> bool:
+        """Replace the message at ``position`` by a new version (same role; a tool result
+        keeps its ``tool_call_id``, a tool-call message its call ids). False if the
+        message is the same. Summaries made from the old version are invalidated."""
+        msg = Message.from_openai(message)
+
+        def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+            history = self._history(conversation)
+            old = conversation.current_entry(position, history)
+            counter = self.counter_for(conversation.state.model)
+            tokens = counter.count_message(msg)
+            placeholder_tokens = None
+            if msg.role == "tool":
+                text = placeholder_text(old.tool_name, tokens, position)
+                placeholder_tokens = counter.count_message(
+                    Message(role="tool", tool_call_id=msg.tool_call_id, content=text)
+                )
+            changed = conversation.edit(
+                position,
+                msg,
+                tokens=tokens,
+                placeholder_tokens=placeholder_tokens,
+                history=history,
+                at=self._clock(),
+            )
+            return changed, []
+
+        return self.store.execute(conversation_id, command)
+
+    def rewind(self, conversation_id: UUID, position: int) -> list[int]:
+        """Retract every message after ``position`` (edit-and-regenerate is ``rewind``
+        then ``append``); returns the retracted positions."""
+        return self.store.execute(
+            conversation_id,
+            lambda c: (c.rewind(position, history=self._history(c), at=self._clock()), []),
+        )
+
+    def pop(self, conversation_id: UUID) -> list[dict[str, Any]]:
+        """Retract the newest message (or its whole tool-call group) and return it, in
+        OpenAI format, oldest first."""
+        entries = self.store.execute(
+            conversation_id, lambda c: (c.pop(history=self._history(c), at=self._clock()), [])
+        )
+        return [e.message.to_openai() for e in entries]
+
+    def clear(self, conversation_id: UUID) -> list[int]:
+        """Retract every message (the system prompt stays); returns their positions."""
+        return self.store.execute(
+            conversation_id, lambda c: (c.clear(history=self._history(c), at=self._clock()), [])
+        )
+
+    def change_system_prompt(self, conversation_id: UUID, text: str | None) -> bool:
+        """Replace the system prompt from now on; False if it is the same."""
+        if text is not None and not isinstance(text, str):
+            raise InvalidArgumentError("the system prompt must be a string or None", argument="text")
+
+        def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+            counter = self.counter_for(conversation.state.model)
+            tokens = counter.count_message(Message(role="system", content=text)) if text is not None else 0
+            return conversation.change_system_prompt(text, tokens=tokens, at=self._clock()), []
+
+        return self.store.execute(conversation_id, command)
+
+    def fork(self, conversation_id: UUID, version: int | None = None, key: str | None = None) -> UUID:
+        """Start a new conversation whose history is this one's as it stood at
+        ``version`` (default: now); returns its id. Summaries of the shared history
+        are reused and the digest chain continues; later edits on either side never
+        touch the other."""
+        if key is not None and not isinstance(key, str):
+            raise InvalidArgumentError("key must be a string or None", argument="key")
+        source = self.conversation(conversation_id, version=version)
+        fork = Conversation.fork(source, uuid4(), key=key, at=self._clock())
+        self.store.create(fork)
+        return fork.id
+
     # ---------------------------------------------------------------- summaries
 
     def pending_summary(self, conversation_id: UUID) -> SummaryRequest | None:
@@ -424,12 +525,10 @@ class Ledger(Application[UUID]):
         )
 
     def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
-        """Every message ever appended, oldest first."""
-        return [
-            TranscriptEntry.from_event(e)
-            for e in self.store.events(conversation_id)
-            if isinstance(e, MessageAppended)
-        ]
+        """Every message ever appended and every edited version, oldest first (a fork
+        starts with the history it shares). Retracted entries are marked
+        ``retracted``; an edited version names the version it replaced."""
+        return transcript_entries(self.store, conversation_id)
 
     def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
         """Every summary recorded, oldest first, with ranges and provenance."""

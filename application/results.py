@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.events import DomainEvent, MessageAppended, SummaryCreated
+from contextledger.domain.events import DomainEvent, MessageAppended, MessageEdited, SummaryCreated
 
 __all__ = [
     "AuditEvent",
@@ -32,7 +32,14 @@ class WorkingMemory:
 
 @dataclass(frozen=True)
 class TranscriptEntry:
-    """One message as it was appended."""
+    """One message as it was appended, or one edited version of it.
+
+    ``retracted`` marks a message taken out of the working memory (at
+    ``retracted_version``); an edited version names the version it replaced in
+    ``edited_from_version``, and a replaced one the version that replaced it in
+    ``superseded_by_version``. In a fork, entries of the shared history carry the
+    source's id in ``inherited_from`` (their versions are the source's).
+    """
 
     position: int
     version: int
@@ -41,9 +48,29 @@ class TranscriptEntry:
     timestamp: datetime
     digest: str
     client_message_id: str | None = None
+    retracted: bool = False
+    retracted_version: int | None = None
+    edited_from_version: int | None = None
+    superseded_by_version: int | None = None
+    inherited_from: UUID | None = None
+
+    @property
+    def current(self) -> bool:
+        """Whether this version is what the conversation holds now at its position."""
+        return not self.retracted and self.superseded_by_version is None
 
     @classmethod
-    def from_event(cls, event: MessageAppended) -> TranscriptEntry:
+    def from_event(cls, event: MessageAppended | MessageEdited) -> TranscriptEntry:
+        if isinstance(event, MessageEdited):
+            return cls(
+                position=event.position,
+                version=event.originator_version,
+                tokens=event.tokens,
+                message=event.message.to_openai(),
+                timestamp=event.timestamp,
+                digest=event.digest,
+                edited_from_version=event.replaces_version,
+            )
         return cls(
             position=event.position,
             version=event.originator_version,
@@ -53,6 +80,10 @@ class TranscriptEntry:
             digest=event.digest,
             client_message_id=event.client_message_id,
         )
+
+    def marked(self, **changes: Any) -> TranscriptEntry:
+        """A copy with the given marks."""
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True)
@@ -105,8 +136,9 @@ class TokenTotals:
     """Token accounting for one conversation (or all of them, summed).
 
     ``context_tokens`` is what the prompt of ``context()`` costs as the OpenAI API
-    counts it; ``full_history_tokens`` what sending every message ever appended would
-    cost; ``saved_tokens`` the difference.
+    counts it; ``full_history_tokens`` what sending every current message (retracted
+    ones out, edited ones in their newest version) would cost; ``saved_tokens`` the
+    difference. ``messages`` counts every position ever appended, retracted or not.
     """
 
     messages: int
@@ -122,6 +154,10 @@ class TokenTotals:
     provider_prompt_tokens: int = 0
     provider_completion_tokens: int = 0
     conversations: int = 1
+    #: Messages retracted, and edits made (each edit counts once).
+    retracted_messages: int = 0
+    edited_messages: int = 0
+    summaries_invalidated: int = 0
 
 
     @classmethod
@@ -129,7 +165,7 @@ class TokenTotals:
         """The totals of one conversation, from its state."""
         s = conversation.state
         context_tokens = conversation.context_tokens()
-        full = conversation.full_history_tokens
+        full = conversation.full_history_tokens + s.live_tokens_delta
         return cls(
             messages=s.next_position,
             appended_tokens=s.appended_tokens,
@@ -143,6 +179,9 @@ class TokenTotals:
             summarizer_output_tokens=s.summarizer_output_tokens,
             provider_prompt_tokens=s.provider_prompt_tokens,
             provider_completion_tokens=s.provider_completion_tokens,
+            retracted_messages=s.retracted_messages,
+            edited_messages=s.edited_messages,
+            summaries_invalidated=s.summaries_invalidated,
         )
 
     @classmethod

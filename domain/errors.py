@@ -46,8 +46,10 @@ __all__ = [
     "ConversationNotFoundError",
     "DuplicateConversationError",
     "InvalidArgumentError",
+    "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "RetractedPositionError",
     "StaleSummaryError",
     "StoreError",
     "SummarizerError",
@@ -57,7 +59,9 @@ __all__ = [
     "SummarizerUnavailableError",
     "SummaryQualityError",
     "SummaryRejectedError",
+    "SystemPromptEditError",
     "TrackingRewoundError",
+    "UnknownPositionError",
     "UnknownReadModelError",
     "UsageError",
 ]
@@ -190,6 +194,31 @@ class UnknownReadModelError(UsageError):
 
     projection: str | None = None
     known: tuple[str, ...] | None = None
+
+
+class InvalidEditError(UsageError):
+    """An edit (retract, edit, rewind, pop, clear) that cannot apply: e.g. an edited
+    message of another role, changed tool-call ids, or a rewind that splits a group."""
+
+    position: int | None = None
+    #: The message key at fault (``role``, ``tool_calls``, ``tool_call_id`` ...).
+    field: str | None = None
+
+
+class UnknownPositionError(InvalidEditError):
+    """No message was ever appended at that position."""
+
+    #: The position the next appended message gets.
+    next_position: int | None = None
+
+
+class RetractedPositionError(InvalidEditError):
+    """The message at that position was retracted already (positions are never reused)."""
+
+
+class SystemPromptEditError(InvalidEditError):
+    """The system prompt (position -1) cannot be retracted or edited as a message:
+    ``change_system_prompt()`` replaces it."""
 
 
 class ContextLedgerRuntimeError(ContextLedgerError):
