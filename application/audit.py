@@ -79,10 +79,10 @@ class Audit:
         problems: list[VerifyProblem] = []
         events = messages = summaries = 0
         for cid in ids:
-            events = self.store.events(cid)
+            stored = self.store.events(cid)
             base: HistoryFold | None = None
             source_digest: str | None = None
-            first = events[0]
+            first = stored[0]
             if isinstance(first, Forked):
                 from contextledger.application.history import fold_history
 
@@ -97,7 +97,7 @@ class Audit:
                     (str(d) for e in reversed(source) if isinstance(d := getattr(e, "digest", None), str)),
                     None,
                 )
-            found = verify_conversation(cid, events, base=base, source_digest=source_digest)
+            found = verify_conversation(cid, stored, base=base, source_digest=source_digest)
             events += found[0]
             messages += found[1]
             summaries += found[2]

@@ -11,7 +11,11 @@
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
-    │   └── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
+    │       ├── UnknownPositionError    no message was ever appended at that position
+    │       ├── RetractedPositionError  the message at that position is already retracted
+    │       └── SystemPromptEditError   the system prompt is changed by change_system_prompt()
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
