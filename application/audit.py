@@ -128,8 +128,10 @@ def verify_conversation(
         digest = first.digest
         if source_digest is not None and source_digest != first.digest:
             problems.append(VerifyProblem(cid, 1, "the fork's digest is not its source's at that version"))
-        layers: list[str] = [
-            str(layer["text"]) for layer in first.state.get("summaries", []) if isinstance(layer, dict)
+        layers: list[tuple[int, int, str]] = [
+            (int(layer["from_position"]), int(layer["through_position"]), str(layer["text"]))
+            for layer in first.state.get("summaries", [])
+            if isinstance(layer, dict)
         ]
     else:
         assert isinstance(first, Started)
@@ -177,7 +179,10 @@ def verify_conversation(
                 problems.append(VerifyProblem(cid, version, "summary covers unknown messages"))
                 continue
             covered = [fold.entries[p].message for p in span if p in fold.entries]
-            prev = "\n\n".join(layers) if event.covers_from == 0 and layers else None
+            # A summary re-folds the layers before it (single mode, consolidation), never
+            # those after it (a gap an invalidation reopened between layers).
+            folds = event.covers_from == 0 and all(t < event.from_position for _, t, _ in layers)
+            prev = "\n\n".join(text for _, _, text in layers) if folds and layers else None
             if summary_source_digest(prev, covered) != event.source_digest:
                 problems.append(
                     VerifyProblem(
@@ -187,7 +192,8 @@ def verify_conversation(
                         "match the messages it covers",
                     )
                 )
-            layers = [event.text] if event.covers_from == 0 else [*layers, event.text]
+            own = (event.covers_from, event.through_position, event.text)
+            layers = [own] if folds else sorted([*layers, own])
         elif isinstance(event, SummaryInvalidated):
             for entry in event.reopened:
                 current = fold.entries.get(entry.position)
@@ -204,6 +210,6 @@ def verify_conversation(
                     problems.append(
                         VerifyProblem(cid, version, f"restored summary {link.version} was altered")
                     )
-            layers = [layer.text for layer in event.layers]
+            layers = [(x.from_position, x.through_position, x.text) for x in event.layers]
         fold.apply(event)
     return len(events), n_messages, n_summaries, problems

@@ -64,6 +64,8 @@ from contextledger.domain.state import (
     PendingRange,
     apply_event,
     fixed_tokens,
+    folds_previous,
+    gap_run,
     initial_state,
     is_placeholder,
     is_retracted,
@@ -288,7 +290,7 @@ class Conversation:
         s = self.state
         if not s.summaries:
             return None
-        if s.policy.summary_mode == "single" or (s.pending and s.pending.consolidate):
+        if folds_previous(s, s.pending):
             return "\n\n".join(layer.text for layer in s.summaries)
         return None
 
@@ -384,11 +386,7 @@ class Conversation:
                     f"with this summary the context cannot fit max_context_tokens ({cap})",
                     conversation_id=self.id,
                 )
-        covers_from = (
-            0
-            if s.policy.summary_mode == "single" or pending.consolidate
-            else from_position
-        )
+        covers_from = 0 if folds_previous(s, pending) else from_position
         self._trigger(
             SummaryCreated,
             at,
@@ -850,9 +848,33 @@ class Conversation:
         s = self.state
         if s.pending is not None or not s.policy.summarizes:
             return
-        # Only the entries after every summary are planned (a reopened gap between
-        # layers stays as messages until an edit or consolidation removes it).
         start = tail_index(s)
+        gap = gap_run(s)
+        if gap:
+            # Messages an invalidated layer reopened between valid layers: when the
+            # unsummarized messages cross a trigger, the gap is summarized first, whole
+            # (it holds whole groups), as a layer of its own.
+            unsummarized = [*gap, *s.window[start:]]
+            count = len(unsummarized)
+            tokens = sum(e.tokens for e in unsummarized)
+            by_messages = s.policy.trigger_messages is not None and count > s.policy.trigger_messages
+            by_tokens = s.policy.trigger_tokens is not None and tokens > s.policy.trigger_tokens
+            if by_messages or by_tokens:
+                self._trigger(
+                    ThresholdReached,
+                    at,
+                    limit="messages+tokens" if by_messages and by_tokens else
+                    "messages" if by_messages else "tokens",
+                    unsummarized_messages=count,
+                    unsummarized_tokens=tokens,
+                    from_position=gap[0].position,
+                    through_position=gap[-1].position,
+                    from_version=gap[0].version,
+                    through_version=gap[-1].version,
+                    consolidate=False,
+                    policy_version=s.policy_version,
+                )
+            return
         open_index = s.open_group_index - start if s.open_group_index is not None else None
         planned = plan_range(s.window[start:], s.policy, open_group_index=open_index)
         if planned is None:

@@ -32,6 +32,8 @@ __all__ = [
     "PendingRange",
     "apply_event",
     "fixed_tokens",
+    "folds_previous",
+    "gap_run",
     "initial_state",
     "is_placeholder",
     "is_retracted",
@@ -179,6 +181,27 @@ def tail_index(s: ConversationState) -> int:
     while index < len(s.window) and s.window[index].position <= s.summarized_through:
         index += 1
     return index
+
+
+def gap_run(s: ConversationState) -> list[Entry]:
+    """The oldest run of window entries that lies before a summary layer (messages an
+    invalidated layer reopened between valid ones, in layered mode); empty if none."""
+    if not s.window or s.window[0].position > s.summarized_through:
+        return []
+    first = s.window[0].position
+    bound = min(layer.from_position for layer in s.summaries if layer.from_position > first)
+    return [e for e in s.window if e.position < bound]
+
+
+def folds_previous(s: ConversationState, pending: PendingRange | None) -> bool:
+    """Whether the summary of ``pending`` re-folds the summaries before it (single mode
+    or a consolidation) rather than standing beside them as a layer. A range in a gap
+    between layers never does."""
+    if not (s.policy.summary_mode == "single" or (pending is not None and pending.consolidate)):
+        return False
+    return pending is None or all(
+        layer.through_position < pending.from_position for layer in s.summaries
+    )
 
 
 def _open_group_position(s: ConversationState) -> int | None:
@@ -353,7 +376,7 @@ def layers_after(
     version: int = 0,
 ) -> list[SummaryLayer]:
     """The summary layers that stand once this summary is recorded."""
-    single = s.policy.summary_mode == "single" or (pending is not None and pending.consolidate)
+    single = folds_previous(s, pending)
     covers_from = 0 if single else from_position
     link = SummaryLink(
         version=version,
@@ -381,7 +404,7 @@ def layers_after(
                 chain=chain,
             )
         ]
-    return [
+    layers = [
         *s.summaries,
         SummaryLayer(
             from_position=from_position,
@@ -391,6 +414,7 @@ def layers_after(
             link=link,
         ),
     ]
+    return sorted(layers, key=lambda layer: layer.from_position)
 
 
 def is_placeholder(s: ConversationState, entry: Entry) -> bool:

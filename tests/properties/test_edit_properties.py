@@ -8,7 +8,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from contextledger.application import Ledger
 from tests.support.edit_machine import EditMachine
 
-EXAMPLES = {"memory": 60, "sqlite": 25, "postgres": 20}
+EXAMPLES = {"memory": 40, "sqlite": 25, "postgres": 15}
 
 
 def test_any_sequence_of_edits_and_summaries_keeps_the_invariants(store_url: str) -> None:

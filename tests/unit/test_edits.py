@@ -324,7 +324,7 @@ def test_retracting_a_summarized_message_in_single_mode_falls_back_to_the_newest
     for i in range(5, 9):
         g.add(user(f"m{i}"))
     g.summarize()  # re-folds S0-2: S0-6
-    first, second = [e for e in g.log if isinstance(e, SummaryCreated)]
+    _first, second = [e for e in g.log if isinstance(e, SummaryCreated)]
     g.c.retract(4, history=g, at=AT)
     events = g.new_events()
     assert kinds(events)[:2] == ["MessagesRetracted", "SummaryInvalidated"]
@@ -416,3 +416,21 @@ def test_a_snapshot_of_a_state_from_before_edits_still_loads() -> None:
     snapshot = ConversationSnapshot(originator_id=uuid4(), originator_version=9, timestamp=AT,
                                     created_on=AT, state=state)
     assert snapshot.mutate(None).state.fork_of is None
+
+
+def test_a_reopened_gap_between_layers_is_summarized_as_a_layer_of_its_own() -> None:
+    policy = ReductionPolicy(trigger_messages=4, keep_messages=2, summary_mode="layered")
+    g = Given(policy)
+    for i in range(9):
+        g.add(user(f"m{i}"))
+        if g.c.state.pending is not None:
+            g.summarize()
+    assert [(s.from_position, s.through_position) for s in g.c.state.summaries] == [(0, 2), (3, 5)]
+    g.c.retract(1, history=g, at=AT)  # reopens 0 and 2 between the valid layer 3-5 and nothing
+    events = g.new_events()
+    assert kinds(events) == ["MessagesRetracted", "SummaryInvalidated", "ThresholdReached"]
+    assert (events[2].from_position, events[2].through_position) == (0, 2)  # type: ignore[attr-defined]
+    g.summarize()
+    assert [(s.from_position, s.through_position) for s in g.c.state.summaries] == [(0, 2), (3, 5)]
+    context = texts(g.context())
+    assert context[1].endswith("S0-2") and context[2].endswith("S3-5") and context[3:] == ["m6", "m7", "m8"]
