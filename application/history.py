@@ -4,6 +4,8 @@ source, at the fork's version)."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from uuid import UUID
 
 from contextledger.application.results import TranscriptEntry
@@ -19,19 +21,61 @@ from contextledger.domain.events import (
 )
 from contextledger.domain.reduction import Entry, SummaryLink
 
-__all__ = ["LogHistory", "fold_history", "transcript_entries"]
+__all__ = ["HistoryCache", "LogHistory", "fold_history", "transcript_entries"]
+
+
+class HistoryCache:
+    """The newest history fold of recently edited conversations, so a conversation's
+    log is read once per process and later edits fold only the events since."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._folds: OrderedDict[UUID, HistoryFold] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fold(
+        self, store: ConversationStore, conversation_id: UUID, *, through_version: int | None = None
+    ) -> HistoryFold:
+        """A private copy of the conversation's fold as of ``through_version``."""
+        with self._lock:
+            cached = self._folds.get(conversation_id)
+            if cached is not None and (through_version is None or cached.version <= through_version):
+                with store_errors(conversation_id):
+                    newer = store.app.events.get(conversation_id, gt=cached.version, lte=through_version)
+                    for event in newer:
+                        cached.apply(event)  # type: ignore[arg-type]
+                fold = cached
+            else:
+                fold = fold_history(store, conversation_id, through_version=through_version, cache=self)
+                if cached is not None and cached.version > fold.version:
+                    return fold  # an audit of the past: keep the newer fold cached
+            self._folds[conversation_id] = fold
+            self._folds.move_to_end(conversation_id)
+            while len(self._folds) > self.size:
+                self._folds.popitem(last=False)
+            return fold.copy()
 
 
 def fold_history(
-    store: ConversationStore, conversation_id: UUID, *, through_version: int | None = None
+    store: ConversationStore,
+    conversation_id: UUID,
+    *,
+    through_version: int | None = None,
+    cache: HistoryCache | None = None,
 ) -> HistoryFold:
-    """The conversation's current messages as of ``through_version`` (default: now)."""
+    """The conversation's current messages as of ``through_version`` (default: now);
+    a fork's shared history comes from ``cache`` when given."""
     events = store.events(conversation_id)
     if through_version is not None:
         events = [e for e in events if e.originator_version <= through_version]
     first = events[0]
     if isinstance(first, Forked):
-        base = fold_history(store, first.origin.conversation_id, through_version=first.origin.version)
+        source, version = first.origin.conversation_id, first.origin.version
+        base = (
+            _cached_base(cache, store, source, version)
+            if cache is not None
+            else fold_history(store, source, through_version=version)
+        )
         fold = HistoryFold(base, through_position=first.origin.through_position)
     else:
         fold = HistoryFold()
@@ -40,13 +84,30 @@ def fold_history(
     return fold
 
 
+def _cached_base(cache: HistoryCache, store: ConversationStore, source: UUID, version: int) -> HistoryFold:
+    # Called under the cache's lock: look the source up without taking it again.
+    cached = cache._folds.get(source)
+    if cached is not None and cached.version == version:
+        return cached
+    fold = fold_history(store, source, through_version=version, cache=cache)
+    if cached is None or cached.version < version:
+        cache._folds[source] = fold
+    return fold
+
+
 class LogHistory:
     """A ``History`` over one conversation's stored log, read once, on first need."""
 
     def __init__(
-        self, store: ConversationStore, conversation_id: UUID, *, through_version: int | None = None
+        self,
+        store: ConversationStore,
+        conversation_id: UUID,
+        *,
+        through_version: int | None = None,
+        cache: HistoryCache | None = None,
     ) -> None:
         self.store = store
+        self.cache = cache
         self.conversation_id = conversation_id
         self.through_version = through_version
         self._fold: HistoryFold | None = None
@@ -56,9 +117,14 @@ class LogHistory:
     def fold(self) -> HistoryFold:
         if self._fold is None:
             self.reads += 1
-            self._fold = fold_history(
-                self.store, self.conversation_id, through_version=self.through_version
-            )
+            if self.cache is not None:
+                self._fold = self.cache.fold(
+                    self.store, self.conversation_id, through_version=self.through_version
+                )
+            else:
+                self._fold = fold_history(
+                    self.store, self.conversation_id, through_version=self.through_version
+                )
         return self._fold
 
     def entries(self, from_position: int, through_position: int) -> list[Entry]:

@@ -22,7 +22,7 @@ from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
-from contextledger.application.history import LogHistory, transcript_entries
+from contextledger.application.history import HistoryCache, LogHistory, transcript_entries
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -128,6 +128,8 @@ class Ledger(Application[UUID]):
             build=self._build_summarizer,
         )
         self.audit = Audit(self, self.store)
+        #: Folds of edited conversations' logs (an edit reaching into summarized history).
+        self.history_cache = HistoryCache()
 
     # ----------------------------------------------------------------- opening
 
@@ -358,7 +360,9 @@ class Ledger(Application[UUID]):
     # -------------------------------------------------------------------- edits
 
     def _history(self, conversation: Conversation) -> LogHistory:
-        return LogHistory(self.store, conversation.id, through_version=conversation.version)
+        return LogHistory(
+            self.store, conversation.id, through_version=conversation.version, cache=self.history_cache
+        )
 
     def retract(self, conversation_id: UUID, position: int, reason: str | None = None) -> list[int]:
         """Retract the message at ``position`` from the working memory and all future

@@ -134,14 +134,28 @@ class HistoryFold:
         self.retracted: dict[int, int] = {}
         self.replaced: dict[int, int] = {}
         self.next_position = 0
+        #: The version of the last event folded.
+        self.version = 0
         self._calls: dict[str, str] = {}
         if base is not None:
             self.entries = {p: e for p, e in base.entries.items() if p <= through_position}
             self.retracted = {p: v for p, v in base.retracted.items() if p <= through_position}
             self.next_position = through_position + 1
 
+    def copy(self) -> HistoryFold:
+        """A copy that folding more events into leaves this one as it is."""
+        twin = HistoryFold()
+        twin.entries = dict(self.entries)
+        twin.retracted = dict(self.retracted)
+        twin.replaced = dict(self.replaced)
+        twin.next_position = self.next_position
+        twin.version = self.version
+        twin._calls = dict(self._calls)
+        return twin
+
     def apply(self, event: DomainEvent) -> None:
         """Fold one event (others than messages and edits are ignored)."""
+        self.version = event.originator_version
         if isinstance(event, MessageAppended):
             message = event.message
             tool_name = None
