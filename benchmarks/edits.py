@@ -126,7 +126,8 @@ def main() -> None:
                             f"{statistics.median(calls):.0f} | {statistics.median(inputs):.0f} |"
                         )
                         print(rows[-1], file=sys.stderr)
-    print(f"Edits on a {MESSAGES}-message conversation (trigger 100, keep 10; first run, then medians of {args.runs - 1})\n")
+    print(f"Edits on a {MESSAGES}-message conversation (trigger 100, keep 10; "
+          f"first run, then medians of {args.runs - 1})\n")
     print("| store | mode | edit | first run (ms) | later runs (ms) | summarizer calls caused "
           "| messages re-summarized |")
     print("|---|---|---|---:|---:|---:|---:|")
