@@ -117,3 +117,23 @@ def test_every_past_version_replays_exactly_across_edits_and_forks(sqlite_url: s
         assert ledger.context(cid)[0]["content"] == "new sys" and ledger.context(fork)[0]["content"] == "sys"
         assert fork in ledger.conversation_ids()
         assert ledger.verify().ok
+
+
+def test_the_read_models_keep_following_the_log_through_edits_and_forks(sqlite_url: str) -> None:
+    from contextledger.infrastructure.readmodels import attach_read_models
+
+    with Ledger.open(sqlite_url, summarizer=Echo()) as ledger:
+        models = attach_read_models(ledger)
+        cid = conversation(ledger)
+        ledger.edit(cid, 1, {"role": "assistant", "content": "M1"})
+        ledger.retract(cid, 3)
+        ledger.change_system_prompt(cid, "new")
+        fork = ledger.fork(cid)
+        ledger.append(fork, {"role": "user", "content": "in the fork"})
+        assert ledger.wait_idle(30)
+        # The projections select their topics: the new events are simply not theirs yet.
+        appended = [e for e in ledger.transcript(cid) if e.edited_from_version is None]
+        assert [e.position for e in models.transcript.transcript(cid)] == [e.position for e in appended]
+        assert [e.message for e in models.transcript.transcript(fork)] == [
+            {"role": "user", "content": "in the fork"}
+        ]
