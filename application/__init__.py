@@ -1,9 +1,10 @@
-"""The application layer: the Ledger, its ports, settings, typed results and the
-summarization policy.
+"""The application layer: the Ledger, its ports, settings, typed results, the
+summarization policy, and the followers of the log (read models among them).
 
     from contextledger.application import Ledger, ReductionPolicy
 """
 
+from contextledger.application.follower import FollowerHealth, LogFollower
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.projections import (
@@ -44,8 +45,10 @@ __all__ = [
     "ConversationNotFoundError",
     "ConversationRecord",
     "ConversationsView",
+    "FollowerHealth",
     "InvalidMessageError",
     "Ledger",
+    "LogFollower",
     "Message",
     "ReadModelProjection",
     "ReadModelRunner",

@@ -46,7 +46,6 @@ from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
-    ConversationNotFoundError,
     DuplicateConversationError,
     InvalidArgumentError,
     InvalidMessageError,
@@ -56,6 +55,7 @@ from contextledger.domain.events import SummaryCreated
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.reduction import placeholder_text
+from contextledger.domain.validation import check_count, check_text, shown
 
 __all__ = ["DEFAULT_POLICY", "Ledger"]
 
@@ -247,6 +247,8 @@ class Ledger(Application[UUID]):
         conversation_id: UUID | None = None,
     ) -> UUID:
         """Start a conversation; returns its id."""
+        check_text(system_prompt, "system_prompt", optional=True)
+        check_text(model, "model", empty=False)
         if policy is not None and not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         policy = policy or DEFAULT_POLICY
@@ -314,6 +316,10 @@ class Ledger(Application[UUID]):
         self, conversation_id: UUID, messages: Iterable[Message | dict[str, Any]]
     ) -> list[int]:
         """Append several messages atomically (one transaction); returns their positions."""
+        if isinstance(messages, str | bytes | dict | Message) or not isinstance(messages, Iterable):
+            raise InvalidArgumentError(
+                "messages must be a list of messages", argument="messages", value=shown(messages)
+            )
         msgs = [Message.from_openai(m) for m in messages]
         if not msgs:
             return []
@@ -514,10 +520,7 @@ class Ledger(Application[UUID]):
         """A private copy of the aggregate, as it is now or was at ``version`` (audits)."""
         if version is None:
             return self.store.copy(conversation_id)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise ConversationNotFoundError(
-                "version must be a positive integer", conversation_id=conversation_id
-            )
+        check_count(version, "version", minimum=1, conversation_id=conversation_id)
         return self.store.at_version(conversation_id, version)
 
     def totals(self, conversation_id: UUID | None = None) -> TokenTotals:

@@ -58,6 +58,16 @@ class Settings(BaseModel):
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
 
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise ConfigurationError(
+                f"invalid setting {where}: {first['msg']}", setting=where or None
+            ) from exc
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, (masked_url(value) if name == "database_url" else value)
@@ -83,13 +93,7 @@ class Settings(BaseModel):
             if env.get(key):
                 values[field] = None if env[key].lower() == "none" else env[key]
         values.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ConfigurationError(
-                f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}"
-            ) from None
+        return cls(**values)
 
 
 _PASSWORD = re.compile(r"^([a-z0-9+.-]+://[^:/@]*:)([^@]*)@", re.IGNORECASE)

@@ -1,9 +1,9 @@
 """The summarization policy: follows the log, summarizes pinned ranges.
 
-It reads ``ThresholdReached`` notifications from the ledger's log (polling, since a
-SQLite store cannot notify; an in-process append wakes it at once), and for each
-conversation with a pending range asks the summarizer for exactly that range and
-records the result through the ledger. The aggregate rejects a late or duplicate
+It follows the ledger's log (a ``LogFollower``: polling, since a SQLite store cannot
+notify; an in-process append wakes it at once), reads ``ThresholdReached``
+notifications, and for each conversation with a pending range asks the summarizer for
+exactly that range and records the result through the ledger. The aggregate rejects a late or duplicate
 result, so a retry after a crash, or two workers racing, still leaves one
 ``SummaryCreated`` per range.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,13 +28,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
+from eventsourcing.persistence import IntegrityError, Tracking
 
+from contextledger.application.follower import LogFollower, Shard
 from contextledger.application.ports import Summarizer, SummaryRequest
 from contextledger.domain import events
 from contextledger.domain.errors import (
-    ConfigurationError,
-    ContextLedgerError,
     StaleSummaryError,
     SummarizerError,
     SummarizerRateLimitedError,
@@ -138,8 +136,10 @@ def _failed(
     return Outcome(retry_in=delay)
 
 
-class SummarizationRunner:
+class SummarizationRunner(LogFollower):
     """Runs the summarization policy for one ledger in background threads."""
+
+    thread_name = "contextledger-policy"
 
     def __init__(
         self,
@@ -147,25 +147,16 @@ class SummarizationRunner:
         summarizer: Summarizer,
         *,
         max_concurrent: int | None = None,
-        shard: tuple[int, int] | None = None,
+        shard: Shard | None = None,
         tracking_name: str | None = None,
     ) -> None:
-        settings = ledger.settings
-        self.ledger = ledger
+        super().__init__(ledger, shard=shard)
         self.summarizer = summarizer
-        self.max_concurrent = max_concurrent or settings.max_concurrent_summaries
-        self.shard = shard
-        if shard is not None and not 0 <= shard[0] < shard[1]:
-            raise ConfigurationError(f"shard {shard[0]}/{shard[1]} must satisfy 0 <= I < N")
+        self.max_concurrent = max_concurrent or ledger.settings.max_concurrent_summaries
         # Each shard keeps its own progress row.
         self.tracking_name = tracking_name or (
             TRACKING_NAME if shard is None else f"{TRACKING_NAME}-{shard[0]}-of-{shard[1]}"
         )
-        self._poll = settings.poll_interval
-        self._lock = threading.Condition()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
         #: conversation -> (due monotonic time, first notification id not yet done)
         self._due: dict[UUID, tuple[float, int]] = {}
@@ -175,95 +166,61 @@ class SummarizationRunner:
         self._saved_mark = self._position
         self._caught_up_to = -1
 
-    # -- lifecycle ----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.tracking_name
 
-    def start(self) -> None:
-        if self._thread is not None:
-            return
+    # -- LogFollower ----------------------------------------------------------------
+
+    def _starting(self) -> None:
         self._executor = ThreadPoolExecutor(
             max_workers=self.max_concurrent, thread_name_prefix="contextledger-summarizer"
         )
-        self.ledger.add_listener(self._wake.set)
-        self._thread = threading.Thread(
-            target=self._run, name="contextledger-policy", daemon=True
-        )
-        self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+    def _stopped(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
-    def wait_idle(self, timeout: float | None = 30.0) -> bool:
-        """True once the log is read to its end and no summary is in flight or due."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        target = self.ledger.recorder.max_notification_id() or 0
-        with self._lock:
-            while True:
-                if self._caught_up_to >= target and not self._due and not self._inflight:
-                    return True
-                if self._thread is None:
-                    return False
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._wake.set()
-                self._lock.wait(0.01 if remaining is None else min(0.01, remaining))
+    def log_position(self) -> int:
+        return self._position
 
-    # -- the loop -----------------------------------------------------------------
+    def idle_at(self, head: int) -> bool:
+        """The log is read through ``head`` and no summary is in flight or due."""
+        with self._progress:
+            return self._caught_up_to >= head and not self._due and not self._inflight
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.step()
-            except (ContextLedgerError, PersistenceError) as exc:
-                log.warning("summarization policy: %s; retrying", exc)
-                self._stop.wait(min(1.0, self._poll * 10))
-            self._wake.wait(self._poll)
-            self._wake.clear()
-
-    def step(self) -> None:
-        """Read new notifications, collect finished jobs, start due ones."""
+    def step(self) -> int:
+        """Read new notifications, collect finished jobs, start due ones; returns the
+        number of jobs started."""
         self._read_log()
         self._collect()
-        self._dispatch()
+        started = self._dispatch()
         self._save_mark()
+        return started
+
+    # -- the policy -------------------------------------------------------------------
 
     def _read_log(self) -> None:
-        recorder = self.ledger.recorder
-        while True:
-            top = recorder.max_notification_id() or 0
-            if top <= self._position:
-                break
-            batch = recorder.select_notifications(
-                self._position + 1,
-                500,
-                stop=top,
-                topics=(events.ThresholdReached.TOPIC,),
-            )
+        head = self.head()
+        for page in self.read(after=self._position, stop=head, topics=(events.ThresholdReached.TOPIC,)):
             now = time.monotonic()
-            with self._lock:
-                for notification in batch:
+            with self._progress:
+                for notification in page:
                     cid = UUID(str(notification.originator_id))
-                    if self.shard is not None and cid.int % self.shard[1] != self.shard[0]:
+                    if not self.owns(cid):
                         continue
                     due, first = self._due.get(cid, (now, notification.id))
                     self._due[cid] = (min(due, now), min(first, notification.id))
-                self._position = batch[-1].id if len(batch) == 500 else top
-            if len(batch) < 500:
-                break
-        with self._lock:
+                self._position = page[-1].id
+        with self._progress:
+            self._position = max(self._position, head)
             self._caught_up_to = self._position
-            self._lock.notify_all()
+            self._progress.notify_all()
 
     def _collect(self) -> None:
         now = time.monotonic()
-        with self._lock:
+        with self._progress:
             for cid, (future, first) in list(self._inflight.items()):
                 if not future.done():
                     continue
@@ -277,13 +234,14 @@ class SummarizationRunner:
                     self._due[cid] = (now + outcome.retry_in, first)
                 elif outcome.recheck:
                     self._due[cid] = (now, first)
-            self._lock.notify_all()
+            self._progress.notify_all()
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> int:
         if self._executor is None:
-            return
+            return 0
+        started = 0
         now = time.monotonic()
-        with self._lock:
+        with self._progress:
             for cid, (due, first) in sorted(self._due.items(), key=lambda kv: kv[1][0]):
                 if len(self._inflight) >= self.max_concurrent:
                     break
@@ -291,8 +249,10 @@ class SummarizationRunner:
                     continue
                 del self._due[cid]
                 future = self._executor.submit(self._job, cid)
-                future.add_done_callback(lambda _f: self._wake.set())
+                future.add_done_callback(lambda _f: self.wake())
                 self._inflight[cid] = (future, first)
+                started += 1
+        return started
 
     def _job(self, cid: UUID) -> Outcome:
         outcome = summarize_pending(self.ledger, self.summarizer, cid, backoff=self._backoff)
@@ -306,7 +266,7 @@ class SummarizationRunner:
         return float(delay * (0.5 + random.random() / 2))
 
     def _save_mark(self) -> None:
-        with self._lock:
+        with self._progress:
             pending = [first for _, first in self._due.values()]
             pending += [first for _, first in self._inflight.values()]
             mark = min([self._position, *(p - 1 for p in pending)])

@@ -76,6 +76,7 @@ from contextledger.domain.state import (
     view_tokens,
     visible_entries,
 )
+from contextledger.domain.validation import check_count, check_text
 
 __all__ = [
     "Conversation",
@@ -140,10 +141,8 @@ class Conversation:
         at: datetime,
     ) -> Conversation:
         """Command: begin a conversation."""
-        if not model or not isinstance(model, str):
-            raise InvalidMessageError("model must be a non-empty string")
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise InvalidMessageError("system_prompt must be a string or None")
+        check_text(model, "model", empty=False, conversation_id=conversation_id)
+        check_text(system_prompt, "system_prompt", optional=True, conversation_id=conversation_id)
         cap = policy.max_context_tokens
         if cap is not None and system_tokens + reply_priming >= cap:
             raise InvalidPolicyError(
@@ -459,8 +458,8 @@ class Conversation:
         self, *, prompt_tokens: int, completion_tokens: int, at: datetime
     ) -> None:
         """Command: record what the provider reported for the latest model call."""
-        if prompt_tokens < 0 or completion_tokens < 0:
-            raise InvalidMessageError("usage tokens must not be negative", conversation_id=self.id)
+        for argument, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+            check_count(value, argument, conversation_id=self.id)
         self._trigger(
             UsageRecorded,
             at,

@@ -27,7 +27,9 @@
             ├── SummarizerTimeoutError
             ├── SummarizerRateLimitedError  (retry_after seconds, if the provider said)
             ├── SummarizerUnavailableError  (5xx, refused or dropped connection)
-            └── SummarizerOutputError       (empty, malformed or over-long output)
+            ├── SummarizerOutputError       (empty, malformed or over-long output)
+            ├── SummarizerAuthenticationError  (401/403: key or permission; not retried)
+            └── SummarizerRequestError      (400/404/422: the request itself; not retried)
 
 Every error carries typed context attributes, declared on its class (``conversation_id``
 on all of them; ``position``, ``version``, ``limit`` ... where they apply). They are
@@ -56,9 +58,11 @@ __all__ = [
     "RetractedPositionError",
     "StaleSummaryError",
     "StoreError",
+    "SummarizerAuthenticationError",
     "SummarizerError",
     "SummarizerOutputError",
     "SummarizerRateLimitedError",
+    "SummarizerRequestError",
     "SummarizerTimeoutError",
     "SummarizerUnavailableError",
     "SummaryQualityError",
@@ -298,3 +302,17 @@ class SummarizerUnavailableError(SummarizerError):
 
 class SummarizerOutputError(SummarizerError):
     """The provider answered, but the output is empty, malformed or too long."""
+
+
+class SummarizerAuthenticationError(SummarizerError):
+    """The provider refused the key or its permissions (401/403). Not retried: the
+    configuration must change; the offline fallback (if configured) takes over."""
+
+    retryable: bool = False
+
+
+class SummarizerRequestError(SummarizerError):
+    """The provider rejected the request itself (400, 404 unknown model, 422). Not
+    retried; the offline fallback (if configured) takes over."""
+
+    retryable: bool = False

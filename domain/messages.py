@@ -74,6 +74,12 @@ class Message(BaseModel):
     tool_calls: tuple[ToolCall, ...] | None = None
     tool_call_id: str | None = None
 
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _invalid(exc, data.get("role")) from exc
+
     @model_validator(mode="after")
     def _check_shape(self) -> Message:
         role = self.role
@@ -99,6 +105,12 @@ class Message(BaseModel):
                 )
         elif isinstance(self.content, tuple):
             _check_parts(role, self.content)
+        try:
+            self.canonical_json().encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"text must be valid Unicode (a lone surrogate at position {exc.start})"
+            ) from None
         return self
 
     # -- conversion ---------------------------------------------------------------
@@ -115,12 +127,15 @@ class Message(BaseModel):
         unknown = set(data) - _MESSAGE_KEYS
         if unknown:
             raise InvalidMessageError(
-                f"unknown message keys: {sorted(unknown)}", role=data.get("role")
+                f"unknown message keys: {sorted(map(str, unknown))}",
+                role=data.get("role") if isinstance(data.get("role"), str) else None,
+                field=str(sorted(map(str, unknown))[0]),
             )
         role = data.get("role")
         if role not in ROLES:
             raise InvalidMessageError(
-                f"role must be one of {', '.join(ROLES)}, not {role!r}", role=role
+                f"role must be one of {', '.join(ROLES)}, not {str(role)[:40]!r}",
+                field="role",
             )
         fields = dict(data)
         content = fields.get("content")
@@ -132,11 +147,7 @@ class Message(BaseModel):
         try:
             return cls.model_validate(fields)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-            raise InvalidMessageError(
-                f"invalid {role} message: {where}: {first['msg']}", role=role
-            ) from exc
+            raise _invalid(exc, role) from exc
 
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI-format dict (a fresh, mutable copy)."""
@@ -178,6 +189,19 @@ class Message(BaseModel):
     def canonical_json(self) -> str:
         """A stable serialization, used in digests."""
         return json.dumps(self.to_openai(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _invalid(exc: ValidationError, role: Any) -> InvalidMessageError:
+    """pydantic's first complaint as an ``InvalidMessageError`` naming the field."""
+    first = exc.errors()[0]
+    loc = [str(p) for p in first.get("loc", ())]
+    where = ".".join(loc) or "message"
+    text = str(first["msg"]).removeprefix("Value error, ")
+    return InvalidMessageError(
+        f"invalid {role if isinstance(role, str) else ''} message: {where}: {text}".replace("  ", " "),
+        role=role if isinstance(role, str) else None,
+        field=loc[0] if loc else None,
+    )
 
 
 def _check_parts(role: str, parts: tuple[dict[str, Any], ...]) -> None:

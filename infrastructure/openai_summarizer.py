@@ -24,9 +24,10 @@ import openai
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
 from contextledger.domain.errors import (
     ConfigurationError,
-    SummarizerError,
+    SummarizerAuthenticationError,
     SummarizerOutputError,
     SummarizerRateLimitedError,
+    SummarizerRequestError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
@@ -134,11 +135,19 @@ class OpenAISummarizer(Summarizer):
                 raise SummarizerUnavailableError(
                     f"the provider answered {exc.status_code}", model=model, status=exc.status_code
                 ) from exc
-            error = SummarizerError(
-                f"the provider refused the request ({exc.status_code})", model=model, status=exc.status_code
-            )
-            error.retryable = False
-            raise error from exc
+            if exc.status_code in (401, 403):
+                raise SummarizerAuthenticationError(
+                    f"the provider refused the API key or its permissions ({exc.status_code}): "
+                    "check OPENAI_API_KEY and the model's access",
+                    model=model,
+                    status=exc.status_code,
+                ) from exc
+            reason = _error_text(exc, self._client.api_key)
+            raise SummarizerRequestError(
+                f"the provider rejected the request ({exc.status_code}): {reason}",
+                model=model,
+                status=exc.status_code,
+            ) from exc
         except openai.APIResponseValidationError as exc:
             raise SummarizerOutputError(
                 "the provider's answer is not a chat completion", model=model
@@ -178,3 +187,14 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if seconds >= 0 else None
+
+
+def _error_text(exc: openai.APIStatusError, api_key: str) -> str:
+    """The provider's one-line reason, if its error body gives one (never the key)."""
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = body.get("message") or (error.get("message") if isinstance(error, dict) else None)
+        if isinstance(message, str) and message:
+            return " ".join(message.replace(api_key, "***").split())[:300]
+    return type(exc).__name__

@@ -8,6 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Example counts: "ci" (the default) keeps the suite fast; "nightly" searches wider
+# (pytest --hypothesis-profile=nightly).
+settings.register_profile("ci", max_examples=60)
+settings.register_profile("nightly", max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _REPO = Path(__file__).resolve().parent.parent
 _SHARED_CACHE = _REPO.parent / "shared" / "tiktoken_cache"

@@ -17,11 +17,14 @@ contract suites are in ``contextledger.testing``. Optional integrations live in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from contextledger.application.follower import FollowerHealth, LogFollower
 from contextledger.application.ledger import Ledger
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.projections import ReadModelProjection, ReadModelRunner
 from contextledger.application.results import (
     AuditEvent,
     SummaryInfo,
@@ -32,6 +35,8 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.settings import Settings
+from contextledger.application.summarization import SummarizationRunner
+from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -47,9 +52,11 @@ from contextledger.domain.errors import (
     RetractedPositionError,
     StaleSummaryError,
     StoreError,
+    SummarizerAuthenticationError,
     SummarizerError,
     SummarizerOutputError,
     SummarizerRateLimitedError,
+    SummarizerRequestError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
     SummaryQualityError,
@@ -67,6 +74,14 @@ from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
 from contextledger.infrastructure.readmodels import SQLReadModels, attach_read_models
 from contextledger.infrastructure.tokens import TiktokenCounter
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``contextledger`` command line, run in this process; returns the exit status."""
+    from contextledger.infrastructure.cli import main as cli_main
+
+    return cli_main(argv)
+
+
 try:
     __version__ = _version("contextledger")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -79,27 +94,35 @@ __all__ = [
     "ContextLedgerError",
     "ContextLedgerRuntimeError",
     "ContextOverflowError",
+    "Conversation",
     "ConversationNotFoundError",
     "DuplicateConversationError",
+    "FollowerHealth",
     "FunctionCall",
     "InvalidArgumentError",
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
     "Ledger",
+    "LogFollower",
     "Message",
     "OfflineSummarizer",
     "OpenAISummarizer",
+    "ReadModelProjection",
+    "ReadModelRunner",
     "ReductionPolicy",
     "RetractedPositionError",
     "SQLReadModels",
     "Settings",
     "StaleSummaryError",
     "StoreError",
+    "SummarizationRunner",
     "Summarizer",
+    "SummarizerAuthenticationError",
     "SummarizerError",
     "SummarizerOutputError",
     "SummarizerRateLimitedError",
+    "SummarizerRequestError",
     "SummarizerTimeoutError",
     "SummarizerUnavailableError",
     "SummaryInfo",
@@ -122,4 +145,5 @@ __all__ = [
     "WorkingMemory",
     "__version__",
     "attach_read_models",
+    "main",
 ]

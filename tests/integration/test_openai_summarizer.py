@@ -14,9 +14,11 @@ from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import (
     ConfigurationError,
     Message,
+    SummarizerAuthenticationError,
     SummarizerError,
     SummarizerOutputError,
     SummarizerRateLimitedError,
+    SummarizerRequestError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
@@ -121,13 +123,18 @@ def test_bad_output_becomes_an_output_error(fake_openai: FakeOpenAIServer, behav
         summarizer(fake_openai).summarize(request())
 
 
-@pytest.mark.parametrize("code", [400, 401, 403, 404])
-def test_a_client_error_is_not_retryable(fake_openai: FakeOpenAIServer, code: int) -> None:
+@pytest.mark.parametrize(("code", "kind"), [(400, SummarizerRequestError), (401, SummarizerAuthenticationError),
+                                            (403, SummarizerAuthenticationError), (404, SummarizerRequestError),
+                                            (422, SummarizerRequestError)])
+def test_a_client_error_is_classified_and_not_retryable(fake_openai: FakeOpenAIServer, code: int,
+                                                        kind: type[SummarizerError]) -> None:
     fake_openai.script(Status(code, body={"error": {"message": f"bad key {KEY}", "type": "invalid_request_error"}}))
     with pytest.raises(SummarizerError) as caught:
         summarizer(fake_openai).summarize(request())
     assert caught.value.retryable is False
-    assert type(caught.value) is SummarizerError
+    assert type(caught.value) is kind
+    assert caught.value.status == code
+    assert KEY not in str(caught.value)
 
 
 def test_the_api_key_never_appears_in_errors_or_reprs(fake_openai: FakeOpenAIServer) -> None:

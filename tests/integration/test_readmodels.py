@@ -316,3 +316,17 @@ def test_wait_idle_without_a_thread_catches_up_in_the_callers_thread(ledger: Led
         assert len(models.transcript.transcript(cid)) == 10
     finally:
         runner.stop()
+
+
+def test_counters_for_a_conversation_the_log_never_started_get_a_row_of_their_own(url: str) -> None:
+    models = SQLReadModels.for_url(url)
+    try:
+        cid = UUID(int=42)
+        models.token_totals.add_to_totals(cid, tracking=Tracking("elsewhere", 1), messages=2, appended_tokens=9)
+        found = models.token_totals.totals(cid)
+        assert found is not None
+        assert (found.messages, found.appended_tokens, found.summaries, found.full_history_tokens) == (2, 9, 0, 9)
+        models.token_totals.add_to_totals(cid, tracking=Tracking("elsewhere", 2), messages=1)
+        assert models.token_totals.global_totals().messages == 3
+    finally:
+        models.close()

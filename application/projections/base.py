@@ -1,0 +1,198 @@
+"""The shape every read model shares: the projection base, the view ports, the records.
+
+A projection has a ``name`` (its tracking key and the name ``rebuild`` takes) and the
+``topics`` it follows, and maps each domain event to calls of its *view*, passing the
+event's position in the log (an eventsourcing ``Tracking``). A view writes its change
+and its tracking row in one transaction and ignores an event whose notification id is
+not above the tracked one, so every event changes a read model exactly once, whoever
+applies it and however often.
+
+The views are ports (``Protocol`` classes); ``contextledger.infrastructure.readmodels``
+implements them on SQLAlchemy tables. Users add their own projections the same way:
+subclass ``ReadModelProjection``, give it a ``name`` and ``topics``, map events to
+calls of a view that records ``Tracking`` atomically with its change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, runtime_checkable
+from uuid import UUID
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from typing_extensions import TypeVar
+
+from contextledger.application.results import SummaryInfo, TranscriptEntry
+
+__all__ = [
+    "ConversationRecord",
+    "ConversationsView",
+    "ReadModelProjection",
+    "ReadModelView",
+    "SummariesView",
+    "TokenTotalsRecord",
+    "TokenTotalsView",
+    "TranscriptView",
+    "ViewT",
+]
+
+
+# ---------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class TokenTotalsRecord:
+    """Token accounting as the ``token_totals`` read model holds it.
+
+    Per conversation (``conversation_id`` set, ``conversations == 1``) or summed over
+    all of them (``conversation_id`` None). ``context_tokens`` is not here: what the
+    next prompt costs depends on the working window, which ``Ledger.totals()`` computes.
+    """
+
+    conversation_id: UUID | None
+    conversations: int
+    messages: int
+    appended_tokens: int
+    full_history_tokens: int
+    summaries: int
+    summarizer_calls: int
+    summarizer_failures: int
+    summarizer_input_tokens: int
+    summarizer_output_tokens: int
+    provider_prompt_tokens: int
+    provider_completion_tokens: int
+
+
+@dataclass(frozen=True)
+class ConversationRecord:
+    """One row of the ``conversations`` read model."""
+
+    conversation_id: UUID
+    model: str
+    started_at: datetime
+    updated_at: datetime
+    last_version: int
+    messages: int
+    summaries: int
+    policy_version: int
+
+
+@runtime_checkable
+class ReadModelView(Protocol):
+    """What every view does besides its own changes (eventsourcing's TrackingRecorder)."""
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Record that the event at ``tracking`` was seen, changing nothing else."""
+        ...
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        """The last notification id applied (None: nothing yet)."""
+        ...
+
+    def reset(self) -> None:
+        """Drop and recreate the view's tables and reset its tracking (for rebuilds)."""
+        ...
+
+
+@runtime_checkable
+class TranscriptView(ReadModelView, Protocol):
+    """Every message ever appended, per conversation."""
+
+    def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
+        ...
+
+    def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
+        ...
+
+
+@runtime_checkable
+class SummariesView(ReadModelView, Protocol):
+    """Every summary recorded, with its range and provenance."""
+
+    def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
+        ...
+
+    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
+        ...
+
+
+@runtime_checkable
+class TokenTotalsView(ReadModelView, Protocol):
+    """Token counters per conversation; global totals are their sum."""
+
+    def start_totals(self, conversation_id: UUID, *, base_tokens: int, tracking: Tracking) -> None:
+        """A row for a new conversation; ``base_tokens``: system prompt and reply priming."""
+        ...
+
+    def add_to_totals(
+        self, conversation_id: UUID, *, tracking: Tracking, **increments: int
+    ) -> None:
+        """Add ``increments`` (column name -> amount) to the conversation's counters."""
+        ...
+
+    def totals(self, conversation_id: UUID) -> TokenTotalsRecord | None:
+        ...
+
+    def global_totals(self) -> TokenTotalsRecord:
+        ...
+
+
+@runtime_checkable
+class ConversationsView(ReadModelView, Protocol):
+    """The list of conversations."""
+
+    def add_conversation(
+        self, conversation_id: UUID, *, model: str, started_at: datetime, tracking: Tracking
+    ) -> None:
+        ...
+
+    def update_conversation(
+        self,
+        conversation_id: UUID,
+        *,
+        version: int,
+        at: datetime,
+        tracking: Tracking,
+        messages: int = 0,
+        summaries: int = 0,
+        policy_version: int | None = None,
+    ) -> None:
+        """Move ``last_version``/``updated_at`` on and add to the counters."""
+        ...
+
+    def conversations(self) -> list[ConversationRecord]:
+        ...
+
+
+# ------------------------------------------------------------------ projection
+
+
+#: The view a projection writes to (``ReadModelProjection[TranscriptView]``).
+ViewT = TypeVar("ViewT", bound=ReadModelView, default=ReadModelView, covariant=True)
+
+
+class ReadModelProjection(Projection[Any], Generic[ViewT]):
+    """Base of the built-in read models: eventsourcing's ``Projection`` shape.
+
+    ``process_event(event, tracking)`` maps one domain event to view calls; events of
+    the projection's topics that change nothing still record their tracking. The type
+    parameter names the view's port, so ``self.view`` is typed.
+    """
+
+    name = "read_model"
+    topics: tuple[str, ...] = ()
+
+    def __init__(self, view: ViewT) -> None:
+        super().__init__(view)
+
+    @property
+    def view(self) -> ViewT:
+        """The view this projection writes to."""
+        return self._view  # type: ignore[no-any-return]
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self.view.insert_tracking(tracking)

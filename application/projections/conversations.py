@@ -1,0 +1,64 @@
+"""The ``conversations`` read model: the list of conversations and their counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+
+from contextledger.application.projections.base import ConversationsView, ReadModelProjection
+from contextledger.domain import events
+
+__all__ = ["ConversationsProjection"]
+
+
+_CONVERSATION_TOPICS = (
+    events.Started.TOPIC,
+    events.MessageAppended.TOPIC,
+    events.ThresholdReached.TOPIC,
+    events.SummaryCreated.TOPIC,
+    events.SummarizationFailed.TOPIC,
+    events.PolicyChanged.TOPIC,
+    events.UsageRecorded.TOPIC,
+)
+
+
+class ConversationsProjection(ReadModelProjection[ConversationsView]):
+    """``conversations``: id, model, start, last version and counters of each one."""
+
+    name = "conversations"
+    topics = _CONVERSATION_TOPICS
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self._touch(domain_event, tracking)
+
+    @process_event.register(events.Started)
+    def _started(self, event: events.Started, tracking: Tracking) -> None:
+        self.view.add_conversation(
+            event.originator_id, model=event.model, started_at=event.timestamp, tracking=tracking
+        )
+
+    @process_event.register(events.MessageAppended)
+    def _message(self, event: events.MessageAppended, tracking: Tracking) -> None:
+        self._touch(event, tracking, messages=1)
+
+    @process_event.register(events.SummaryCreated)
+    def _summary(self, event: events.SummaryCreated, tracking: Tracking) -> None:
+        self._touch(event, tracking, summaries=1)
+
+    @process_event.register(events.PolicyChanged)
+    def _policy(self, event: events.PolicyChanged, tracking: Tracking) -> None:
+        self._touch(event, tracking, policy_version=event.policy_version)
+
+    def _touch(self, event: Any, tracking: Tracking, **changes: Any) -> None:
+        """Move the conversation's last version and update time to ``event``'s, with
+        ``changes`` (counters to add, a new policy version) as ``update_conversation`` takes them."""
+        self.view.update_conversation(
+            event.originator_id,
+            version=event.originator_version,
+            at=event.timestamp,
+            tracking=tracking,
+            **changes,
+        )

@@ -1,0 +1,63 @@
+"""Checks of argument values at the boundary, raising typed errors that name the argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contextledger.domain.errors import InvalidArgumentError
+
+__all__ = ["MAX_COUNT", "check_count", "check_text", "shown"]
+
+#: The largest count or version any store can hold (a signed 64-bit integer).
+MAX_COUNT = 2**63 - 1
+
+
+def shown(value: Any, width: int = 60) -> str:
+    """A short, printable rendering of a bad value for messages."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def check_count(value: Any, argument: str, *, minimum: int = 0, **context: Any) -> int:
+    """``value`` if it is an int in ``[minimum, MAX_COUNT]`` (bools are not counts)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(
+            f"{argument} must be an integer, not {type(value).__name__}",
+            argument=argument,
+            value=shown(value),
+            **context,
+        )
+    if not minimum <= value <= MAX_COUNT:
+        raise InvalidArgumentError(
+            f"{argument} must be between {minimum} and {MAX_COUNT}",
+            argument=argument,
+            value=shown(value),
+            **context,
+        )
+    return value
+
+
+def check_text(
+    value: Any, argument: str, *, optional: bool = False, empty: bool = True, **context: Any
+) -> str | None:
+    """``value`` if it is a string of valid Unicode (or None when ``optional``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(
+            f"{argument} must be a string{' or None' if optional else ''}, not {type(value).__name__}",
+            argument=argument,
+            value=shown(value),
+            **context,
+        )
+    if not empty and not value.strip():
+        raise InvalidArgumentError(f"{argument} must not be empty", argument=argument, **context)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{argument} must be valid Unicode (a lone surrogate at position {exc.start})",
+            argument=argument,
+            **context,
+        ) from None
+    return value

@@ -1,0 +1,68 @@
+"""The ``conversations`` view on ``cl_conversations``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Tracking
+from sqlalchemy import Connection, select, update
+
+from contextledger.application.projections import ConversationRecord
+from contextledger.infrastructure.readmodels.view import SQLView
+
+__all__ = ["SQLConversationsView"]
+
+
+class SQLConversationsView(SQLView):
+    """``cl_conversations``: the list of conversations."""
+
+    name = "conversations"
+    table_names = ("conversations",)
+
+    def add_conversation(
+        self, conversation_id: UUID, *, model: str, started_at: datetime, tracking: Tracking
+    ) -> None:
+        row = {
+            "conversation_id": conversation_id,
+            "model": model,
+            "started_at": started_at,
+            "updated_at": started_at,
+            "last_version": 1,
+            "messages": 0,
+            "summaries": 0,
+            "policy_version": 1,
+        }
+        self._insert(tracking, row)
+
+    def update_conversation(
+        self,
+        conversation_id: UUID,
+        *,
+        version: int,
+        at: datetime,
+        tracking: Tracking,
+        messages: int = 0,
+        summaries: int = 0,
+        policy_version: int | None = None,
+    ) -> None:
+        table = self.table
+        values: dict[Any, Any] = {table.c.last_version: version, table.c.updated_at: at}
+        if messages:
+            values[table.c.messages] = table.c.messages + messages
+        if summaries:
+            values[table.c.summaries] = table.c.summaries + summaries
+        if policy_version is not None:
+            values[table.c.policy_version] = policy_version
+
+        def change(conn: Connection) -> None:
+            conn.execute(
+                update(table).where(table.c.conversation_id == conversation_id).values(values)
+            )
+
+        self._write(tracking, change)
+
+    def conversations(self) -> list[ConversationRecord]:
+        t = self.table
+        return self._records(ConversationRecord, select(t).order_by(t.c.started_at, t.c.conversation_id))

@@ -1,0 +1,161 @@
+"""The four built-in read models on one engine, and attaching them to a ledger."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, MetaData, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from contextledger.application.projections import (
+    ConversationsProjection,
+    ReadModelProjection,
+    ReadModelRunner,
+    SummariesProjection,
+    TokenTotalsProjection,
+    TranscriptProjection,
+)
+from contextledger.domain.errors import StoreError
+from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
+from contextledger.infrastructure.readmodels.storage import build_tables, engine_for, reason
+from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
+from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
+from contextledger.infrastructure.readmodels.transcript import SQLTranscriptView
+from contextledger.infrastructure.readmodels.view import SQLView
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+
+__all__ = ["READ_MODEL_NAMES", "SQLReadModels", "attach_read_models", "views_path"]
+
+READ_MODEL_NAMES = ("transcript", "summaries", "token_totals", "conversations")
+
+
+def views_path(database_url: str) -> Path | None:
+    """Where the read models of a SQLite event store live (None: not a SQLite file)."""
+    return Database.parse(database_url).views_path
+
+
+class SQLReadModels:
+    """The four built-in read models, their tables and their views, on one engine.
+
+    ``SQLReadModels.for_ledger(ledger)`` puts them where the ledger's store is;
+    ``runner(ledger)`` follows the ledger's log with them.
+    """
+
+    def __init__(self, engine: Engine, *, schema: str | None = None) -> None:
+        self.engine = engine
+        self.schema = schema
+        self.metadata = MetaData(schema=schema)
+        self.tables = build_tables(self.metadata)
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        #: SQLite has one writer: serialize this process's transactions on it.
+        self._lock: threading.RLock | None = threading.RLock() if self.is_sqlite else None
+        self.transcript = SQLTranscriptView(self)
+        self.summaries = SQLSummariesView(self)
+        self.token_totals = SQLTokenTotalsView(self)
+        self.conversations = SQLConversationsView(self)
+        self.create_tables()
+
+    def __repr__(self) -> str:
+        return f"SQLReadModels(url={self.engine.url.render_as_string(hide_password=True)!r})"
+
+    # -- construction -----------------------------------------------------------
+
+    @classmethod
+    def for_url(cls, database_url: str) -> SQLReadModels:
+        """Read models for the event store at ``database_url`` (see the module doc)."""
+        database = Database.parse(database_url)
+        return cls(engine_for(database), schema=database.schema)
+
+    @classmethod
+    def for_ledger(cls, ledger: Ledger) -> SQLReadModels:
+        return cls.for_url(ledger.settings.database_url)
+
+    def projections(self) -> list[ReadModelProjection]:
+        """The built-in projections, each bound to its view."""
+        return [
+            TranscriptProjection(self.transcript),
+            SummariesProjection(self.summaries),
+            TokenTotalsProjection(self.token_totals),
+            ConversationsProjection(self.conversations),
+        ]
+
+    def runner(self, ledger: Ledger, *, close_with_runner: bool = True, **options: Any) -> ReadModelRunner:
+        """A runner of the built-in projections over ``ledger``'s log. By default,
+        stopping the runner closes these read models' connections."""
+        return ReadModelRunner(
+            ledger,
+            self.projections(),
+            on_close=self.close if close_with_runner else None,
+            **options,
+        )
+
+    @property
+    def views(self) -> dict[str, SQLView]:
+        return {
+            "transcript": self.transcript,
+            "summaries": self.summaries,
+            "token_totals": self.token_totals,
+            "conversations": self.conversations,
+        }
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """One write transaction (SQLite: ``BEGIN IMMEDIATE``)."""
+        with self._serialized(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """One read transaction."""
+        with self._serialized(), self.engine.connect() as conn:
+            conn = conn.execution_options(cl_read=True)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _serialized(self) -> Iterator[None]:
+        if self._lock is None:
+            yield
+        else:
+            with self._lock:
+                yield
+
+    def create_tables(self) -> None:
+        """Create missing tables (concurrent creators wait for each other)."""
+        try:
+            with self.begin() as conn:
+                if not self.is_sqlite:
+                    key = zlib.crc32(f"contextledger-readmodels/{self.schema}".encode())
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                self.metadata.create_all(conn, checkfirst=True)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot create the read-model tables: {reason(exc)}") from exc
+
+    def drop_tables(self) -> None:
+        """Drop every read-model table, tracking included."""
+        try:
+            with self.begin() as conn:
+                self.metadata.drop_all(conn, checkfirst=True)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot drop the read-model tables: {reason(exc)}") from exc
+
+
+def attach_read_models(ledger: Ledger) -> SQLReadModels:
+    """Put the built-in read models next to ``ledger``'s store and keep them up to
+    date in a background thread (stopped and closed with the ledger)."""
+    models = SQLReadModels.for_ledger(ledger)
+    ledger.attach(models.runner(ledger))
+    return models

@@ -1,0 +1,205 @@
+"""Where the read models live: their tables, and the engines they are written through.
+
+Tables (prefix ``cl_``):
+
+- ``cl_transcript``: conversation_id, position, version, role, message (JSON),
+  tokens, timestamp, digest, client_message_id
+- ``cl_summaries``: conversation_id, version, range, text, tokens, model and
+  provenance
+- ``cl_token_totals``: counters per conversation (global totals are their sum)
+- ``cl_conversations``: id, model, started_at, updated_at, last_version, counters
+- ``cl_tracking``: (projection, application_name) -> last notification id applied
+
+Where they live: on PostgreSQL, in the events' own database and schema. On SQLite,
+in a separate file next to the event store (``ledger.db`` -> ``ledger.views.db``), so
+the runner's writes never contend with appends for SQLite's one writer lock. For a
+``memory://`` ledger they live in an in-memory SQLite database. The database comes
+from ``Database.parse`` (the one place URLs are read).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    Uuid,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import StaticPool
+
+from contextledger.domain.errors import ConfigurationError
+from contextledger.infrastructure.database import Database
+
+__all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
+
+PREFIX = "cl_"
+
+#: The counters of ``cl_token_totals`` (besides ``base_tokens``).
+COUNTERS = (
+    "messages",
+    "appended_tokens",
+    "summaries",
+    "summarizer_calls",
+    "summarizer_failures",
+    "summarizer_input_tokens",
+    "summarizer_output_tokens",
+    "provider_prompt_tokens",
+    "provider_completion_tokens",
+)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores naive UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def build_tables(metadata: MetaData) -> dict[str, Table]:
+    """Every read-model table, by short name, in ``metadata``."""
+    p = PREFIX
+    return {
+        "tracking": Table(
+            f"{p}tracking",
+            metadata,
+            Column("projection", String(64), primary_key=True),
+            Column("application_name", String(64), primary_key=True),
+            Column("notification_id", BigInteger, nullable=False),
+        ),
+        "transcript": Table(
+            f"{p}transcript",
+            metadata,
+            Column("conversation_id", Uuid, primary_key=True),
+            Column("position", Integer, primary_key=True),
+            Column("version", Integer, nullable=False),
+            Column("role", String(16), nullable=False),
+            Column("message", JSON, nullable=False),
+            Column("tokens", Integer, nullable=False),
+            Column("timestamp", UTCDateTime, nullable=False),
+            Column("digest", String(64), nullable=False),
+            Column("client_message_id", String(200)),
+        ),
+        "summaries": Table(
+            f"{p}summaries",
+            metadata,
+            Column("conversation_id", Uuid, primary_key=True),
+            Column("version", Integer, primary_key=True),
+            Column("from_position", Integer, nullable=False),
+            Column("through_position", Integer, nullable=False),
+            Column("covers_from", Integer, nullable=False),
+            Column("text", Text, nullable=False),
+            Column("tokens", Integer, nullable=False),
+            Column("model", String(200), nullable=False),
+            Column("prompt_version", String(200), nullable=False),
+            Column("input_tokens", Integer),
+            Column("output_tokens", Integer),
+            Column("latency_ms", Float, nullable=False),
+            Column("policy_version", Integer, nullable=False),
+            Column("timestamp", UTCDateTime, nullable=False),
+            Column("source_digest", String(64), nullable=False),
+        ),
+        "token_totals": Table(
+            f"{p}token_totals",
+            metadata,
+            Column("conversation_id", Uuid, primary_key=True),
+            #: System prompt and reply priming: full history = base + appended.
+            Column("base_tokens", Integer, nullable=False, default=0),
+            *(Column(name, BigInteger, nullable=False, default=0) for name in COUNTERS),
+        ),
+        "conversations": Table(
+            f"{p}conversations",
+            metadata,
+            Column("conversation_id", Uuid, primary_key=True),
+            Column("model", String(200), nullable=False),
+            Column("started_at", UTCDateTime, nullable=False),
+            Column("updated_at", UTCDateTime, nullable=False),
+            Column("last_version", Integer, nullable=False),
+            Column("messages", Integer, nullable=False, default=0),
+            Column("summaries", Integer, nullable=False, default=0),
+            Column("policy_version", Integer, nullable=False, default=1),
+            Index(f"{p}conversations_started_at", "started_at"),
+        ),
+    }
+
+
+def engine_for(database: Database) -> Engine:
+    """The engine of ``database``'s read models (see the module doc)."""
+    if database.kind != "postgresql":
+        return sqlite_engine(database.views_path)
+    return create_engine(
+        database.sqlalchemy_url(),
+        pool_size=2,
+        max_overflow=4,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": int(database.option("connect_timeout", "10"))},
+    )
+
+
+def sqlite_engine(path: Path | None) -> Engine:
+    """A SQLite engine on ``path`` (None: in memory) whose writes begin IMMEDIATE."""
+    if path is None:
+        engine = create_engine(
+            "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
+    else:
+        if not path.parent.is_dir():
+            raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
+        engine = create_engine(
+            URL.create("sqlite", database=str(path)),
+            connect_args={"check_same_thread": False, "timeout": 30},
+        )
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN, so DDL is transactional too.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if path is not None:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        read_only = conn.get_execution_options().get("cl_read", False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def reason(exc: BaseException) -> str:
+    """What a database error says, in one line, for a ``StoreError``."""
+    orig = getattr(exc, "orig", None)
+    text_ = str(orig if orig is not None else exc).strip().splitlines()
+    return f"{type(orig or exc).__name__}: {text_[0] if text_ else ''}"

@@ -1,0 +1,172 @@
+"""The base of the SQL views: each change is written with its tracking row, atomically.
+
+Every view change is written with its tracking row in one transaction that first
+locks the row (``SELECT ... FOR UPDATE`` on PostgreSQL, ``BEGIN IMMEDIATE`` on
+SQLite): an event whose notification id is not above the tracked one changes
+nothing, so processes that race over the same log apply each event exactly once. A
+view that finds its tracking row *below* what it had seen knows that someone rebuilt
+the read model and raises ``TrackingRewoundError``; the runner then resumes from
+there, cooperating with the rebuild instead of skipping over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from eventsourcing.persistence import Tracking, TrackingRecorder
+from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from contextledger.domain.errors import StoreError, TrackingRewoundError
+from contextledger.infrastructure.readmodels.storage import reason
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from contextledger.infrastructure.readmodels.models import SQLReadModels
+
+__all__ = ["SQLView", "columns_of"]
+
+RecordT = TypeVar("RecordT", bound="DataclassInstance")
+
+
+def columns_of(record: DataclassInstance) -> dict[str, Any]:
+    """A record's fields as column values (the read-model columns carry their names)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+class SQLView(TrackingRecorder):
+    """A view on SQL tables: each change is written with its tracking row, atomically."""
+
+    name: ClassVar[str] = ""
+    table_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, models: SQLReadModels) -> None:
+        self.models = models
+        self._tracking = models.tables["tracking"]
+        #: Per application: the last notification id this view applied or saw applied.
+        self._seen: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @property
+    def tables(self) -> list[Table]:
+        """The view's tables (dropped and recreated by ``reset()``)."""
+        return [self.models.tables[n] for n in self.table_names]
+
+    @property
+    def table(self) -> Table:
+        """The view's (first) table."""
+        return self.models.tables[self.table_names[0]]
+
+    # -- the TrackingRecorder interface --------------------------------------------
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        self._write(tracking, None)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        t = self._tracking
+        try:
+            with self.models.read() as conn:
+                value = conn.execute(
+                    select(t.c.notification_id).where(
+                        t.c.projection == self.name, t.c.application_name == application_name
+                    )
+                ).scalar()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"read model {self.name}: {reason(exc)}") from exc
+        return int(value) if value else None
+
+    def reset(self) -> None:
+        """Drop and recreate this view's tables and set its tracking back to zero, in
+        one transaction that first locks its tracking rows."""
+        t = self._tracking
+        try:
+            with self.models.begin() as conn:
+                conn.execute(
+                    select(t.c.notification_id).where(t.c.projection == self.name).with_for_update()
+                )
+                for table in reversed(self.tables):
+                    table.drop(conn, checkfirst=True)
+                for table in self.tables:
+                    table.create(conn, checkfirst=True)
+                conn.execute(update(t).where(t.c.projection == self.name).values(notification_id=0))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot reset read model {self.name}: {reason(exc)}") from exc
+        self._seen.clear()
+
+    # -- the one write path -----------------------------------------------------------
+
+    def _write(self, tracking: Tracking, change: Callable[[Connection], None] | None) -> bool:
+        """Apply ``change`` and move the tracking row to ``tracking``, in one transaction;
+        False (and nothing written) if the event was applied already."""
+        app, nid = tracking.application_name, tracking.notification_id
+        t = self._tracking
+        try:
+            with self.models.begin() as conn:
+                tracked = self._lock_tracking(conn, app)
+                seen = self._seen.get(app)
+                if seen is not None and tracked < seen:
+                    self._seen[app] = tracked
+                    raise TrackingRewoundError(
+                        f"read model {self.name} was reset (tracked {tracked}, seen {seen})",
+                        projection=self.name,
+                        tracked=tracked,
+                    )
+                if nid <= tracked:
+                    self._seen[app] = max(seen or 0, nid)
+                    return False
+                if change is not None:
+                    change(conn)
+                conn.execute(
+                    update(t)
+                    .where(t.c.projection == self.name, t.c.application_name == app)
+                    .values(notification_id=nid)
+                )
+        except SQLAlchemyError as exc:
+            raise StoreError(f"read model {self.name}: {reason(exc)}") from exc
+        self._seen[app] = nid
+        return True
+
+    def _lock_tracking(self, conn: Connection, app: str) -> int:
+        t = self._tracking
+        query = (
+            select(t.c.notification_id)
+            .where(t.c.projection == self.name, t.c.application_name == app)
+            .with_for_update()
+        )
+        value = conn.execute(query).scalar()
+        if value is None:
+            dialect_insert = sqlite.insert if self.models.is_sqlite else postgresql.insert
+            conn.execute(
+                dialect_insert(t)
+                .values(projection=self.name, application_name=app, notification_id=0)
+                .on_conflict_do_nothing()
+            )
+            value = conn.execute(query).scalar()
+        return int(value or 0)
+
+    def _insert(self, tracking: Tracking, values: dict[str, Any]) -> None:
+        """Insert one row into the view's table, with its tracking row."""
+        table = self.table
+
+        def change(conn: Connection) -> None:
+            conn.execute(insert(table).values(**values))
+
+        self._write(tracking, change)
+
+    def _records(self, record: type[RecordT], query: Any) -> list[RecordT]:
+        """The rows of ``query`` as ``record`` objects (columns named as its fields)."""
+        names = [f.name for f in fields(record)]
+        return [record(**{n: row._mapping[n] for n in names}) for row in self._select(query)]
+
+    def _select(self, query: Any) -> list[Any]:
+        try:
+            with self.models.read() as conn:
+                return list(conn.execute(query))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"read model {self.name}: {reason(exc)}") from exc
