@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -15,6 +15,7 @@ __all__ = [
     "SummaryInfo",
     "TokenTotals",
     "TranscriptEntry",
+    "TranscriptVersion",
     "VerifyProblem",
     "VerifyReport",
     "WorkingMemory",
@@ -32,13 +33,11 @@ class WorkingMemory:
 
 @dataclass(frozen=True)
 class TranscriptEntry:
-    """One message as it was appended, or one edited version of it.
+    """One message as it was appended.
 
-    ``retracted`` marks a message taken out of the working memory (at
-    ``retracted_version``); an edited version names the version it replaced in
-    ``edited_from_version``, and a replaced one the version that replaced it in
-    ``superseded_by_version``. In a fork, entries of the shared history carry the
-    source's id in ``inherited_from`` (their versions are the source's).
+    ``Ledger.transcript()`` gives a ``TranscriptVersion`` (a subclass with the marks
+    below as fields) where an edit, a retraction or a fork concerns the entry; here
+    the marks read as unmarked (the read models store exactly these fields).
     """
 
     position: int
@@ -48,11 +47,27 @@ class TranscriptEntry:
     timestamp: datetime
     digest: str
     client_message_id: str | None = None
-    retracted: bool = False
-    retracted_version: int | None = None
-    edited_from_version: int | None = None
-    superseded_by_version: int | None = None
-    inherited_from: UUID | None = None
+
+    @property
+    def retracted(self) -> bool:
+        """Whether the message was retracted (see ``TranscriptVersion``)."""
+        return False
+
+    @property
+    def retracted_version(self) -> int | None:
+        return None
+
+    @property
+    def edited_from_version(self) -> int | None:
+        return None
+
+    @property
+    def superseded_by_version(self) -> int | None:
+        return None
+
+    @property
+    def inherited_from(self) -> UUID | None:
+        return None
 
     @property
     def current(self) -> bool:
@@ -62,7 +77,7 @@ class TranscriptEntry:
     @classmethod
     def from_event(cls, event: MessageAppended | MessageEdited) -> TranscriptEntry:
         if isinstance(event, MessageEdited):
-            return cls(
+            return TranscriptVersion(
                 position=event.position,
                 version=event.originator_version,
                 tokens=event.tokens,
@@ -81,9 +96,41 @@ class TranscriptEntry:
             client_message_id=event.client_message_id,
         )
 
-    def marked(self, **changes: Any) -> TranscriptEntry:
-        """A copy with the given marks."""
-        return replace(self, **changes)
+    def marked(self, **changes: Any) -> TranscriptVersion:
+        """A ``TranscriptVersion`` of this entry with the given marks."""
+        base = {f: getattr(self, f) for f in _MARKS if f not in changes}
+        return TranscriptVersion(
+            position=self.position,
+            version=self.version,
+            tokens=self.tokens,
+            message=self.message,
+            timestamp=self.timestamp,
+            digest=self.digest,
+            client_message_id=self.client_message_id,
+            **base,
+            **changes,
+        )
+
+
+_MARKS = ("retracted", "retracted_version", "edited_from_version", "superseded_by_version", "inherited_from")
+
+
+@dataclass(frozen=True)
+class TranscriptVersion(TranscriptEntry):
+    """A transcript entry an edit, a retraction or a fork concerns.
+
+    ``retracted`` marks a message taken out of the working memory (at
+    ``retracted_version``); an edited version names the version it replaced in
+    ``edited_from_version``, and a replaced one the version that replaced it in
+    ``superseded_by_version``. In a fork, entries of the shared history carry the
+    source's id in ``inherited_from`` (their versions are the source's).
+    """
+
+    retracted: bool = False  # type: ignore[assignment]
+    retracted_version: int | None = None  # type: ignore[assignment]
+    edited_from_version: int | None = None  # type: ignore[assignment]
+    superseded_by_version: int | None = None  # type: ignore[assignment]
+    inherited_from: UUID | None = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
