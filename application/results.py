@@ -126,11 +126,11 @@ class TranscriptVersion(TranscriptEntry):
     source's id in ``inherited_from`` (their versions are the source's).
     """
 
-    retracted: bool = False  # type: ignore[assignment]
-    retracted_version: int | None = None  # type: ignore[assignment]
-    edited_from_version: int | None = None  # type: ignore[assignment]
-    superseded_by_version: int | None = None  # type: ignore[assignment]
-    inherited_from: UUID | None = None  # type: ignore[assignment]
+    retracted: bool = False
+    retracted_version: int | None = None
+    edited_from_version: int | None = None
+    superseded_by_version: int | None = None
+    inherited_from: UUID | None = None
 
 
 @dataclass(frozen=True)
