@@ -191,6 +191,50 @@ class AsyncLedger:
             completion_tokens=completion_tokens,
         )
 
+    async def close_open_tool_calls(
+        self, conversation_id: ConversationRef, *, content: str | None = None
+    ) -> list[int]:
+        """Answer the open tool-call group's unanswered calls with an error result."""
+        if content is None:
+            return await self.run(self.sync.close_open_tool_calls, conversation_id)
+        return await self.run(self.sync.close_open_tool_calls, conversation_id, content=content)
+
+    # -------------------------------------------------------------------- edits
+
+    async def retract(
+        self, conversation_id: ConversationRef, position: int, reason: str | None = None
+    ) -> list[int]:
+        """Retract a message (its whole tool-call group) from the working memory."""
+        return await self.run(self.sync.retract, conversation_id, position, reason)
+
+    async def edit(
+        self, conversation_id: ConversationRef, position: int, message: Message | dict[str, Any]
+    ) -> bool:
+        """Replace the message at ``position`` by a new version."""
+        return await self.run(self.sync.edit, conversation_id, position, message)
+
+    async def rewind(self, conversation_id: ConversationRef, position: int) -> list[int]:
+        """Retract everything after ``position``."""
+        return await self.run(self.sync.rewind, conversation_id, position)
+
+    async def pop(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
+        """Retract the newest message or tool-call group and return it."""
+        return await self.run(self.sync.pop, conversation_id)
+
+    async def clear(self, conversation_id: ConversationRef) -> list[int]:
+        """Retract everything but the system prompt."""
+        return await self.run(self.sync.clear, conversation_id)
+
+    async def change_system_prompt(self, conversation_id: ConversationRef, text: str | None) -> bool:
+        """Replace the system prompt from now on."""
+        return await self.run(self.sync.change_system_prompt, conversation_id, text)
+
+    async def fork(
+        self, conversation_id: ConversationRef, version: int | None = None, key: str | None = None
+    ) -> UUID:
+        """A new conversation with this one's history up to ``version``."""
+        return await self.run(self.sync.fork, conversation_id, version, key)
+
     async def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record a summarizer's result for the request's range (see ``Ledger.record_summary``)."""
         await self.run(self.sync.record_summary, request, result)

@@ -15,9 +15,29 @@ from eventsourcing.application import Application
 from contextledger.application.notifications import read_notifications
 from contextledger.application.results import AuditEvent, VerifyProblem, VerifyReport
 from contextledger.application.store import ConversationStore, store_errors
-from contextledger.domain.digests import chain_digest, genesis_digest, summary_source_digest
-from contextledger.domain.events import DomainEvent, MessageAppended, Started, SummaryCreated
-from contextledger.domain.messages import Message
+from contextledger.domain.digests import (
+    chain_digest,
+    edit_digest,
+    genesis_digest,
+    summary_source_digest,
+)
+from contextledger.domain.edits import (
+    HistoryFold,
+    edit_record,
+    retraction_record,
+    system_prompt_record,
+)
+from contextledger.domain.events import (
+    DomainEvent,
+    Forked,
+    MessageAppended,
+    MessageEdited,
+    MessagesRetracted,
+    Started,
+    SummaryCreated,
+    SummaryInvalidated,
+    SystemPromptChanged,
+)
 
 __all__ = ["Audit", "verify_conversation"]
 
@@ -34,7 +54,9 @@ class Audit:
         with store_errors():
             return [
                 UUID(str(n.originator_id))
-                for page in read_notifications(self.app.notification_log, topics=(Started.TOPIC,))
+                for page in read_notifications(
+                    self.app.notification_log, topics=(Started.TOPIC, Forked.TOPIC)
+                )
                 for n in page
             ]
 
@@ -57,7 +79,25 @@ class Audit:
         problems: list[VerifyProblem] = []
         events = messages = summaries = 0
         for cid in ids:
-            found = verify_conversation(cid, self.store.events(cid))
+            stored = self.store.events(cid)
+            base: HistoryFold | None = None
+            source_digest: str | None = None
+            first = stored[0]
+            if isinstance(first, Forked):
+                from contextledger.application.history import fold_history
+
+                origin = first.origin
+                base = fold_history(self.store, origin.conversation_id, through_version=origin.version)
+                source = [
+                    e
+                    for e in self.store.events(origin.conversation_id)
+                    if e.originator_version <= origin.version
+                ]
+                source_digest = next(
+                    (str(d) for e in reversed(source) if isinstance(d := getattr(e, "digest", None), str)),
+                    None,
+                )
+            found = verify_conversation(cid, stored, base=base, source_digest=source_digest)
             events += found[0]
             messages += found[1]
             summaries += found[2]
@@ -72,53 +112,104 @@ class Audit:
 
 
 def verify_conversation(
-    cid: UUID, events: list[DomainEvent]
+    cid: UUID,
+    events: list[DomainEvent],
+    *,
+    base: HistoryFold | None = None,
+    source_digest: str | None = None,
 ) -> tuple[int, int, int, list[VerifyProblem]]:
+    """Recompute the digest chain (messages and edits), every summary's source digest
+    and every invalidation's reopened messages. ``base`` and ``source_digest``: a
+    fork's shared history and its source's digest at the fork version."""
     problems: list[VerifyProblem] = []
-    messages: dict[int, Message] = {}
-    started = events[0]
-    assert isinstance(started, Started)
-    digest = genesis_digest(str(cid), started.system_prompt, started.model)
-    if digest != started.digest:
-        problems.append(VerifyProblem(cid, 1, "the Started event was altered"))
-    layers: list[str] = []
+    first = events[0]
+    if isinstance(first, Forked):
+        fold = HistoryFold(base, through_position=first.origin.through_position)
+        digest = first.digest
+        if source_digest is not None and source_digest != first.digest:
+            problems.append(VerifyProblem(cid, 1, "the fork's digest is not its source's at that version"))
+        layers: list[tuple[int, int, str]] = [
+            (int(layer["from_position"]), int(layer["through_position"]), str(layer["text"]))
+            for layer in first.state.get("summaries", [])
+            if isinstance(layer, dict)
+        ]
+    else:
+        assert isinstance(first, Started)
+        fold = HistoryFold()
+        digest = genesis_digest(str(cid), first.system_prompt, first.model)
+        if digest != first.digest:
+            problems.append(VerifyProblem(cid, 1, "the Started event was altered"))
+        layers = []
+    texts: dict[int, str] = {}
     n_messages = n_summaries = 0
+
+    def check(event: DomainEvent, expected: str, stored: str, what: str) -> str:
+        if expected != stored:
+            problems.append(VerifyProblem(cid, event.originator_version, f"{what} does not match its digest"))
+        return stored
+
     for index, event in enumerate(events):
-        if event.originator_version != index + 1:
-            problems.append(VerifyProblem(cid, event.originator_version, "version gap"))
+        version = event.originator_version
+        if version != index + 1:
+            problems.append(VerifyProblem(cid, version, "version gap"))
         if isinstance(event, MessageAppended):
             n_messages += 1
-            if event.position != len(messages):
-                problems.append(VerifyProblem(cid, event.originator_version, "position gap"))
-            digest = chain_digest(digest, event.message)
-            if digest != event.digest:
+            if event.position != fold.next_position:
+                problems.append(VerifyProblem(cid, version, "position gap"))
+            expected = chain_digest(digest, event.message)
+            digest = check(event, expected, event.digest, f"message {event.position}")
+        elif isinstance(event, MessageEdited):
+            record = edit_record(event.position, event.replaces_version, event.message)
+            digest = check(event, edit_digest(digest, record), event.digest, f"the edit of {event.position}")
+            if event.position not in fold.entries:
                 problems.append(
-                    VerifyProblem(
-                        cid,
-                        event.originator_version,
-                        f"message {event.position} does not match its digest",
-                    )
+                    VerifyProblem(cid, version, f"edit of a retracted or unknown {event.position}")
                 )
-                digest = event.digest
-            messages[event.position] = event.message
+        elif isinstance(event, MessagesRetracted):
+            record = retraction_record(event.command, event.positions, event.reason)
+            digest = check(event, edit_digest(digest, record), event.digest, "the retraction")
+        elif isinstance(event, SystemPromptChanged):
+            record = system_prompt_record(event.system_prompt)
+            digest = check(event, edit_digest(digest, record), event.digest, "the system prompt change")
         elif isinstance(event, SummaryCreated):
             n_summaries += 1
-            covered = [messages.get(p) for p in range(event.from_position, event.through_position + 1)]
-            if any(m is None for m in covered):
-                problems.append(
-                    VerifyProblem(cid, event.originator_version, "summary covers unknown messages")
-                )
+            texts[version] = event.text
+            span = range(event.from_position, event.through_position + 1)
+            if any(p not in fold.entries and p not in fold.retracted for p in span):
+                problems.append(VerifyProblem(cid, version, "summary covers unknown messages"))
                 continue
-            prev = "\n\n".join(layers) if event.covers_from == 0 and layers else None
-            expected = summary_source_digest(prev, [m for m in covered if m is not None])
-            if expected != event.source_digest:
+            covered = [fold.entries[p].message for p in span if p in fold.entries]
+            # A summary re-folds the layers before it (single mode, consolidation), never
+            # those after it (a gap an invalidation reopened between layers).
+            folds = event.covers_from == 0 and all(t < event.from_position for _, t, _ in layers)
+            prev = "\n\n".join(text for _, _, text in layers) if folds and layers else None
+            if summary_source_digest(prev, covered) != event.source_digest:
                 problems.append(
                     VerifyProblem(
                         cid,
-                        event.originator_version,
+                        version,
                         f"summary of {event.from_position}-{event.through_position} does not "
                         "match the messages it covers",
                     )
                 )
-            layers = [event.text] if event.covers_from == 0 else [*layers, event.text]
+            own = (event.covers_from, event.through_position, event.text)
+            layers = [own] if folds else sorted([*layers, own])
+        elif isinstance(event, SummaryInvalidated):
+            for entry in event.reopened:
+                current = fold.entries.get(entry.position)
+                if current is None or current.message != entry.message:
+                    problems.append(
+                        VerifyProblem(
+                            cid, version, f"reopened message {entry.position} is not the current one"
+                        )
+                    )
+            for layer in event.layers:
+                link = layer.link
+                known = texts.get(link.version, layer.text) if link is not None else layer.text
+                if link is not None and link.origin is None and known != layer.text:
+                    problems.append(
+                        VerifyProblem(cid, version, f"restored summary {link.version} was altered")
+                    )
+            layers = [(x.from_position, x.through_position, x.text) for x in event.layers]
+        fold.apply(event)
     return len(events), n_messages, n_summaries, problems

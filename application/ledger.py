@@ -23,6 +23,7 @@ from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
+from contextledger.application.history import HistoryCache, LogHistory, transcript_entries
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -55,9 +56,10 @@ from contextledger.domain.errors import (
     InvalidMessageError,
     StoreError,
 )
-from contextledger.domain.events import MessageAppended, SummaryCreated
+from contextledger.domain.events import SummaryCreated
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.reduction import placeholder_text
 from contextledger.domain.tools import check_tools
 from contextledger.domain.validation import check_count, check_text, shown
 
@@ -70,6 +72,13 @@ DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _is_creation_race(exc: Exception) -> bool:
+    """Whether ``exc`` is PostgreSQL refusing one of two processes that create the same
+    tables at the same moment (the other one won; trying again finds them)."""
+    text = str(exc)
+    return any(s in text for s in ("concurrently", "already exists", "duplicate key"))
 
 
 def _resolve(topic: str) -> Any:
@@ -113,7 +122,7 @@ class Ledger(Application[UUID]):
             except PersistenceError as exc:
                 # Instances starting together race to create the same tables on
                 # PostgreSQL ("tuple concurrently updated"): the loser tries again.
-                if attempt < 4 and "concurrently" in str(exc):
+                if attempt < 4 and _is_creation_race(exc):
                     time.sleep(0.05 * (attempt + 1) * (1 + random.random()))
                     continue
                 raise StoreError(f"cannot open the event store: {exc}") from exc
@@ -134,6 +143,8 @@ class Ledger(Application[UUID]):
         self.audit = Audit(self, self.store)
         #: Spans of append, context, summarize (and the read models' rebuild).
         self.tracer: Tracer = _resolve(TRACER_TOPIC)() if self.settings.tracing else NullTracer()
+        #: Folds of edited conversations' logs (an edit reaching into summarized history).
+        self.history_cache = HistoryCache()
 
     # ----------------------------------------------------------------- opening
 
@@ -474,6 +485,126 @@ class Ledger(Application[UUID]):
 
         self.store.execute(conversation_id, command)
 
+    # -------------------------------------------------------------------- edits
+
+    def _history(self, conversation: Conversation) -> LogHistory:
+        return LogHistory(
+            self.store, conversation.id, through_version=conversation.version, cache=self.history_cache
+        )
+
+    def retract(
+        self, conversation_id: ConversationRef, position: int, reason: str | None = None
+    ) -> list[int]:
+        """Retract the message at ``position`` from the working memory and all future
+        summaries (the log keeps it); returns the retracted positions.
+
+        Tool-call groups go whole: retracting an assistant tool-call message retracts
+        its results, retracting one tool result retracts its whole group. Summaries
+        made from a retracted message are invalidated (``SummaryInvalidated``).
+        """
+        conversation_id = resolve(conversation_id)
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidArgumentError("reason must be a string or None", argument="reason")
+        return self.store.execute(
+            conversation_id,
+            lambda c: (
+                c.retract(position, reason=reason, history=self._history(c), at=self._clock()),
+                [],
+            ),
+        )
+
+    def edit(
+        self, conversation_id: ConversationRef, position: int, message: Message | dict[str, Any]
+    ) -> bool:
+        """Replace the message at ``position`` by a new version (same role; a tool result
+        keeps its ``tool_call_id``, a tool-call message its call ids). False if the
+        message is the same. Summaries made from the old version are invalidated."""
+        conversation_id = resolve(conversation_id)
+        msg = Message.from_openai(message)
+
+        def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+            history = self._history(conversation)
+            old = conversation.current_entry(position, history)
+            counter = self.counter_for(conversation.state.model)
+            tokens = counter.count_message(msg)
+            placeholder_tokens = None
+            if msg.role == "tool":
+                text = placeholder_text(old.tool_name, tokens, position)
+                placeholder_tokens = counter.count_message(
+                    Message(role="tool", tool_call_id=msg.tool_call_id, content=text)
+                )
+            changed = conversation.edit(
+                position,
+                msg,
+                tokens=tokens,
+                placeholder_tokens=placeholder_tokens,
+                history=history,
+                at=self._clock(),
+            )
+            return changed, []
+
+        return self.store.execute(conversation_id, command)
+
+    def rewind(self, conversation_id: ConversationRef, position: int) -> list[int]:
+        """Retract every message after ``position`` (edit-and-regenerate is ``rewind``
+        then ``append``); returns the retracted positions."""
+        conversation_id = resolve(conversation_id)
+        return self.store.execute(
+            conversation_id,
+            lambda c: (c.rewind(position, history=self._history(c), at=self._clock()), []),
+        )
+
+    def pop(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
+        """Retract the newest message (or its whole tool-call group) and return it, in
+        OpenAI format, oldest first."""
+        conversation_id = resolve(conversation_id)
+        entries = self.store.execute(
+            conversation_id, lambda c: (c.pop(history=self._history(c), at=self._clock()), [])
+        )
+        return [e.message.to_openai() for e in entries]
+
+    def clear(self, conversation_id: ConversationRef) -> list[int]:
+        """Retract every message (the system prompt stays); returns their positions."""
+        conversation_id = resolve(conversation_id)
+        return self.store.execute(
+            conversation_id, lambda c: (c.clear(history=self._history(c), at=self._clock()), [])
+        )
+
+    def change_system_prompt(self, conversation_id: ConversationRef, text: str | None) -> bool:
+        """Replace the system prompt from now on; False if it is the same."""
+        conversation_id = resolve(conversation_id)
+        if text is not None and not isinstance(text, str):
+            raise InvalidArgumentError("the system prompt must be a string or None", argument="text")
+
+        def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+            counter = self.counter_for(conversation.state.model)
+            tokens = counter.count_message(Message(role="system", content=text)) if text is not None else 0
+            return conversation.change_system_prompt(text, tokens=tokens, at=self._clock()), []
+
+        return self.store.execute(conversation_id, command)
+
+    def fork(
+        self, conversation_id: ConversationRef, version: int | None = None, key: str | None = None
+    ) -> UUID:
+        """Start a new conversation whose history is this one's as it stood at
+        ``version`` (default: now); returns its id. Summaries of the shared history
+        are reused and the digest chain continues; later edits on either side never
+        touch the other."""
+        conversation_id = resolve(conversation_id)
+        if key is not None:
+            key = check_key(key)
+        source = self.conversation(conversation_id, version=version)
+        fork = Conversation.fork(
+            source, id_for_key(key) if key is not None else uuid4(), key=key, at=self._clock()
+        )
+        try:
+            self.store.create(fork)
+        except IntegrityError:
+            raise DuplicateConversationError(
+                "a conversation with this key already exists", conversation_id=fork.id, key=key
+            ) from None
+        return fork.id
+
     # ---------------------------------------------------------------- summaries
 
     def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
@@ -564,12 +695,10 @@ class Ledger(Application[UUID]):
         )
 
     def transcript(self, conversation_id: ConversationRef) -> list[TranscriptEntry]:
-        """Every message ever appended, oldest first."""
-        return [
-            TranscriptEntry.from_event(e)
-            for e in self.store.events(resolve(conversation_id))
-            if isinstance(e, MessageAppended)
-        ]
+        """Every message ever appended and every edited version, oldest first (a fork
+        starts with the history it shares). Retracted entries are marked
+        ``retracted``; an edited version names the version it replaced."""
+        return transcript_entries(self.store, resolve(conversation_id))
 
     def summaries(self, conversation_id: ConversationRef) -> list[SummaryInfo]:
         """Every summary recorded, oldest first, with ranges and provenance."""

@@ -54,6 +54,9 @@ class SummaryRequest:
     idempotency_key: str
     #: Which attempt at this range the call is (1 for the first).
     attempt: int = 1
+    #: The version that pinned the range: a range pinned again after an edit (same
+    #: positions, other messages) rejects a result made for the earlier pin.
+    threshold_version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,14 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.events import DomainEvent, MessageAppended, SummaryCreated
+from contextledger.domain.events import DomainEvent, MessageAppended, MessageEdited, SummaryCreated
 
 __all__ = [
     "AuditEvent",
     "SummaryInfo",
     "TokenTotals",
     "TranscriptEntry",
+    "TranscriptVersion",
     "VerifyProblem",
     "VerifyReport",
     "WorkingMemory",
@@ -32,7 +33,12 @@ class WorkingMemory:
 
 @dataclass(frozen=True)
 class TranscriptEntry:
-    """One message as it was appended."""
+    """One message as it was appended.
+
+    ``Ledger.transcript()`` gives a ``TranscriptVersion`` (a subclass with the marks
+    below as fields) where an edit, a retraction or a fork concerns the entry; here
+    the marks read as unmarked (the read models store exactly these fields).
+    """
 
     position: int
     version: int
@@ -42,8 +48,44 @@ class TranscriptEntry:
     digest: str
     client_message_id: str | None = None
 
+    @property
+    def retracted(self) -> bool:
+        """Whether the message was retracted (see ``TranscriptVersion``)."""
+        return False
+
+    @property
+    def retracted_version(self) -> int | None:
+        return None
+
+    @property
+    def edited_from_version(self) -> int | None:
+        return None
+
+    @property
+    def superseded_by_version(self) -> int | None:
+        return None
+
+    @property
+    def inherited_from(self) -> UUID | None:
+        return None
+
+    @property
+    def current(self) -> bool:
+        """Whether this version is what the conversation holds now at its position."""
+        return not self.retracted and self.superseded_by_version is None
+
     @classmethod
-    def from_event(cls, event: MessageAppended) -> TranscriptEntry:
+    def from_event(cls, event: MessageAppended | MessageEdited) -> TranscriptEntry:
+        if isinstance(event, MessageEdited):
+            return TranscriptVersion(
+                position=event.position,
+                version=event.originator_version,
+                tokens=event.tokens,
+                message=event.message.to_openai(),
+                timestamp=event.timestamp,
+                digest=event.digest,
+                edited_from_version=event.replaces_version,
+            )
         return cls(
             position=event.position,
             version=event.originator_version,
@@ -53,6 +95,42 @@ class TranscriptEntry:
             digest=event.digest,
             client_message_id=event.client_message_id,
         )
+
+    def marked(self, **changes: Any) -> TranscriptVersion:
+        """A ``TranscriptVersion`` of this entry with the given marks."""
+        base = {f: getattr(self, f) for f in _MARKS if f not in changes}
+        return TranscriptVersion(
+            position=self.position,
+            version=self.version,
+            tokens=self.tokens,
+            message=self.message,
+            timestamp=self.timestamp,
+            digest=self.digest,
+            client_message_id=self.client_message_id,
+            **base,
+            **changes,
+        )
+
+
+_MARKS = ("retracted", "retracted_version", "edited_from_version", "superseded_by_version", "inherited_from")
+
+
+@dataclass(frozen=True)
+class TranscriptVersion(TranscriptEntry):
+    """A transcript entry an edit, a retraction or a fork concerns.
+
+    ``retracted`` marks a message taken out of the working memory (at
+    ``retracted_version``); an edited version names the version it replaced in
+    ``edited_from_version``, and a replaced one the version that replaced it in
+    ``superseded_by_version``. In a fork, entries of the shared history carry the
+    source's id in ``inherited_from`` (their versions are the source's).
+    """
+
+    retracted: bool = False
+    retracted_version: int | None = None
+    edited_from_version: int | None = None
+    superseded_by_version: int | None = None
+    inherited_from: UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -105,8 +183,9 @@ class TokenTotals:
     """Token accounting for one conversation (or all of them, summed).
 
     ``context_tokens`` is what the prompt of ``context()`` costs as the OpenAI API
-    counts it; ``full_history_tokens`` what sending every message ever appended would
-    cost; ``saved_tokens`` the difference.
+    counts it; ``full_history_tokens`` what sending every current message (retracted
+    ones out, edited ones in their newest version) would cost; ``saved_tokens`` the
+    difference. ``messages`` counts every position ever appended, retracted or not.
     """
 
     messages: int
@@ -136,6 +215,10 @@ class TokenTotals:
     def estimate_error(self) -> int:
         """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
         return self.estimated_prompt_tokens - self.provider_prompt_tokens
+    #: Messages retracted, and edits made (each edit counts once).
+    retracted_messages: int = 0
+    edited_messages: int = 0
+    summaries_invalidated: int = 0
 
 
     @classmethod
@@ -143,7 +226,7 @@ class TokenTotals:
         """The totals of one conversation, from its state."""
         s = conversation.state
         context_tokens = conversation.context_tokens()
-        full = conversation.full_history_tokens
+        full = conversation.full_history_tokens + s.live_tokens_delta
         return cls(
             messages=s.next_position,
             appended_tokens=s.appended_tokens,
@@ -161,6 +244,9 @@ class TokenTotals:
             usage_records=s.usage_records,
             tools_tokens=s.tools_tokens,
             key=s.key,
+            retracted_messages=s.retracted_messages,
+            edited_messages=s.edited_messages,
+            summaries_invalidated=s.summaries_invalidated,
         )
 
     @classmethod

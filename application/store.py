@@ -30,7 +30,7 @@ from contextledger.domain.errors import (
     ConversationNotFoundError,
     StoreError,
 )
-from contextledger.domain.events import DomainEvent, Started
+from contextledger.domain.events import DomainEvent, Forked, Started
 
 if TYPE_CHECKING:
     from eventsourcing.application import Application
@@ -223,7 +223,7 @@ class ConversationStore:
         """Every stored event of the conversation, oldest first."""
         with store_errors(conversation_id):
             events = list(self.app.events.get(conversation_id))
-        if not events or not isinstance(events[0], Started):
+        if not events or not isinstance(events[0], (Started, Forked)):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         return events  # type: ignore[return-value]
 

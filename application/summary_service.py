@@ -92,6 +92,7 @@ class SummaryService:
                 max_summary_tokens=policy.max_summary_tokens,
                 idempotency_key=f"{conversation_id}:{pending.threshold_version}",
                 attempt=pending.attempts + 1,
+                threshold_version=pending.threshold_version,
             )
 
         return self.store.read(conversation_id, request)
@@ -124,6 +125,7 @@ class SummaryService:
                     latency_ms=result.latency_ms,
                 ),
                 at=self._clock(),
+                threshold_version=request.threshold_version,
             )
             return None, []
 
@@ -154,6 +156,7 @@ class SummaryService:
                     input_tokens=input_tokens,
                     output_tokens=output_tokens,
                     at=self._clock(),
+                    threshold_version=request.threshold_version,
                 ),
                 [],
             ),

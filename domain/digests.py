@@ -7,11 +7,13 @@ the digest of exactly what it was made from. ``verify`` recomputes both.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
+from typing import Any
 
 from contextledger.domain.messages import Message
 
-__all__ = ["chain_digest", "genesis_digest", "summary_source_digest"]
+__all__ = ["chain_digest", "edit_digest", "genesis_digest", "summary_source_digest"]
 
 
 def genesis_digest(conversation_id: str, system_prompt: str | None, model: str) -> str:
@@ -38,4 +40,13 @@ def summary_source_digest(previous_summary: str | None, messages: Iterable[Messa
     for message in messages:
         h.update(message.canonical_json().encode("utf-8"))
         h.update(b"\n")
+    return h.hexdigest()
+
+
+def edit_digest(previous: str, record: dict[str, Any]) -> str:
+    """SHA-256 over the previous digest and an edit's canonical record (retraction,
+    edited message, changed system prompt): edits extend the same chain as messages."""
+    h = hashlib.sha256(previous.encode("ascii"))
+    h.update(b"\nedit\n")
+    h.update(json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
     return h.hexdigest()

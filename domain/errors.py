@@ -11,7 +11,11 @@
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
-    │   └── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
+    │       ├── UnknownPositionError    no message was ever appended at that position
+    │       ├── RetractedPositionError  the message at that position is already retracted
+    │       └── SystemPromptEditError   the system prompt is changed by change_system_prompt()
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
@@ -48,8 +52,10 @@ __all__ = [
     "ConversationNotFoundError",
     "DuplicateConversationError",
     "InvalidArgumentError",
+    "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "RetractedPositionError",
     "StaleSummaryError",
     "StoreError",
     "SummarizerAuthenticationError",
@@ -61,7 +67,9 @@ __all__ = [
     "SummarizerUnavailableError",
     "SummaryQualityError",
     "SummaryRejectedError",
+    "SystemPromptEditError",
     "TrackingRewoundError",
+    "UnknownPositionError",
     "UnknownReadModelError",
     "UsageError",
 ]
@@ -194,6 +202,31 @@ class UnknownReadModelError(UsageError):
 
     projection: str | None = None
     known: tuple[str, ...] | None = None
+
+
+class InvalidEditError(UsageError):
+    """An edit (retract, edit, rewind, pop, clear) that cannot apply: e.g. an edited
+    message of another role, changed tool-call ids, or a rewind that splits a group."""
+
+    position: int | None = None
+    #: The message key at fault (``role``, ``tool_calls``, ``tool_call_id`` ...).
+    field: str | None = None
+
+
+class UnknownPositionError(InvalidEditError):
+    """No message was ever appended at that position."""
+
+    #: The position the next appended message gets.
+    next_position: int | None = None
+
+
+class RetractedPositionError(InvalidEditError):
+    """The message at that position was retracted already (positions are never reused)."""
+
+
+class SystemPromptEditError(InvalidEditError):
+    """The system prompt (position -1) cannot be retracted or edited as a message:
+    ``change_system_prompt()`` replaces it."""
 
 
 class ContextLedgerRuntimeError(ContextLedgerError):

@@ -17,16 +17,23 @@ from pydantic import BaseModel, ConfigDict
 
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.reduction import Entry, SummaryLayer
 
 __all__ = [
     "ConversationEvent",
     "DomainEvent",
+    "ForkOrigin",
+    "Forked",
     "MessageAppended",
+    "MessageEdited",
+    "MessagesRetracted",
     "PolicyChanged",
     "Started",
     "SummarizationFailed",
     "SummaryCreated",
+    "SummaryInvalidated",
     "SummaryProvenance",
+    "SystemPromptChanged",
     "ThresholdReached",
     "ToolsChanged",
     "UsageRecorded",
@@ -167,3 +174,88 @@ class ToolsChanged(ConversationEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.ToolsChanged"
     tools: tuple[dict[str, Any], ...] | None
     tools_tokens: int
+
+
+class MessagesRetracted(ConversationEvent):
+    """Messages leave the working memory and all future summaries (the log keeps them).
+
+    ``positions`` is the whole set, tool-call groups expanded; ``tokens`` what they
+    cost. ``digest`` chains the previous digest and this retraction.
+    """
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.MessagesRetracted"
+    positions: tuple[int, ...]
+    #: ``retract``, ``rewind``, ``pop`` or ``clear``: the command that retracted them.
+    command: Literal["retract", "rewind", "pop", "clear"]
+    reason: str | None = None
+    tokens: int
+    digest: str
+
+
+class MessageEdited(ConversationEvent):
+    """The message at ``position`` is replaced by a new version (the old one stays in
+    the log at ``replaces_version``)."""
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.MessageEdited"
+    position: int
+    message: Message
+    tokens: int
+    placeholder_tokens: int | None = None
+    #: The version of the event that held the replaced message.
+    replaces_version: int
+    #: Tokens of the replaced message.
+    replaced_tokens: int
+    digest: str
+
+
+class SystemPromptChanged(ConversationEvent):
+    """The system prompt is replaced from this version on."""
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.SystemPromptChanged"
+    system_prompt: str | None
+    system_tokens: int
+    digest: str
+
+
+class SummaryInvalidated(ConversationEvent):
+    """Summaries made from a retracted or edited message no longer stand.
+
+    Carries everything the fold needs: the summary layers that stand afterwards
+    (``layers``, restored from the log where an earlier summary becomes the newest
+    valid one) and the messages that come back into the window (``reopened``: their
+    current versions, retracted ones left out).
+    """
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.SummaryInvalidated"
+    reason: str
+    #: The version of the retraction or edit that invalidated them.
+    trigger_version: int
+    #: Versions of the ``SummaryCreated`` events that no longer stand.
+    invalidated_versions: tuple[int, ...]
+    layers: tuple[SummaryLayer, ...]
+    reopened: tuple[Entry, ...]
+
+
+class ForkOrigin(BaseModel):
+    """Where a forked conversation's history comes from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: UUID
+    version: int
+    #: The last position the fork shares with its source.
+    through_position: int
+
+
+class Forked(ConversationEvent):
+    """The first event of a conversation forked from another at a version.
+
+    ``state`` is the source's (bounded) state at that version, so the summaries of
+    the shared prefix are reused and the digest chain continues from ``digest``.
+    """
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.Forked"
+    origin: ForkOrigin
+    key: str | None = None
+    state: dict[str, Any]
+    digest: str

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Literal
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,6 +18,7 @@ __all__ = [
     "Entry",
     "PlannedRange",
     "SummaryLayer",
+    "SummaryLink",
     "placeholder_message",
     "placeholder_text",
     "plan_range",
@@ -44,6 +46,20 @@ class Entry(BaseModel):
         return self.message.role != "tool"
 
 
+class SummaryLink(BaseModel):
+    """A reference to a recorded summary (its text stays in the log)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The version of its ``SummaryCreated`` event.
+    version: int
+    #: The conversation whose log holds it (None: this one; set in forks).
+    origin: UUID | None = None
+    from_position: int
+    through_position: int
+    message_tokens: int
+
+
 class SummaryLayer(BaseModel):
     """A summary standing in the working memory for positions ``from``..``through``."""
 
@@ -54,6 +70,11 @@ class SummaryLayer(BaseModel):
     text: str
     #: What the rendered summary message costs in a prompt.
     message_tokens: int
+    #: This summary in the log (None in states stored before edits existed).
+    link: SummaryLink | None = None
+    #: Earlier summaries this one re-folded (single mode), oldest first: when an edit
+    #: invalidates this one, the newest of them not touched by the edit stands again.
+    chain: tuple[SummaryLink, ...] = ()
 
 
 class PlannedRange(BaseModel):

@@ -13,28 +13,38 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contextledger.domain.events import (
     ConversationEvent,
+    ForkOrigin,
     MessageAppended,
+    MessageEdited,
+    MessagesRetracted,
     PolicyChanged,
     Started,
     SummarizationFailed,
     SummaryCreated,
+    SummaryInvalidated,
+    SystemPromptChanged,
     ThresholdReached,
     ToolsChanged,
     UsageRecorded,
 )
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
 
 __all__ = [
     "ConversationState",
     "PendingRange",
     "apply_event",
     "fixed_tokens",
+    "folds_previous",
+    "gap_run",
     "initial_state",
     "is_placeholder",
+    "is_retracted",
+    "layer_of",
     "layers_after",
     "newest_group_tokens",
     "summaries_tokens",
+    "tail_index",
     "view_tokens",
     "visible_entries",
 ]
@@ -95,6 +105,15 @@ class ConversationState(BaseModel):
     key: str | None = None
     tools: tuple[dict[str, Any], ...] | None = None
     tools_tokens: int = 0
+    #: Retracted positions as closed intervals, sorted and merged (positions are never reused).
+    retracted: list[tuple[int, int]] = Field(default_factory=list)
+    retracted_messages: int = 0
+    edited_messages: int = 0
+    #: Tokens of the current messages (retractions out, edits in) minus ``appended_tokens``.
+    live_tokens_delta: int = 0
+    summaries_invalidated: int = 0
+    #: Set in a forked conversation: where its shared history lives.
+    fork_of: ForkOrigin | None = None
 
 
 def initial_state(event: Started) -> ConversationState:
@@ -148,6 +167,158 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
         s.tools = event.tools
         s.tools_tokens = event.tools_tokens
         refresh_view(s)
+    elif isinstance(event, MessagesRetracted):
+        _apply_retraction(s, event)
+    elif isinstance(event, MessageEdited):
+        _apply_edit(s, event)
+    elif isinstance(event, SystemPromptChanged):
+        s.system_prompt = event.system_prompt
+        s.system_tokens = event.system_tokens
+        s.digest = event.digest
+        refresh_view(s)
+    elif isinstance(event, SummaryInvalidated):
+        _apply_invalidation(s, event)
+
+
+def is_retracted(s: ConversationState, position: int) -> bool:
+    """Whether the message at ``position`` was retracted."""
+    return any(a <= position <= b for a, b in s.retracted)
+
+
+def layer_of(s: ConversationState, position: int) -> SummaryLayer | None:
+    """The summary layer whose range holds ``position`` (None: not summarized)."""
+    return next(
+        (layer for layer in s.summaries if layer.from_position <= position <= layer.through_position),
+        None,
+    )
+
+
+def tail_index(s: ConversationState) -> int:
+    """Index of the first window entry after every summary (entries before it sit in
+    the gap an invalidated layer left between valid layers)."""
+    index = 0
+    while index < len(s.window) and s.window[index].position <= s.summarized_through:
+        index += 1
+    return index
+
+
+def gap_run(s: ConversationState) -> list[Entry]:
+    """The oldest run of window entries that lies before a summary layer (messages an
+    invalidated layer reopened between valid ones, in layered mode); empty if none."""
+    if not s.window or s.window[0].position > s.summarized_through:
+        return []
+    first = s.window[0].position
+    bound = min(layer.from_position for layer in s.summaries if layer.from_position > first)
+    return [e for e in s.window if e.position < bound]
+
+
+def folds_previous(s: ConversationState, pending: PendingRange | None) -> bool:
+    """Whether the summary of ``pending`` re-folds the summaries before it (single mode
+    or a consolidation) rather than standing beside them as a layer. A range in a gap
+    between layers never does."""
+    if not (s.policy.summary_mode == "single" or (pending is not None and pending.consolidate)):
+        return False
+    return pending is None or all(
+        layer.through_position < pending.from_position for layer in s.summaries
+    )
+
+
+def _open_group_position(s: ConversationState) -> int | None:
+    return s.window[s.open_group_index].position if s.open_group_index is not None else None
+
+
+def _reindex(s: ConversationState, open_position: int | None) -> None:
+    """Find the open group's assistant message again after the window changed."""
+    if open_position is None:
+        s.open_group_index = None
+        return
+    s.open_group_index = next(
+        (i for i, e in enumerate(s.window) if e.position == open_position), None
+    )
+    if s.open_group_index is None:  # the open group was retracted
+        s.open_calls = []
+        s.group_calls = {}
+
+
+def _touches_pending(s: ConversationState, positions: tuple[int, ...] | list[int]) -> bool:
+    p = s.pending
+    return p is not None and any(p.from_position <= x <= p.through_position for x in positions)
+
+
+def _apply_retraction(s: ConversationState, event: MessagesRetracted) -> None:
+    gone = set(event.positions)
+    open_position = _open_group_position(s)
+    s.window = [e for e in s.window if e.position not in gone]
+    _reindex(s, open_position)
+    intervals = sorted([*s.retracted, *_intervals(sorted(gone))])
+    merged: list[tuple[int, int]] = []
+    for a, b in intervals:
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    s.retracted = merged
+    s.retracted_messages += len(gone)
+    s.live_tokens_delta -= event.tokens
+    s.digest = event.digest
+    if _touches_pending(s, event.positions):
+        s.pending = None
+    refresh_view(s)
+
+
+def _intervals(positions: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for p in positions:
+        if out and p == out[-1][1] + 1:
+            out[-1] = (out[-1][0], p)
+        else:
+            out.append((p, p))
+    return out
+
+
+def _apply_edit(s: ConversationState, event: MessageEdited) -> None:
+    message = event.message
+    for index, entry in enumerate(s.window):
+        if entry.position == event.position:
+            s.window[index] = Entry(
+                position=event.position,
+                version=event.originator_version,
+                message=message,
+                tokens=event.tokens,
+                placeholder_tokens=event.placeholder_tokens,
+                tool_name=entry.tool_name,
+            )
+            if message.tool_calls:
+                names = {c.id: c.function.name for c in message.tool_calls}
+                for j in range(index + 1, len(s.window)):
+                    later = s.window[j]
+                    if later.message.role != "tool":
+                        break
+                    name = names.get(later.message.tool_call_id or "")
+                    if name is not None:
+                        s.window[j] = later.model_copy(update={"tool_name": name})
+                if s.open_group_index == index:
+                    s.group_calls = names
+            break
+    s.edited_messages += 1
+    s.live_tokens_delta += event.tokens - event.replaced_tokens
+    s.digest = event.digest
+    if _touches_pending(s, (event.position,)):
+        s.pending = None
+    refresh_view(s)
+
+
+def _apply_invalidation(s: ConversationState, event: SummaryInvalidated) -> None:
+    open_position = _open_group_position(s)
+    s.summaries = sorted(event.layers, key=lambda layer: layer.from_position)
+    s.summarized_through = max((layer.through_position for layer in s.summaries), default=-1)
+    s.window = sorted([*event.reopened, *s.window], key=lambda e: e.position)
+    _reindex(s, open_position)
+    s.pending = None
+    s.summaries_invalidated += len(event.invalidated_versions)
+    if event.reopened:
+        s.dropped_before = min(s.dropped_before, event.reopened[0].position)
+    refresh_view(s)
 
 
 def _apply_message(s: ConversationState, event: MessageAppended) -> None:
@@ -186,23 +357,29 @@ def _apply_message(s: ConversationState, event: MessageAppended) -> None:
 def _apply_summary(s: ConversationState, event: SummaryCreated) -> None:
     pending = s.pending
     layers = layers_after(
-        s, pending, event.from_position, event.through_position, event.text, event.message_tokens
+        s,
+        pending,
+        event.from_position,
+        event.through_position,
+        event.text,
+        event.message_tokens,
+        version=event.originator_version,
     )
     s.summaries = layers
-    s.summarized_through = event.through_position
-    cut = 0
-    while cut < len(s.window) and s.window[cut].position <= event.through_position:
-        cut += 1
-    s.window = s.window[cut:]
-    if s.open_group_index is not None:
-        s.open_group_index -= cut
+    s.summarized_through = max(layer.through_position for layer in layers)
+    open_position = _open_group_position(s)
+    s.window = [
+        e for e in s.window if not event.from_position <= e.position <= event.through_position
+    ]
+    _reindex(s, open_position)
+    earlier = [e.position for e in s.window if e.position < event.from_position]
     s.pending = None
     s.summaries_created += 1
     s.summarizer_calls += 1
     s.summarizer_input_tokens += event.provenance.input_tokens or 0
     s.summarizer_output_tokens += event.provenance.output_tokens or 0
     # A summary changes the prefix anyway: the cap's batches start afresh.
-    s.dropped_before = event.through_position + 1
+    s.dropped_before = earlier[0] if earlier else event.through_position + 1
     s.placeholder_before = max(s.placeholder_before, event.through_position + 1)
     refresh_view(s)
 
@@ -214,26 +391,49 @@ def layers_after(
     through_position: int,
     text: str,
     message_tokens: int,
+    *,
+    version: int = 0,
 ) -> list[SummaryLayer]:
-    single = s.policy.summary_mode == "single" or (pending is not None and pending.consolidate)
+    """The summary layers that stand once this summary is recorded."""
+    single = folds_previous(s, pending)
+    covers_from = 0 if single else from_position
+    link = SummaryLink(
+        version=version,
+        from_position=covers_from,
+        through_position=through_position,
+        message_tokens=message_tokens,
+    )
     if single:
+        chain: tuple[SummaryLink, ...] = ()
+        previous = s.summaries[0] if len(s.summaries) == 1 else None
+        if (
+            previous is not None
+            and previous.link is not None
+            and previous.from_position == 0
+            and not (pending is not None and pending.consolidate)
+        ):
+            chain = (*previous.chain, previous.link)
         return [
             SummaryLayer(
                 from_position=0,
                 through_position=through_position,
                 text=text,
                 message_tokens=message_tokens,
+                link=link,
+                chain=chain,
             )
         ]
-    return [
+    layers = [
         *s.summaries,
         SummaryLayer(
             from_position=from_position,
             through_position=through_position,
             text=text,
             message_tokens=message_tokens,
+            link=link,
         ),
     ]
+    return sorted(layers, key=lambda layer: layer.from_position)
 
 
 def is_placeholder(s: ConversationState, entry: Entry) -> bool:

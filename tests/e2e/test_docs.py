@@ -42,8 +42,6 @@ def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
 def test_the_example_runs_as_written(where: str, code: str, clean_environment: Path) -> None:
-    if "contextledger.testing" in code:
-        pytest.importorskip("contextledger.testing")  # ships with the package once merged
     namespace: dict[str, object] = {"__name__": "__docs__"}
     exec(compile(code, where, "exec"), namespace)  # the docs are ours to run
 

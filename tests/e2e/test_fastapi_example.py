@@ -15,19 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-
-from contextledger.application import Ledger  # noqa: E402
-from tests.support.openai_rules import assert_valid  # noqa: E402
-
-try:  # where the fake server lives once contextledger.testing ships it
-    from contextledger.testing import FakeOpenAIServer  # type: ignore[import-not-found, unused-ignore]
-except ImportError:  # pragma: no cover - before that
-    from tests.support.fake_openai import FakeOpenAIServer  # type: ignore[assignment, unused-ignore]
+from contextledger.application import Ledger
+from contextledger.testing import FakeOpenAIServer
+from contextledger.testing import assert_valid_openai_context as assert_valid
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = 50

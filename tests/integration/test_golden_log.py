@@ -48,7 +48,14 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cl.Ledger]:
 
 
 #: Topics that were pinned after this log was written (a newer golden log holds them).
-NEWER_THAN_V1 = {"contextledger.conversation.ToolsChanged"}
+NEWER_THAN_V1 = {
+    "contextledger.conversation.ToolsChanged",
+    "contextledger.conversation.MessagesRetracted",
+    "contextledger.conversation.MessageEdited",
+    "contextledger.conversation.SystemPromptChanged",
+    "contextledger.conversation.SummaryInvalidated",
+    "contextledger.conversation.Forked",
+}
 
 
 def test_the_golden_log_holds_every_topic_pinned_when_it_was_written() -> None:

@@ -19,7 +19,7 @@ from contextledger.domain.errors import (
     InvalidArgumentError,
     InvalidMessageError,
 )
-from tests.support.openai_rules import assert_valid
+from contextledger.testing import assert_valid_openai_context as assert_valid
 from tests.support.twins import open_twin
 
 WEATHER_TOOL: dict[str, Any] = {

@@ -9,9 +9,6 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -17,6 +17,7 @@ SAMPLES: dict[str, object] = {
     "conversation_id": uuid4(),
     "argument": "version",
     "value": "'x'",
+    "next_position": 7,
     "role": "tool",
     "position": 7,
     "field": "content",

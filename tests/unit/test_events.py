@@ -20,7 +20,8 @@ from contextledger.domain.conversation import (
     ConversationState,
     SummaryProvenance,
 )
-from contextledger.domain.events import DomainEvent
+from contextledger.domain.events import DomainEvent, ForkOrigin
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
 from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
@@ -58,6 +59,22 @@ EVENTS: list[DomainEvent] = [
     Conversation.PolicyChanged(**envelope(7), policy=ReductionPolicy(), policy_version=2),
     Conversation.UsageRecorded(**envelope(8), through_position=1, prompt_tokens=40,
                                completion_tokens=5, estimated_prompt_tokens=41),
+    Conversation.MessagesRetracted(**envelope(9), positions=(0, 1), command="retract", reason="typo",
+                                   tokens=27, digest="4" * 64),
+    Conversation.MessageEdited(**envelope(10), position=1,
+                               message=Message(role="tool", tool_call_id="c1", content="ok!"), tokens=8,
+                               placeholder_tokens=12, replaces_version=3, replaced_tokens=7, digest="5" * 64),
+    Conversation.SystemPromptChanged(**envelope(11), system_prompt="new", system_tokens=4, digest="6" * 64),
+    Conversation.SummaryInvalidated(
+        **envelope(12), reason="edited", trigger_version=10, invalidated_versions=(5,),
+        layers=(SummaryLayer(from_position=0, through_position=2, text="s", message_tokens=9,
+                             link=SummaryLink(version=4, from_position=0, through_position=2,
+                                              message_tokens=9)),),
+        reopened=(Entry(position=3, version=6, message=Message(role="user", content="é"), tokens=5),)),
+    Conversation.Forked(**envelope(1), origin=ForkOrigin(conversation_id=CID, version=8, through_position=1),
+                        key="k", state=ConversationState(system_prompt=None, system_tokens=0, model="m",
+                                                         policy=POLICY, digest="d").model_dump(mode="json"),
+                        digest="d"),
     ClientMessageId.Recorded(**envelope(1), conversation_id=CID, client_message_id="x", position=3),
     ConversationSnapshot(**envelope(3), created_on=AT, state=ConversationState(
         system_prompt=None, system_tokens=0, model="m", policy=POLICY, digest="d")),

@@ -83,6 +83,5 @@ def test_the_context_is_typed_not_any(mypy_output: str) -> None:
 
 
 def test_the_quickstart_sdk_example_type_checks_strictly(mypy_output: str) -> None:
-    pytest.importorskip("contextledger.testing")
     assert "quickstart.py" not in mypy_output, mypy_output
     assert "Found 1 error in 1 file (checked 3 source files)" in mypy_output

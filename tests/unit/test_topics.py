@@ -21,6 +21,11 @@ PINNED: dict[str, str] = {
     "contextledger.conversation.PolicyChanged": "contextledger.domain.events.PolicyChanged",
     "contextledger.conversation.UsageRecorded": "contextledger.domain.events.UsageRecorded",
     "contextledger.conversation.ToolsChanged": "contextledger.domain.events.ToolsChanged",
+    "contextledger.conversation.MessagesRetracted": "contextledger.domain.events.MessagesRetracted",
+    "contextledger.conversation.MessageEdited": "contextledger.domain.events.MessageEdited",
+    "contextledger.conversation.SystemPromptChanged": "contextledger.domain.events.SystemPromptChanged",
+    "contextledger.conversation.SummaryInvalidated": "contextledger.domain.events.SummaryInvalidated",
+    "contextledger.conversation.Forked": "contextledger.domain.events.Forked",
     "contextledger.client_message_id.Recorded": "contextledger.domain.client_ids.ClientMessageId.Recorded",
     "contextledger.conversation.Snapshot": "contextledger.domain.conversation.ConversationSnapshot",
 }
