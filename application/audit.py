@@ -90,7 +90,7 @@ def verify_conversation(
             n_messages += 1
             if event.position != len(messages):
                 problems.append(VerifyProblem(cid, event.originator_version, "position gap"))
-            digest = chain_digest(digest, event.message)
+            digest = chain_digest(digest, event.message, event.items)
             if digest != event.digest:
                 problems.append(
                     VerifyProblem(
