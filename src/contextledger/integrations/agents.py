@@ -1,0 +1,159 @@
+"""contextledger as an OpenAI Agents SDK session: bounded, summarized, auditable memory.
+
+    from agents import Agent, Runner
+    from contextledger.integrations.agents import LedgerSession
+
+    session = LedgerSession("user-42", url="sqlite:///memory.db",
+                            policy=cl.ReductionPolicy(trigger_messages=40, keep_messages=10))
+    await Runner.run(agent, "hi", session=session)     # instead of SQLiteSession("user-42", ...)
+
+``get_items()`` hands the SDK the *working memory* (the summary, then the recent items
+verbatim, old tool outputs as placeholders), not the whole history; the whole history
+stays in the ledger's log (``ledger.transcript_items``), and what any run was sent can
+be re-derived with ``ledger.context_items(cid, version=v)``. Summaries run in the
+background, as everywhere in contextledger.
+
+Needs the ``agents`` extra (``pip install contextledger[agents]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, cast
+from uuid import UUID
+
+from agents.memory.session_settings import SessionSettings
+
+from contextledger.application.items import SummaryRole
+from contextledger.application.ledger import Ledger
+from contextledger.domain.errors import ConversationNotFoundError
+from contextledger.domain.policy import ReductionPolicy
+from contextledger.integrations._keys import conversation_for_key, next_generation
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+__all__ = ["LedgerSession"]
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    """An SDK item (a TypedDict, or a pydantic model from a response) as a plain dict."""
+    if isinstance(item, dict):
+        return item
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        return cast(dict[str, Any], dump(exclude_unset=True, mode="json"))
+    raise TypeError(f"a session item must be a dict, not {type(item).__name__}")
+
+
+class LedgerSession:
+    """An Agents SDK ``Session`` kept in a contextledger ``Ledger``.
+
+    Constructed from a session id and either a ``ledger`` (shared, not closed here) or
+    a database ``url`` (opened here, closed by ``close()``). The first use starts the
+    conversation with ``policy``, ``model`` and ``system_prompt`` (usually None: the
+    agent's instructions are sent by the SDK). The summary reaches the model as a
+    message item of ``summary_role``.
+    """
+
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        ledger: Ledger | None = None,
+        *,
+        url: str | None = None,
+        policy: ReductionPolicy | None = None,
+        model: str = "gpt-4o-mini",
+        system_prompt: str | None = None,
+        summary_role: SummaryRole = "system",
+        session_settings: SessionSettings | None = None,
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise TypeError("session_id must be a non-empty string")
+        if ledger is not None and url is not None:
+            raise TypeError("pass a ledger or a url, not both")
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self.summary_role: SummaryRole = summary_role
+        self._owns_ledger = ledger is None
+        self.ledger = ledger if ledger is not None else Ledger.open(url)
+        self._start_args: dict[str, Any] = {"model": model, "policy": policy, "system_prompt": system_prompt}
+        self._conversation_id: UUID | None = None
+
+    # ------------------------------------------------------------------ ids
+
+    @property
+    def conversation_id(self) -> UUID:
+        """The ledger conversation holding this session now (started on first use)."""
+        if self._conversation_id is None:
+            self._conversation_id = conversation_for_key(self.ledger, self.session_id, **self._start_args)
+        return self._conversation_id
+
+    # --------------------------------------------------------- Session protocol
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The working memory as input items; with ``limit``, its newest ``limit`` items."""
+        items = await asyncio.to_thread(self.context_items)
+        if limit is not None:
+            items = items[-limit:] if limit > 0 else []
+        return cast("list[TResponseInputItem]", items)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` to the log (one transaction)."""
+        plain = [_plain(i) for i in items]
+        if plain:
+            await asyncio.to_thread(self.ledger.append_items, self.conversation_id, plain)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the newest item and return it (None when the session is empty)."""
+        return cast("TResponseInputItem | None", await asyncio.to_thread(self._pop_item))
+
+    async def clear_session(self) -> None:
+        """Forget every item of this session (the log keeps them for audits)."""
+        await asyncio.to_thread(self._clear)
+
+    # -------------------------------------------------------------- sync side
+
+    def context_items(self, *, version: int | None = None) -> list[dict[str, Any]]:
+        """The working memory as items, now or at aggregate ``version`` (audits)."""
+        return self.ledger.context_items(self.conversation_id, version=version, summary_role=self.summary_role)
+
+    def transcript_items(self) -> list[dict[str, Any]]:
+        """Every item this session's conversation ever held, oldest first."""
+        return self.ledger.transcript_items(self.conversation_id)
+
+    def version(self) -> int:
+        """The conversation's current aggregate version (pairs with ``context_items``)."""
+        return self.ledger.working_memory(self.conversation_id).version
+
+    def close(self) -> None:
+        """Close the ledger if this session opened it."""
+        if self._owns_ledger:
+            self.ledger.close()
+
+    # Stand-ins for the ledger's edit commands (``Ledger.pop`` / ``Ledger.clear``): until
+    # they exist, an edit moves the session to a fresh conversation (the next
+    # "generation" of its key) holding what is left; the old one stays in the log.
+    # Replace with ``self.ledger.pop(cid)`` and ``self.ledger.clear(cid)`` at merge.
+
+    def _pop_item(self) -> dict[str, Any] | None:
+        try:
+            items = self.transcript_items()
+        except ConversationNotFoundError:  # pragma: no cover - started on first use
+            return None
+        if not items:
+            return None
+        last = items.pop()
+        self._next_generation(items)
+        return last
+
+    def _clear(self) -> None:
+        self._next_generation([])
+
+    def _next_generation(self, items: list[dict[str, Any]]) -> None:
+        self._conversation_id = next_generation(self.ledger, self.session_id, **self._start_args)
+        if items:
+            self.ledger.append_items(self._conversation_id, items)
+
