@@ -77,8 +77,9 @@ def test_the_request_holds_the_previous_summary_and_only_the_new_messages(fake_o
     assert "[40] user: Change my seat to a window seat." in prompt
     assert 'calls set_seat({"seat": "12A"})' in prompt and "tool result for c9: seat 12A confirmed" in prompt
     assert "decision" in body["messages"][0]["content"] and "tool outcome" in body["messages"][0]["content"]
-    assert received.headers["Authorization"] == f"Bearer {KEY}"
-    assert received.headers["Idempotency-Key"] == "conv:17"
+    headers = {name.lower(): value for name, value in received.headers.items()}  # openai 3 sends lower case
+    assert headers["authorization"] == f"Bearer {KEY}"
+    assert headers["idempotency-key"] == "conv:17"
 
 
 def test_a_429_with_retry_after_becomes_a_rate_limited_error(fake_openai: FakeOpenAIServer) -> None:
