@@ -10,6 +10,7 @@ untouched in the log.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 from uuid import UUID, uuid5
 
@@ -34,10 +35,8 @@ def _exists(ledger: Ledger, cid: UUID) -> bool:
 
 
 def _start(ledger: Ledger, cid: UUID, start_args: dict[str, Any]) -> UUID:
-    try:
+    with contextlib.suppress(DuplicateConversationError):
         ledger.start(conversation_id=cid, **start_args)
-    except DuplicateConversationError:
-        pass
     return cid
 
 

@@ -118,7 +118,9 @@ class LedgerSession:
 
     def context_items(self, *, version: int | None = None) -> list[dict[str, Any]]:
         """The working memory as items, now or at aggregate ``version`` (audits)."""
-        return self.ledger.context_items(self.conversation_id, version=version, summary_role=self.summary_role)
+        return self.ledger.context_items(
+            self.conversation_id, version=version, summary_role=self.summary_role
+        )
 
     def transcript_items(self) -> list[dict[str, Any]]:
         """Every item this session's conversation ever held, oldest first."""
