@@ -53,7 +53,8 @@ class LedgerSession:
     a database ``url`` (opened here, closed by ``close()``). The first use starts the
     conversation with ``policy``, ``model`` and ``system_prompt`` (usually None: the
     agent's instructions are sent by the SDK). The summary reaches the model as a
-    message item of ``summary_role``.
+    message item of ``summary_role``. ``session_settings.limit`` (a ``SessionSettings``
+    or a dict) caps what ``get_items()`` returns, as in the SDK's own sessions.
     """
 
     session_settings: SessionSettings | None
@@ -68,14 +69,16 @@ class LedgerSession:
         model: str = "gpt-4o-mini",
         system_prompt: str | None = None,
         summary_role: SummaryRole = "system",
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise TypeError("session_id must be a non-empty string")
         if ledger is not None and url is not None:
             raise TypeError("pass a ledger or a url, not both")
         self.session_id = session_id
-        self.session_settings = session_settings
+        self.session_settings = (
+            SessionSettings().resolve(session_settings) if session_settings is not None else SessionSettings()
+        )
         self.summary_role: SummaryRole = summary_role
         self._owns_ledger = ledger is None
         self.ledger = ledger if ledger is not None else Ledger.open(url)
@@ -94,7 +97,10 @@ class LedgerSession:
     # --------------------------------------------------------- Session protocol
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The working memory as input items; with ``limit``, its newest ``limit`` items."""
+        """The working memory as input items; with ``limit`` (default
+        ``session_settings.limit``), its newest ``limit`` items."""
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
         items = await asyncio.to_thread(self.context_items)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
