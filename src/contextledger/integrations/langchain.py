@@ -77,7 +77,7 @@ def from_langchain(message: BaseMessage) -> Message:
     role = _ROLES.get(message.type)
     if role is None:
         return Message(role="user", content=text)
-    return Message(role=role, content=text)  # type: ignore[arg-type]
+    return Message(role=role, content=text)
 
 
 def to_langchain(message: dict[str, Any]) -> BaseMessage:
