@@ -1,6 +1,7 @@
 """Agents SDK sessions compared: time per turn and what each hands the model.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/sessions.py [--sizes 500,2000,20000]
+    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/sessions.py \
+        [--sizes 500,2000,20000] [--runs 3] [--turns 15]
 
 For each history size, every session is filled with the same items (user questions,
 function calls with their outputs, answers), then a *turn* — ``add_items`` of a user
@@ -39,7 +40,7 @@ from contextledger.integrations.agents import LedgerSession
 
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 POLICY = cl.ReductionPolicy(trigger_messages=100, keep_messages=20, keep_tool_results=10)
-WORDS = ["the", "customer", "asked", "about", "the", "order", "status", "and", "the", "delivery", "window", "for", "the", "parcel"]
+WORDS = ("the customer asked about the order status and the delivery window for the parcel").split(" ")
 
 
 def block(n: int) -> list[dict[str, Any]]:
@@ -78,7 +79,8 @@ class Contender:
         for n in range(offset, offset + count):
             started = time.perf_counter()
             await self.session.add_items(
-                [{"role": "user", "content": f"new question {n}"}, {"role": "assistant", "content": f"reply {n}"}]
+                [{"role": "user", "content": f"new question {n}"},
+                 {"role": "assistant", "content": f"reply {n}"}]
             )
             sent = await self.session.get_items()
             times.append(time.perf_counter() - started)
@@ -86,13 +88,17 @@ class Contender:
         self.sent_tokens = tokens(sent)
 
 
-async def measure(size: int, runs: int, turns: int, work: Path, ledgers: dict[str, cl.Ledger]) -> list[Contender]:
+async def measure(
+    size: int, runs: int, turns: int, work: Path, ledgers: dict[str, cl.Ledger]
+) -> list[Contender]:
     tag = uuid.uuid4().hex[:8]
     engine = create_async_engine(POSTGRES.replace("postgresql://", "postgresql+asyncpg://"))
     contenders = [
-        Contender("LedgerSession (SQLite)", LedgerSession(f"s{size}-{tag}", ledgers["sqlite"], policy=POLICY),
+        Contender("LedgerSession (SQLite)",
+                  LedgerSession(f"s{size}-{tag}", ledgers["sqlite"], policy=POLICY),
                   lambda: ledgers["sqlite"].wait_idle(timeout=600)),
-        Contender("LedgerSession (PostgreSQL)", LedgerSession(f"p{size}-{tag}", ledgers["postgres"], policy=POLICY),
+        Contender("LedgerSession (PostgreSQL)",
+                  LedgerSession(f"p{size}-{tag}", ledgers["postgres"], policy=POLICY),
                   lambda: ledgers["postgres"].wait_idle(timeout=600)),
         Contender("SQLiteSession (SQLite file)", SQLiteSession(f"s{size}", work / f"sdk-{size}.db")),
         Contender(
@@ -104,7 +110,8 @@ async def measure(size: int, runs: int, turns: int, work: Path, ledgers: dict[st
     for contender in contenders:
         started = time.perf_counter()
         await contender.fill(size)
-        print(f"  filled {contender.name} with {size} items in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        took = time.perf_counter() - started
+        print(f"  filled {contender.name} with {size} items in {took:.1f}s", file=sys.stderr)
     for run in range(runs):
         for contender in contenders:  # interleaved: each run visits every session once
             await contender.turns(turns, offset=run * turns)
@@ -132,7 +139,8 @@ def main() -> None:
                     cl.Ledger.open(f"{POSTGRES}?schema={schema}") as pg:
                 for size in sizes:
                     print(f"{size} items", file=sys.stderr)
-                    for c in asyncio.run(measure(size, args.runs, args.turns, work, {"sqlite": lite, "postgres": pg})):
+                    done = asyncio.run(measure(size, args.runs, args.turns, work, {"sqlite": lite, "postgres": pg}))
+                    for c in done:
                         rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens))
     finally:
         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
