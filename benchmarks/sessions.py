@@ -40,7 +40,8 @@ from contextledger.integrations.agents import LedgerSession
 
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 POLICY = cl.ReductionPolicy(trigger_messages=100, keep_messages=20, keep_tool_results=10)
-WORDS = ("the customer asked about the order status and the delivery window for the parcel").split(" ")
+WORDS = ("the", "customer", "asked", "about", "the", "order", "status", "and", "the", "delivery",
+         "window", "for", "the", "parcel")
 
 
 def block(n: int) -> list[dict[str, Any]]:
@@ -139,7 +140,8 @@ def main() -> None:
                     cl.Ledger.open(f"{POSTGRES}?schema={schema}") as pg:
                 for size in sizes:
                     print(f"{size} items", file=sys.stderr)
-                    done = asyncio.run(measure(size, args.runs, args.turns, work, {"sqlite": lite, "postgres": pg}))
+                    ledgers = {"sqlite": lite, "postgres": pg}
+                    done = asyncio.run(measure(size, args.runs, args.turns, work, ledgers))
                     for c in done:
                         rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens))
     finally:
