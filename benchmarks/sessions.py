@@ -144,6 +144,8 @@ def main() -> None:
                     done = asyncio.run(measure(size, args.runs, args.turns, work, ledgers))
                     for c in done:
                         rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens))
+                        print(f"| {size:,} | {c.name} | {rows[-1][2]:.1f} | {c.sent_tokens:,} |",
+                              file=sys.stderr, flush=True)
     finally:
         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         admin.close()
