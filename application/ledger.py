@@ -20,11 +20,13 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
+from contextledger.application import items as items_module
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
 from contextledger.application.history import HistoryCache, LogHistory, transcript_entries
 from contextledger.application.inbound import Inbound, inbound
+from contextledger.application.items import SummaryRole
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
@@ -604,6 +606,30 @@ class Ledger(Application[UUID]):
                 "a conversation with this key already exists", conversation_id=fork.id, key=key
             ) from None
         return fork.id
+
+    # ------------------------------------------------------- Responses items
+
+    def append_items(self, conversation_id: ConversationRef, items: Iterable[dict[str, Any]]) -> list[int]:
+        """Append Responses-format items (the Agents SDK's and the Responses API's) in one
+        transaction; returns the positions of the chat messages they became."""
+        return items_module.append_items(self, resolve(conversation_id), items)
+
+    def context_items(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        summary_role: SummaryRole = "system",
+    ) -> list[dict[str, Any]]:
+        """The working memory as Responses items (the stored items, verbatim, with the
+        summary as a message item of ``summary_role`` and placeholders for old outputs)."""
+        return items_module.context_items(
+            self, resolve(conversation_id), version=version, summary_role=summary_role
+        )
+
+    def transcript_items(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
+        """Every item ever appended, oldest first (chat messages converted to items)."""
+        return items_module.transcript_items(self, resolve(conversation_id))
 
     # ---------------------------------------------------------------- summaries
 

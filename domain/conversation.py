@@ -331,8 +331,10 @@ class Conversation:
         placeholder_tokens: int | None,
         client_message_id: str | None,
         at: datetime,
+        items: tuple[dict[str, Any], ...] | None = None,
     ) -> int:
-        """Command: append a message; may also pin a range (ThresholdReached)."""
+        """Command: append a message (with the raw Responses ``items`` it stands for, if
+        any); may also pin a range (ThresholdReached)."""
         self.check_message(message)
         s = self.state
         cap = s.policy.max_context_tokens
@@ -358,7 +360,8 @@ class Conversation:
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
             client_message_id=client_message_id,
-            digest=chain_digest(s.digest, message),
+            digest=chain_digest(s.digest, message, items),
+            items=items,
         )
         self._maybe_pin_range(at)
         return position

@@ -22,11 +22,17 @@ def genesis_digest(conversation_id: str, system_prompt: str | None, model: str) 
     return hashlib.sha256(seed.encode("utf-8")).hexdigest()
 
 
-def chain_digest(previous: str, message: Message) -> str:
-    """SHA-256 over the previous digest and this message's canonical JSON."""
+def chain_digest(
+    previous: str, message: Message, items: tuple[dict[str, Any], ...] | None = None
+) -> str:
+    """SHA-256 over the previous digest and this message's canonical JSON (and the raw
+    Responses items it stands for, when it has any)."""
     h = hashlib.sha256(previous.encode("ascii"))
     h.update(b"\n")
     h.update(message.canonical_json().encode("utf-8"))
+    if items is not None:
+        h.update(b"\nitems\n")
+        h.update(json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
     return h.hexdigest()
 
 

@@ -170,6 +170,7 @@ class HistoryFold:
                 tokens=event.tokens,
                 placeholder_tokens=event.placeholder_tokens,
                 tool_name=tool_name,
+                items=event.items,
             )
             self.next_position = event.position + 1
         elif isinstance(event, MessageEdited):

@@ -107,6 +107,8 @@ class MessageAppended(ConversationEvent):
     placeholder_tokens: int | None = None
     client_message_id: str | None = None
     digest: str
+    #: The raw Responses-format items this message stands for (None: appended as a chat message).
+    items: tuple[dict[str, Any], ...] | None = None
 
 
 class ThresholdReached(ConversationEvent):

@@ -6,7 +6,7 @@ Nothing here does I/O or counts tokens: token counts arrive as values.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -39,6 +39,8 @@ class Entry(BaseModel):
     placeholder_tokens: int | None = None
     #: The function this tool result answers (tool results only).
     tool_name: str | None = None
+    #: The raw Responses-format items the message stands for (None: a chat message).
+    items: tuple[dict[str, Any], ...] | None = None
 
     @property
     def starts_group(self) -> bool:

@@ -339,6 +339,7 @@ def _apply_message(s: ConversationState, event: MessageAppended) -> None:
             tokens=event.tokens,
             placeholder_tokens=event.placeholder_tokens,
             tool_name=tool_name,
+            items=event.items,
         )
     )
     if message.tool_calls:

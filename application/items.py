@@ -1,0 +1,119 @@
+"""The ledger in Responses format: append items, read the working memory as items.
+
+The ``Ledger`` façade calls these functions (``append_items``, ``context_items``,
+``transcript_items``). Items are grouped into chat messages by ``domain.items``; each
+stored ``MessageAppended`` keeps the raw items it stands for, so the working memory is
+rendered back into the very items that were appended — the system prompt and the
+summary as message items, old tool outputs as placeholder ``function_call_output``
+items with the same ``call_id``, exactly as ``context()`` renders chat messages.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal
+from uuid import UUID
+
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.events import MessageAppended
+from contextledger.domain.items import Item, items_from_message, messages_from_items
+from contextledger.domain.messages import Message
+from contextledger.domain.reduction import Entry, placeholder_message, summary_message
+from contextledger.domain.state import is_placeholder
+from contextledger.domain.validation import shown
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+
+__all__ = ["SummaryRole", "append_items", "context_items", "items_of_conversation", "transcript_items"]
+
+#: The role of the message item that carries the summary.
+SummaryRole = Literal["system", "developer", "user"]
+
+
+def append_items(ledger: Ledger, conversation_id: UUID, items: Iterable[Item]) -> list[int]:
+    """Append Responses items in one transaction; returns the positions of the chat
+    messages they became (a run of function calls is one message)."""
+    if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
+        raise InvalidArgumentError(
+            "items must be a list of Responses items", argument="items", value=shown(items)
+        )
+    grouped = messages_from_items(list(items))
+    if not grouped:
+        return []
+    frozen = [(m, tuple(copy.deepcopy(dict(i)) for i in raw)) for m, raw in grouped]
+
+    def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+        positions = []
+        for message, raw in frozen:
+            conversation.check_message(message)
+            tokens, placeholder_tokens = ledger.counters.message_cost(conversation, message)
+            positions.append(
+                conversation.append(
+                    message,
+                    tokens=tokens,
+                    placeholder_tokens=placeholder_tokens,
+                    client_message_id=None,
+                    at=ledger._clock(),
+                    items=raw,
+                )
+            )
+        return positions, []
+
+    return ledger.store.execute(conversation_id, command)
+
+
+def _entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
+    if is_placeholder(conversation.state, entry):
+        text = placeholder_message(entry).text
+        outputs = [i for i in entry.items or () if i.get("type") == "function_call_output"]
+        if len(outputs) == 1:
+            return [{**copy.deepcopy(outputs[0]), "output": text}]
+        return items_from_message(placeholder_message(entry))
+    if entry.items is not None:
+        return copy.deepcopy(list(entry.items))
+    return items_from_message(entry.message)
+
+
+def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRole = "system") -> list[Item]:
+    """The working memory of ``conversation`` as Responses items."""
+    s = conversation.state
+    out: list[Item] = []
+    if s.system_prompt is not None:
+        out.extend(items_from_message(Message(role="system", content=s.system_prompt)))
+    for layer in s.summaries:
+        text = summary_message(layer.from_position, layer.through_position, layer.text).text
+        out.append({"type": "message", "role": summary_role, "content": text})
+    for entry in conversation.visible_entries():
+        out.extend(_entry_items(conversation, entry))
+    return out
+
+
+def context_items(
+    ledger: Ledger,
+    conversation_id: UUID,
+    *,
+    version: int | None = None,
+    summary_role: SummaryRole = "system",
+) -> list[Item]:
+    """What the model is sent next (or was sent at aggregate ``version``), as items."""
+    if version is not None:
+        past = ledger.conversation(conversation_id, version=version)
+        return items_of_conversation(past, summary_role=summary_role)
+    return ledger.store.read(
+        conversation_id, lambda c: items_of_conversation(c, summary_role=summary_role)
+    )
+
+
+def transcript_items(ledger: Ledger, conversation_id: UUID) -> list[Item]:
+    """Every item ever appended, oldest first (chat messages converted to items)."""
+    out: list[Item] = []
+    for event in ledger.store.events(conversation_id):
+        if isinstance(event, MessageAppended):
+            if event.items is not None:
+                out.extend(copy.deepcopy(list(event.items)))
+            else:
+                out.extend(items_from_message(event.message))
+    return out

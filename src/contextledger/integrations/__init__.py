@@ -1,0 +1,6 @@
+"""Drop-in memory for agent frameworks; each module needs its extra and is imported
+only on demand (``import contextledger`` never imports a framework):
+
+- ``contextledger.integrations.agents.LedgerSession`` — OpenAI Agents SDK (``[agents]``)
+- ``contextledger.integrations.langchain.LedgerChatMessageHistory`` — LangChain (``[langchain]``)
+"""
