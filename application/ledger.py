@@ -363,10 +363,12 @@ class Ledger(LedgerEdits, Application[UUID]):
 
     def _append(self, conversation_id: UUID, given: Inbound, client_message_id: str | None) -> int:
         msg, usage = given.message, given.usage
-        if client_message_id is not None and (
-            not isinstance(client_message_id, str) or not 0 < len(client_message_id) <= 200
-        ):
-            raise InvalidMessageError("client_message_id must be a string of 1 to 200 characters")
+        if client_message_id is not None:
+            check_text(client_message_id, "client_message_id", empty=False)
+            if len(client_message_id) > 200:
+                raise InvalidArgumentError(
+                    "client_message_id must be 1 to 200 characters", argument="client_message_id"
+                )
 
         def command(conversation: Conversation) -> tuple[int, list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
