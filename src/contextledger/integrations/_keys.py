@@ -12,9 +12,10 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.application.ledger import Ledger
-from contextledger.domain.errors import DuplicateConversationError
+from contextledger.domain.errors import DuplicateConversationError, InvalidArgumentError
+from contextledger.domain.policy import ReductionPolicy
 
-__all__ = ["conversation_for_session"]
+__all__ = ["SessionBinding", "conversation_for_session"]
 
 
 def conversation_for_session(ledger: Ledger, session_id: str, **start_args: Any) -> UUID:
@@ -26,3 +27,41 @@ def conversation_for_session(ledger: Ledger, session_id: str, **start_args: Any)
     with contextlib.suppress(DuplicateConversationError):
         ledger.start(conversation_id=cid, **start_args)
     return cid
+
+
+class SessionBinding:
+    """A framework session bound to one ledger conversation: built from a session id
+    and a ``ledger`` (shared, never closed here) or a database ``url`` (opened here,
+    closed by ``close()``); the conversation starts on first use."""
+
+    def __init__(
+        self,
+        session_id: str,
+        ledger: Ledger | None = None,
+        *,
+        url: str | None = None,
+        policy: ReductionPolicy | None = None,
+        model: str = "gpt-4o-mini",
+        system_prompt: str | None = None,
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise InvalidArgumentError("session_id must be a non-empty string", argument="session_id")
+        if ledger is not None and url is not None:
+            raise InvalidArgumentError("pass a ledger or a url, not both", argument="url")
+        self.session_id = session_id
+        self._owns_ledger = ledger is None
+        self.ledger = ledger if ledger is not None else Ledger.open(url)
+        self._start_args: dict[str, Any] = {"model": model, "policy": policy, "system_prompt": system_prompt}
+        self._conversation_id: UUID | None = None
+
+    @property
+    def conversation_id(self) -> UUID:
+        """The ledger conversation holding this session (started on first use)."""
+        if self._conversation_id is None:
+            self._conversation_id = conversation_for_session(self.ledger, self.session_id, **self._start_args)
+        return self._conversation_id
+
+    def close(self) -> None:
+        """Close the ledger if this session opened it."""
+        if self._owns_ledger:
+            self.ledger.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any, cast
-from uuid import UUID
 
 from agents.memory.session_settings import SessionSettings
 
@@ -30,7 +29,7 @@ from contextledger.domain.errors import UsageError
 from contextledger.domain.items import items_from_messages
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.integrations._keys import conversation_for_session
+from contextledger.integrations._keys import SessionBinding
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -48,7 +47,7 @@ def _plain(item: Any) -> dict[str, Any]:
     raise TypeError(f"a session item must be a dict, not {type(item).__name__}")
 
 
-class LedgerSession:
+class LedgerSession(SessionBinding):
     """An Agents SDK ``Session`` kept in a contextledger ``Ledger``.
 
     Constructed from a session id and either a ``ledger`` (shared, not closed here) or
@@ -73,28 +72,13 @@ class LedgerSession:
         summary_role: SummaryRole = "system",
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise TypeError("session_id must be a non-empty string")
-        if ledger is not None and url is not None:
-            raise TypeError("pass a ledger or a url, not both")
-        self.session_id = session_id
+        super().__init__(
+            session_id, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt
+        )
         self.session_settings = (
             SessionSettings().resolve(session_settings) if session_settings is not None else SessionSettings()
         )
         self.summary_role: SummaryRole = summary_role
-        self._owns_ledger = ledger is None
-        self.ledger = ledger if ledger is not None else Ledger.open(url)
-        self._start_args: dict[str, Any] = {"model": model, "policy": policy, "system_prompt": system_prompt}
-        self._conversation_id: UUID | None = None
-
-    # ------------------------------------------------------------------ ids
-
-    @property
-    def conversation_id(self) -> UUID:
-        """The ledger conversation holding this session now (started on first use)."""
-        if self._conversation_id is None:
-            self._conversation_id = conversation_for_session(self.ledger, self.session_id, **self._start_args)
-        return self._conversation_id
 
     # --------------------------------------------------------- Session protocol
 
@@ -137,11 +121,6 @@ class LedgerSession:
     def version(self) -> int:
         """The conversation's current aggregate version (pairs with ``context_items``)."""
         return self.ledger.working_memory(self.conversation_id).version
-
-    def close(self) -> None:
-        """Close the ledger if this session opened it."""
-        if self._owns_ledger:
-            self.ledger.close()
 
     # The edit commands keep the log whole: ``pop`` and ``clear`` retract, they never
     # delete. A popped item takes its tool-call group with it (a function call and its

@@ -22,7 +22,6 @@ import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -34,10 +33,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from contextledger.application.ledger import Ledger
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.integrations._keys import conversation_for_session
+from contextledger.integrations._keys import SessionBinding
 
 __all__ = ["LedgerChatMessageHistory", "from_langchain", "to_langchain"]
 
@@ -105,40 +102,13 @@ def to_langchain(message: dict[str, Any]) -> BaseMessage:
     return SystemMessage(content=m.text)
 
 
-class LedgerChatMessageHistory(BaseChatMessageHistory):
+class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):
     """A ``BaseChatMessageHistory`` kept in a contextledger ``Ledger``, keyed by session id.
 
     Constructed from a session id and either a ``ledger`` (shared, not closed here) or
     a database ``url`` (opened here, closed by ``close()``); the first use starts the
     conversation with ``policy``, ``model`` and ``system_prompt``.
     """
-
-    def __init__(
-        self,
-        session_id: str,
-        ledger: Ledger | None = None,
-        *,
-        url: str | None = None,
-        policy: ReductionPolicy | None = None,
-        model: str = "gpt-4o-mini",
-        system_prompt: str | None = None,
-    ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise TypeError("session_id must be a non-empty string")
-        if ledger is not None and url is not None:
-            raise TypeError("pass a ledger or a url, not both")
-        self.session_id = session_id
-        self._owns_ledger = ledger is None
-        self.ledger = ledger if ledger is not None else Ledger.open(url)
-        self._start_args: dict[str, Any] = {"model": model, "policy": policy, "system_prompt": system_prompt}
-        self._conversation_id: UUID | None = None
-
-    @property
-    def conversation_id(self) -> UUID:
-        """The ledger conversation holding this session now (started on first use)."""
-        if self._conversation_id is None:
-            self._conversation_id = conversation_for_session(self.ledger, self.session_id, **self._start_args)
-        return self._conversation_id
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -168,7 +138,3 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         """``clear``, without blocking the event loop."""
         await asyncio.to_thread(self.clear)
 
-    def close(self) -> None:
-        """Close the ledger if this history opened it."""
-        if self._owns_ledger:
-            self.ledger.close()
