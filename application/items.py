@@ -11,6 +11,7 @@ items with the same ``call_id``, exactly as ``context()`` renders chat messages.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -40,7 +41,17 @@ def append_items(ledger: Ledger, conversation_id: UUID, items: Iterable[Item]) -
         raise InvalidArgumentError(
             "items must be a list of Responses items", argument="items", value=shown(items)
         )
-    grouped = messages_from_items(list(items))
+    listed = list(items)
+    for index, item in enumerate(listed):
+        try:
+            if not isinstance(item, dict):
+                raise TypeError(f"an item is an object, not {type(item).__name__}")
+            json.dumps(item, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"items[{index}] is not a JSON object of valid text: {exc}", argument="items"
+            ) from None
+    grouped = messages_from_items(listed)
     if not grouped:
         return []
     frozen = [(m, tuple(copy.deepcopy(dict(i)) for i in raw)) for m, raw in grouped]

@@ -55,7 +55,9 @@ def check_tools(tools: Sequence[Any] | None) -> ToolDefinitions | None:
         if "parameters" in function and not isinstance(function["parameters"], dict):
             raise InvalidArgumentError(f"{where}.function.parameters must be an object", argument="tools")
         try:
-            copied = json.loads(json.dumps(tool, allow_nan=False))
+            text = json.dumps(tool, allow_nan=False, ensure_ascii=False)
+            text.encode("utf-8")  # lone surrogates are not text a provider can take
+            copied = json.loads(text)
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"{where} is not JSON: {exc}", argument="tools") from exc
         checked.append(copied)
