@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from uuid import UUID
 
-from contextledger.application.results import TranscriptEntry
+from contextledger.application.results import SharedHistory, SummaryInfo, TranscriptEntry
 from contextledger.application.store import ConversationStore, store_errors
 from contextledger.domain.edits import HistoryFold
 from contextledger.domain.errors import StoreError
@@ -18,10 +19,18 @@ from contextledger.domain.events import (
     MessageEdited,
     MessagesRetracted,
     SummaryCreated,
+    SummaryInvalidated,
 )
 from contextledger.domain.reduction import Entry, SummaryLink
 
-__all__ = ["HistoryCache", "LogHistory", "fold_history", "transcript_entries"]
+__all__ = [
+    "HistoryCache",
+    "LogHistory",
+    "fold_history",
+    "shared_history",
+    "summary_infos",
+    "transcript_entries",
+]
 
 
 class HistoryCache:
@@ -175,6 +184,36 @@ def transcript_entries(
             for position in event.positions:
                 for index in by_position.get(position, []):
                     out[index] = out[index].marked(
-                        retracted=True, retracted_version=event.originator_version
+                        retracted=True,
+                        retracted_version=event.originator_version,
+                        retracted_reason=event.reason,
                     )
     return sorted(out, key=lambda e: (e.position, e.inherited_from is None, e.version))
+
+
+def summary_infos(store: ConversationStore, conversation_id: UUID) -> list[SummaryInfo]:
+    """Every summary the conversation recorded, oldest first, marked invalid where a
+    ``SummaryInvalidated`` event took it back (a fork's reused summaries stay in its
+    source's list)."""
+    found: dict[int, SummaryInfo] = {}
+    for event in store.events(conversation_id):
+        if isinstance(event, SummaryCreated):
+            found[event.originator_version] = SummaryInfo.from_event(event)
+        elif isinstance(event, SummaryInvalidated):
+            for version in event.invalidated_versions:
+                info = found.get(version)
+                if info is not None and info.valid:
+                    found[version] = replace(
+                        info,
+                        valid=False,
+                        invalidated_version=event.originator_version,
+                        invalidated_reason=event.reason,
+                    )
+    return list(found.values())
+
+
+def shared_history(store: ConversationStore, conversation_id: UUID) -> SharedHistory | None:
+    """What a fork inherited from its source (None: not a fork)."""
+    with store_errors(conversation_id):
+        first = next(iter(store.app.events.get(conversation_id, lte=1)), None)
+    return SharedHistory.of(first) if isinstance(first, Forked) else None

@@ -23,13 +23,19 @@ from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
-from contextledger.application.history import HistoryCache, transcript_entries
+from contextledger.application.history import (
+    HistoryCache,
+    shared_history,
+    summary_infos,
+    transcript_entries,
+)
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
+    SharedHistory,
     SummaryInfo,
     TokenTotals,
     TranscriptEntry,
@@ -57,7 +63,6 @@ from contextledger.domain.errors import (
     InvalidMessageError,
     StoreError,
 )
-from contextledger.domain.events import SummaryCreated
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.tools import check_tools
@@ -569,12 +574,22 @@ class Ledger(LedgerEdits, Application[UUID]):
         return self.store.at_version(conversation_id, version)
 
     def totals(self, conversation_id: ConversationRef | None = None) -> TokenTotals:
-        """Token accounting for one conversation, or summed over all of them."""
+        """Token accounting for one conversation, or summed over all of them.
+
+        A fork's own totals count the history it shares with its source (its prompts
+        carry it); the sum counts each stored message once: ``messages``,
+        ``appended_tokens``, ``retracted_messages`` and ``edited_messages`` leave out
+        what forks inherited."""
         if conversation_id is not None:
             return self.store.read(resolve(conversation_id), TokenTotals.of)
-        return TokenTotals.sum(
-            [self.store.read(cid, TokenTotals.of) for cid in self.conversation_ids()]
-        )
+        found: list[TokenTotals] = []
+        shared: list[SharedHistory] = []
+        for cid in self.conversation_ids():
+            totals, forked = self.store.read(cid, _totals_and_fork)
+            found.append(totals)
+            if forked and (inherited := shared_history(self.store, cid)) is not None:
+                shared.append(inherited)
+        return TokenTotals.sum(found, shared)
 
     def transcript(self, conversation_id: ConversationRef) -> list[TranscriptEntry]:
         """Every message ever appended and every edited version, oldest first (a fork
@@ -583,12 +598,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         return transcript_entries(self.store, resolve(conversation_id))
 
     def summaries(self, conversation_id: ConversationRef) -> list[SummaryInfo]:
-        """Every summary recorded, oldest first, with ranges and provenance."""
-        return [
-            SummaryInfo.from_event(e)
-            for e in self.store.events(resolve(conversation_id))
-            if isinstance(e, SummaryCreated)
-        ]
+        """Every summary recorded, oldest first, with ranges and provenance; one that a
+        retraction or an edit invalidated is marked ``valid=False``."""
+        return summary_infos(self.store, resolve(conversation_id))
 
     # -------------------------------------------------------------------- audit
 
@@ -618,3 +630,7 @@ class Ledger(LedgerEdits, Application[UUID]):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             return bool(self._runner.wait_idle(remaining))
         return True
+
+
+def _totals_and_fork(conversation: Conversation) -> tuple[TokenTotals, bool]:
+    return TokenTotals.of(conversation), conversation.state.fork_of is not None

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.events import DomainEvent, MessageAppended, MessageEdited, SummaryCreated
+from contextledger.domain.events import (
+    DomainEvent,
+    Forked,
+    MessageAppended,
+    MessageEdited,
+    SummaryCreated,
+)
 
 __all__ = [
     "AuditEvent",
+    "SharedHistory",
     "SummaryInfo",
     "TokenTotals",
     "TranscriptEntry",
@@ -55,6 +63,10 @@ class TranscriptEntry:
 
     @property
     def retracted_version(self) -> int | None:
+        return None
+
+    @property
+    def retracted_reason(self) -> str | None:
         return None
 
     @property
@@ -112,7 +124,14 @@ class TranscriptEntry:
         )
 
 
-_MARKS = ("retracted", "retracted_version", "edited_from_version", "superseded_by_version", "inherited_from")
+_MARKS = (
+    "retracted",
+    "retracted_version",
+    "retracted_reason",
+    "edited_from_version",
+    "superseded_by_version",
+    "inherited_from",
+)
 
 
 @dataclass(frozen=True)
@@ -120,14 +139,16 @@ class TranscriptVersion(TranscriptEntry):
     """A transcript entry an edit, a retraction or a fork concerns.
 
     ``retracted`` marks a message taken out of the working memory (at
-    ``retracted_version``); an edited version names the version it replaced in
-    ``edited_from_version``, and a replaced one the version that replaced it in
-    ``superseded_by_version``. In a fork, entries of the shared history carry the
-    source's id in ``inherited_from`` (their versions are the source's).
+    ``retracted_version``, with the reason given in ``retracted_reason``); an edited
+    version names the version it replaced in ``edited_from_version``, and a replaced
+    one the version that replaced it in ``superseded_by_version``. In a fork, entries
+    of the shared history carry the source's id in ``inherited_from`` (their versions
+    are the source's).
     """
 
     retracted: bool = False
     retracted_version: int | None = None
+    retracted_reason: str | None = None
     edited_from_version: int | None = None
     superseded_by_version: int | None = None
     inherited_from: UUID | None = None
@@ -139,7 +160,9 @@ class SummaryInfo:
 
     ``from_position``..``through_position`` are the messages it newly covers;
     ``covers_from`` is the first position it stands for (0 when it re-folds the
-    previous summary, as in single mode).
+    previous summary, as in single mode). ``valid`` is False once a retraction or an
+    edit of a message it was made from invalidated it (``invalidated_version``: the
+    ``SummaryInvalidated`` event's version; ``invalidated_reason``: why).
     """
 
     from_position: int
@@ -156,6 +179,9 @@ class SummaryInfo:
     version: int
     timestamp: datetime
     source_digest: str
+    valid: bool = True
+    invalidated_version: int | None = None
+    invalidated_reason: str | None = None
 
     @classmethod
     def from_event(cls, event: SummaryCreated) -> SummaryInfo:
@@ -250,17 +276,45 @@ class TokenTotals:
         )
 
     @classmethod
-    def sum(cls, totals: list[TokenTotals]) -> TokenTotals:
-        """Totals added up over conversations."""
+    def sum(cls, totals: list[TokenTotals], shared: Iterable[SharedHistory] = ()) -> TokenTotals:
+        """Totals added up over conversations. ``shared``: what forks among them
+        inherited from their sources, taken off so each stored message (and each
+        retraction or edit of it) counts once."""
         sums: dict[str, Any] = {k: 0 for k, v in vars(cls.zero()).items() if isinstance(v, int)}
         for one in totals:
             for name in sums:
                 sums[name] += int(getattr(one, name))
+        for inherited in shared:
+            sums["messages"] -= inherited.messages
+            sums["appended_tokens"] -= inherited.appended_tokens
+            sums["retracted_messages"] -= inherited.retracted_messages
+            sums["edited_messages"] -= inherited.edited_messages
         return cls(**sums)
 
     @classmethod
     def zero(cls) -> TokenTotals:
         return cls(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, conversations=0)
+
+
+@dataclass(frozen=True)
+class SharedHistory:
+    """What a fork holds of its source's history when it is made (its ``Forked``
+    event's state): counted in the fork's own totals, left out of global sums."""
+
+    messages: int
+    appended_tokens: int
+    retracted_messages: int
+    edited_messages: int
+
+    @classmethod
+    def of(cls, event: Forked) -> SharedHistory:
+        state = event.state
+        return cls(
+            messages=int(state.get("next_position", 0)),
+            appended_tokens=int(state.get("appended_tokens", 0)),
+            retracted_messages=int(state.get("retracted_messages", 0)),
+            edited_messages=int(state.get("edited_messages", 0)),
+        )
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ class TokenTotalsRecord:
     Per conversation (``conversation_id`` set, ``conversations == 1``) or summed over
     all of them (``conversation_id`` None). ``context_tokens`` is not here: what the
     next prompt costs depends on the working window, which ``Ledger.totals()`` computes.
+    The fields mean what ``TokenTotals``' fields of the same names mean: a fork's row
+    counts the history it shares with its source, the global sum counts it once.
     """
 
     conversation_id: UUID | None
@@ -64,11 +66,30 @@ class TokenTotalsRecord:
     summarizer_output_tokens: int
     provider_prompt_tokens: int
     provider_completion_tokens: int
+    estimated_prompt_tokens: int = 0
+    usage_records: int = 0
+    #: Summed over conversations in the global totals.
+    tools_tokens: int = 0
+    key: str | None = None
+    retracted_messages: int = 0
+    edited_messages: int = 0
+    summaries_invalidated: int = 0
+
+    @property
+    def estimate_error(self) -> int:
+        """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
+        return self.estimated_prompt_tokens - self.provider_prompt_tokens
 
 
 @dataclass(frozen=True)
 class ConversationRecord:
-    """One row of the ``conversations`` read model."""
+    """One row of the ``conversations`` read model.
+
+    ``messages`` counts every position the conversation holds (a fork: its shared
+    history too); ``forked_from``/``forked_at_version`` name a fork's source and the
+    source's version it was forked at; ``system_prompt_version`` is the version of the
+    last system prompt change (None: never changed).
+    """
 
     conversation_id: UUID
     model: str
@@ -78,6 +99,10 @@ class ConversationRecord:
     messages: int
     summaries: int
     policy_version: int
+    key: str | None = None
+    forked_from: UUID | None = None
+    forked_at_version: int | None = None
+    system_prompt_version: int | None = None
 
 
 @runtime_checkable
@@ -99,9 +124,39 @@ class ReadModelView(Protocol):
 
 @runtime_checkable
 class TranscriptView(ReadModelView, Protocol):
-    """Every message ever appended, per conversation."""
+    """Every message ever appended and every edited version, per conversation, with
+    the marks ``Ledger.transcript()`` shows (a fork: its shared history first)."""
 
     def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
+        ...
+
+    def edit_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
+        """Mark the current version at ``entry.position`` replaced; add ``entry``."""
+        ...
+
+    def retract_messages(
+        self,
+        conversation_id: UUID,
+        positions: tuple[int, ...],
+        *,
+        version: int,
+        reason: str | None,
+        tracking: Tracking,
+    ) -> None:
+        """Mark every version at ``positions`` retracted at ``version``."""
+        ...
+
+    def fork_transcript(
+        self,
+        conversation_id: UUID,
+        *,
+        source_id: UUID,
+        source_version: int,
+        through_position: int,
+        tracking: Tracking,
+    ) -> None:
+        """Give a fork the source's rows through ``through_position`` as they stood
+        at ``source_version``."""
         ...
 
     def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
@@ -115,6 +170,18 @@ class SummariesView(ReadModelView, Protocol):
     def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
         ...
 
+    def invalidate_summaries(
+        self,
+        conversation_id: UUID,
+        versions: tuple[int, ...],
+        *,
+        version: int,
+        reason: str,
+        tracking: Tracking,
+    ) -> None:
+        """Mark the summaries recorded at ``versions`` invalid (by the event at ``version``)."""
+        ...
+
     def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
         ...
 
@@ -123,8 +190,31 @@ class SummariesView(ReadModelView, Protocol):
 class TokenTotalsView(ReadModelView, Protocol):
     """Token counters per conversation; global totals are their sum."""
 
-    def start_totals(self, conversation_id: UUID, *, base_tokens: int, tracking: Tracking) -> None:
-        """A row for a new conversation; ``base_tokens``: system prompt and reply priming."""
+    def start_totals(
+        self,
+        conversation_id: UUID,
+        *,
+        base_tokens: int,
+        tracking: Tracking,
+        system_tokens: int = 0,
+        tools_tokens: int = 0,
+        key: str | None = None,
+        **counters: int,
+    ) -> None:
+        """A row for a new conversation; ``base_tokens``: system prompt and reply
+        priming (``system_tokens`` of it the system prompt's); ``counters``: starting
+        values (a fork's shared history)."""
+        ...
+
+    def set_in_totals(
+        self,
+        conversation_id: UUID,
+        *,
+        tracking: Tracking,
+        system_tokens: int | None = None,
+        tools_tokens: int | None = None,
+    ) -> None:
+        """Replace the system prompt's or the tool definitions' tokens."""
         ...
 
     def add_to_totals(
@@ -145,7 +235,17 @@ class ConversationsView(ReadModelView, Protocol):
     """The list of conversations."""
 
     def add_conversation(
-        self, conversation_id: UUID, *, model: str, started_at: datetime, tracking: Tracking
+        self,
+        conversation_id: UUID,
+        *,
+        model: str,
+        started_at: datetime,
+        tracking: Tracking,
+        key: str | None = None,
+        messages: int = 0,
+        forked_from: UUID | None = None,
+        forked_at_version: int | None = None,
+        policy_version: int = 1,
     ) -> None:
         ...
 
@@ -159,6 +259,7 @@ class ConversationsView(ReadModelView, Protocol):
         messages: int = 0,
         summaries: int = 0,
         policy_version: int | None = None,
+        system_prompt_version: int | None = None,
     ) -> None:
         """Move ``last_version``/``updated_at`` on and add to the counters."""
         ...

@@ -13,19 +13,28 @@ from contextledger.domain import events
 __all__ = ["ConversationsProjection"]
 
 
+#: Every event of a conversation moves its last version on; a conversation begins
+#: with ``Started`` or, forked from another, with ``Forked``.
 _CONVERSATION_TOPICS = (
     events.Started.TOPIC,
+    events.Forked.TOPIC,
     events.MessageAppended.TOPIC,
     events.ThresholdReached.TOPIC,
     events.SummaryCreated.TOPIC,
     events.SummarizationFailed.TOPIC,
     events.PolicyChanged.TOPIC,
     events.UsageRecorded.TOPIC,
+    events.ToolsChanged.TOPIC,
+    events.MessagesRetracted.TOPIC,
+    events.MessageEdited.TOPIC,
+    events.SystemPromptChanged.TOPIC,
+    events.SummaryInvalidated.TOPIC,
 )
 
 
 class ConversationsProjection(ReadModelProjection[ConversationsView]):
-    """``conversations``: id, model, start, last version and counters of each one."""
+    """``conversations``: id, key, model, start, last version and counters of each
+    one, a fork's source, and the last system prompt change."""
 
     name = "conversations"
     topics = _CONVERSATION_TOPICS
@@ -37,7 +46,25 @@ class ConversationsProjection(ReadModelProjection[ConversationsView]):
     @process_event.register(events.Started)
     def _started(self, event: events.Started, tracking: Tracking) -> None:
         self.view.add_conversation(
-            event.originator_id, model=event.model, started_at=event.timestamp, tracking=tracking
+            event.originator_id,
+            model=event.model,
+            started_at=event.timestamp,
+            key=event.key,
+            tracking=tracking,
+        )
+
+    @process_event.register(events.Forked)
+    def _forked(self, event: events.Forked, tracking: Tracking) -> None:
+        self.view.add_conversation(
+            event.originator_id,
+            model=str(event.state.get("model", "")),
+            started_at=event.timestamp,
+            key=event.key,
+            messages=int(event.state.get("next_position", 0)),
+            forked_from=event.origin.conversation_id,
+            forked_at_version=event.origin.version,
+            policy_version=int(event.state.get("policy_version", 1)),
+            tracking=tracking,
         )
 
     @process_event.register(events.MessageAppended)
@@ -51,6 +78,10 @@ class ConversationsProjection(ReadModelProjection[ConversationsView]):
     @process_event.register(events.PolicyChanged)
     def _policy(self, event: events.PolicyChanged, tracking: Tracking) -> None:
         self._touch(event, tracking, policy_version=event.policy_version)
+
+    @process_event.register(events.SystemPromptChanged)
+    def _system_prompt(self, event: events.SystemPromptChanged, tracking: Tracking) -> None:
+        self._touch(event, tracking, system_prompt_version=event.originator_version)
 
     def _touch(self, event: Any, tracking: Tracking, **changes: Any) -> None:
         """Move the conversation's last version and update time to ``event``'s, with

@@ -1,4 +1,4 @@
-"""The ``summaries`` read model: one row per recorded summary."""
+"""The ``summaries`` read model: one row per recorded summary, and whether it stands."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ __all__ = ["SummariesProjection"]
 
 
 class SummariesProjection(ReadModelProjection[SummariesView]):
-    """``summaries``: one row per recorded summary."""
+    """``summaries``: one row per recorded summary; ``SummaryInvalidated`` marks the
+    ones it takes back (``valid``, the invalidating version and its reason)."""
 
     name = "summaries"
-    topics = (events.SummaryCreated.TOPIC,)
+    topics = (events.SummaryCreated.TOPIC, events.SummaryInvalidated.TOPIC)
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -29,5 +30,15 @@ class SummariesProjection(ReadModelProjection[SummariesView]):
         self.view.add_summary(
             SummaryInfo.from_event(event),
             conversation_id=event.originator_id,
+            tracking=tracking,
+        )
+
+    @process_event.register(events.SummaryInvalidated)
+    def _invalidated(self, event: events.SummaryInvalidated, tracking: Tracking) -> None:
+        self.view.invalidate_summaries(
+            event.originator_id,
+            event.invalidated_versions,
+            version=event.originator_version,
+            reason=event.reason,
             tracking=tracking,
         )

@@ -1,4 +1,5 @@
-"""The ``transcript`` read model: one row per appended message."""
+"""The ``transcript`` read model: one row per appended message and edited version,
+with the marks of retractions, edits and forks."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ __all__ = ["TranscriptProjection"]
 
 
 class TranscriptProjection(ReadModelProjection[TranscriptView]):
-    """``transcript``: one row per appended message."""
+    """``transcript``: one row per message version, marked as ``Ledger.transcript()``
+    marks it (retracted with its reason, replaced by an edit, inherited by a fork)."""
 
     name = "transcript"
-    topics = (events.MessageAppended.TOPIC,)
+    topics = (
+        events.MessageAppended.TOPIC,
+        events.MessageEdited.TOPIC,
+        events.MessagesRetracted.TOPIC,
+        events.Forked.TOPIC,
+    )
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -29,5 +36,33 @@ class TranscriptProjection(ReadModelProjection[TranscriptView]):
         self.view.add_message(
             TranscriptEntry.from_event(event),
             conversation_id=event.originator_id,
+            tracking=tracking,
+        )
+
+    @process_event.register(events.MessageEdited)
+    def _edited(self, event: events.MessageEdited, tracking: Tracking) -> None:
+        self.view.edit_message(
+            TranscriptEntry.from_event(event),
+            conversation_id=event.originator_id,
+            tracking=tracking,
+        )
+
+    @process_event.register(events.MessagesRetracted)
+    def _retracted(self, event: events.MessagesRetracted, tracking: Tracking) -> None:
+        self.view.retract_messages(
+            event.originator_id,
+            event.positions,
+            version=event.originator_version,
+            reason=event.reason,
+            tracking=tracking,
+        )
+
+    @process_event.register(events.Forked)
+    def _forked(self, event: events.Forked, tracking: Tracking) -> None:
+        self.view.fork_transcript(
+            event.originator_id,
+            source_id=event.origin.conversation_id,
+            source_version=event.origin.version,
+            through_position=event.origin.through_position,
             tracking=tracking,
         )

@@ -16,13 +16,23 @@ __all__ = ["SQLConversationsView"]
 
 
 class SQLConversationsView(SQLView):
-    """``cl_conversations``: the list of conversations."""
+    """``cl_conversations``: the list of conversations (forks included)."""
 
     name = "conversations"
     table_names = ("conversations",)
 
     def add_conversation(
-        self, conversation_id: UUID, *, model: str, started_at: datetime, tracking: Tracking
+        self,
+        conversation_id: UUID,
+        *,
+        model: str,
+        started_at: datetime,
+        tracking: Tracking,
+        key: str | None = None,
+        messages: int = 0,
+        forked_from: UUID | None = None,
+        forked_at_version: int | None = None,
+        policy_version: int = 1,
     ) -> None:
         row = {
             "conversation_id": conversation_id,
@@ -30,9 +40,13 @@ class SQLConversationsView(SQLView):
             "started_at": started_at,
             "updated_at": started_at,
             "last_version": 1,
-            "messages": 0,
+            "messages": messages,
             "summaries": 0,
-            "policy_version": 1,
+            "policy_version": policy_version,
+            "key": key,
+            "forked_from": forked_from,
+            "forked_at_version": forked_at_version,
+            "system_prompt_version": None,
         }
         self._insert(tracking, row)
 
@@ -46,6 +60,7 @@ class SQLConversationsView(SQLView):
         messages: int = 0,
         summaries: int = 0,
         policy_version: int | None = None,
+        system_prompt_version: int | None = None,
     ) -> None:
         table = self.table
         values: dict[Any, Any] = {table.c.last_version: version, table.c.updated_at: at}
@@ -55,6 +70,8 @@ class SQLConversationsView(SQLView):
             values[table.c.summaries] = table.c.summaries + summaries
         if policy_version is not None:
             values[table.c.policy_version] = policy_version
+        if system_prompt_version is not None:
+            values[table.c.system_prompt_version] = system_prompt_version
 
         def change(conn: Connection) -> None:
             conn.execute(

@@ -134,13 +134,16 @@ class SQLReadModels:
                 yield
 
     def create_tables(self) -> None:
-        """Create missing tables (concurrent creators wait for each other)."""
+        """Create missing tables (concurrent creators wait for each other); a view
+        whose tables an earlier release made is rebuilt (``SQLView.upgrade``)."""
         try:
             with self.begin() as conn:
                 if not self.is_sqlite:
                     key = zlib.crc32(f"contextledger-readmodels/{self.schema}".encode())
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
                 self.metadata.create_all(conn, checkfirst=True)
+                for view in self.views.values():
+                    view.upgrade(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot create the read-model tables: {reason(exc)}") from exc
 

@@ -2,12 +2,20 @@
 
 Tables (prefix ``cl_``):
 
-- ``cl_transcript``: conversation_id, position, version, role, message (JSON),
-  tokens, timestamp, digest, client_message_id
-- ``cl_summaries``: conversation_id, version, range, text, tokens, model and
-  provenance
-- ``cl_token_totals``: counters per conversation (global totals are their sum)
-- ``cl_conversations``: id, model, started_at, updated_at, last_version, counters
+- ``cl_transcript``: conversation_id, position, version, origin_id, role, message
+  (JSON), tokens, timestamp, digest, client_message_id, and the marks of edits
+  (retracted, its version, reason and conversation; the version an edit replaced or
+  was replaced by; a fork's inherited rows carry their source in ``origin_id``)
+- ``cl_summaries``: conversation_id, version, range, text, tokens, model,
+  provenance, and whether it still stands (``valid``, invalidated at which version, why)
+- ``cl_token_totals``: counters per conversation (global totals are their sum, a
+  fork's shared history counted once)
+- ``cl_conversations``: id, model, key, started_at, updated_at, last_version,
+  counters, fork origin, last system prompt change
+
+A table whose columns or primary key differ from these (a database made by an
+earlier release) is dropped and rebuilt from the log when the read models are opened
+(see ``SQLView.upgrade``).
 - ``cl_tracking``: (projection, application_name) -> last notification id applied
 
 Where they live: on PostgreSQL, in the events' own database and schema. On SQLite,
@@ -26,6 +34,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Connection,
     DateTime,
@@ -64,6 +73,18 @@ COUNTERS = (
     "summarizer_output_tokens",
     "provider_prompt_tokens",
     "provider_completion_tokens",
+    "estimated_prompt_tokens",
+    "usage_records",
+    "retracted_messages",
+    "edited_messages",
+    "summaries_invalidated",
+    #: Tokens of the current messages minus ``appended_tokens`` (retractions, edits).
+    "live_tokens_delta",
+    #: What a fork shares with its source (left out of the global sums).
+    "inherited_messages",
+    "inherited_tokens",
+    "inherited_retracted",
+    "inherited_edited",
 )
 
 
@@ -101,13 +122,23 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             metadata,
             Column("conversation_id", Uuid, primary_key=True),
             Column("position", Integer, primary_key=True),
-            Column("version", Integer, nullable=False),
+            Column("version", Integer, primary_key=True),
             Column("role", String(16), nullable=False),
             Column("message", JSON, nullable=False),
             Column("tokens", Integer, nullable=False),
             Column("timestamp", UTCDateTime, nullable=False),
             Column("digest", String(64), nullable=False),
             Column("client_message_id", String(200)),
+            #: Marks (see docs/operations.md): who retracted or replaced the row, and
+            #: where a fork's shared history comes from (the row's own id if not inherited).
+            Column("origin_id", Uuid, primary_key=True),
+            Column("retracted", Boolean, nullable=False, default=False),
+            Column("retracted_version", Integer),
+            Column("retracted_reason", Text),
+            Column("retracted_in", Uuid),
+            Column("edited_from_version", Integer),
+            Column("superseded_by_version", Integer),
+            Column("superseded_in", Uuid),
         ),
         "summaries": Table(
             f"{p}summaries",
@@ -127,6 +158,9 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("policy_version", Integer, nullable=False),
             Column("timestamp", UTCDateTime, nullable=False),
             Column("source_digest", String(64), nullable=False),
+            Column("valid", Boolean, nullable=False, default=True),
+            Column("invalidated_version", Integer),
+            Column("invalidated_reason", Text),
         ),
         "token_totals": Table(
             f"{p}token_totals",
@@ -134,6 +168,10 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("conversation_id", Uuid, primary_key=True),
             #: System prompt and reply priming: full history = base + appended.
             Column("base_tokens", Integer, nullable=False, default=0),
+            #: The system prompt's share of ``base_tokens`` (a change replaces it).
+            Column("system_tokens", Integer, nullable=False, default=0),
+            Column("tools_tokens", Integer, nullable=False, default=0),
+            Column("key", String(200)),
             *(Column(name, BigInteger, nullable=False, default=0) for name in COUNTERS),
         ),
         "conversations": Table(
@@ -147,6 +185,10 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("messages", Integer, nullable=False, default=0),
             Column("summaries", Integer, nullable=False, default=0),
             Column("policy_version", Integer, nullable=False, default=1),
+            Column("key", String(200)),
+            Column("forked_from", Uuid),
+            Column("forked_at_version", Integer),
+            Column("system_prompt_version", Integer),
             Index(f"{p}conversations_started_at", "started_at"),
         ),
     }

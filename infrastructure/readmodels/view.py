@@ -11,12 +11,13 @@ there, cooperating with the rebuild instead of skipping over it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Table, insert, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from contextledger.infrastructure.readmodels.models import SQLReadModels
 
 __all__ = ["SQLView", "columns_of"]
+
+log = logging.getLogger("contextledger.readmodels")
 
 RecordT = TypeVar("RecordT", bound="DataclassInstance")
 
@@ -98,6 +101,33 @@ class SQLView(TrackingRecorder):
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot reset read model {self.name}: {reason(exc)}") from exc
         self._seen.clear()
+
+    def upgrade(self, conn: Connection) -> bool:
+        """Rebuild path for a database an earlier release made: if a table of this
+        view lacks a column or has another primary key than this release defines, drop
+        and recreate the view's tables and set its tracking back to zero (the runner
+        then replays the whole log into it). True if it did. Runs inside the
+        transaction that creates the tables."""
+        inspector = inspect(conn)
+        outdated = False
+        for table in self.tables:
+            if not inspector.has_table(table.name, schema=table.schema):
+                continue
+            found = {c["name"] for c in inspector.get_columns(table.name, schema=table.schema)}
+            key = set(inspector.get_pk_constraint(table.name, schema=table.schema)["constrained_columns"])
+            if set(table.columns.keys()) - found or key != set(table.primary_key.columns.keys()):
+                outdated = True
+        if not outdated:
+            return False
+        log.warning("read model %s was made by an earlier release: rebuilding it from the log", self.name)
+        for table in reversed(self.tables):
+            table.drop(conn, checkfirst=True)
+        for table in self.tables:
+            table.create(conn, checkfirst=True)
+        t = self._tracking
+        conn.execute(update(t).where(t.c.projection == self.name).values(notification_id=0))
+        self._seen.clear()
+        return True
 
     # -- the one write path -----------------------------------------------------------
 
