@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+from uuid import UUID
 
+from contextledger.application.ledger import Ledger
 from contextledger.application.results import AuditEvent
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
@@ -23,9 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "replay",
         "print the conversation's events one by one",
         "Prints every stored event of conversation CID in order, with its version and "
-        "timestamp: messages, thresholds reached, summaries, failures, policy changes, usage. "
-        "With --all instead of CID: every event of the log in log order, with its "
-        "notification id and conversation (progress on stderr; --json: one JSON object per line).",
+        "timestamp: messages, thresholds reached, summaries, failures, policy changes, usage, "
+        "edits and forks. A message later retracted or replaced by an edit and a summary "
+        "later invalidated are marked (text: in brackets; --json: a \"marks\" object), an "
+        "edit shows the original next to the new version. With --all instead of CID: every "
+        "event of the log in log order, with its notification id and conversation (progress "
+        "on stderr; --json: one JSON object per line).",
     )
     replay.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     replay.add_argument("--all", action="store_true", help="every conversation, in log order")
@@ -37,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "write events as JSON lines to stdout",
         "Writes the stored events of conversation CID (or of the whole log, in log order, "
         "with notification_id) to stdout, one JSON object per line: originator_id, version, "
-        "timestamp, topic, kind, data.",
+        "timestamp, topic, kind, data. For one conversation, events that a later edit "
+        "concerns also carry \"marks\" (retracted, replaced, invalidated; an edit's "
+        "original message; a fork's origin).",
     )
     export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     export.set_defaults(handler=run_export)
@@ -80,12 +87,83 @@ def describe(kind: str, data: dict[str, Any]) -> str:
     if kind == "UsageRecorded":
         return (f"provider usage: prompt {data['prompt_tokens']} (estimated "
                 f"{data['estimated_prompt_tokens']}), completion {data['completion_tokens']}")
+    if kind == "MessagesRetracted":
+        reason = f": {render.one_line(data['reason'])[:100]}" if data.get("reason") else ""
+        return (f"{data['command']} retracted {_positions(data['positions'])} "
+                f"({data['tokens']} tok){reason}")
+    if kind == "MessageEdited":
+        return (f"#{data['position']} {data['message']['role']} edited, replaces v{data['replaces_version']} "
+                f"({data['replaced_tokens']} → {data['tokens']} tok): " + render.excerpt(data["message"], 80))
+    if kind == "SystemPromptChanged":
+        text = render.one_line(data["system_prompt"] or "")[:90] if data.get("system_prompt") else "(none)"
+        return f"system prompt changed ({data['system_tokens']} tok): {render.visible(text)}"
+    if kind == "SummaryInvalidated":
+        versions = ", ".join(f"v{v}" for v in data["invalidated_versions"]) or "none of its own"
+        return (f"summaries {versions} invalidated ({data['reason']} at v{data['trigger_version']}); "
+                f"{len(data['reopened'])} messages back in the window")
+    if kind == "Forked":
+        origin = data["origin"]
+        return (f"forked from {origin['conversation_id']} at version {origin['version']} "
+                f"(shares #0-#{origin['through_position']})")
+    if kind == "ToolsChanged":
+        return f"tools: {len(data['tools'] or ())} definitions, {data['tools_tokens']} tok"
     return render.dump(data)[:140]
 
 
-def _line(event: AuditEvent) -> str:
+def _positions(positions: list[int]) -> str:
+    shown = ", ".join(f"#{p}" for p in positions[:12])
+    return shown + (f" and {len(positions) - 12} more" if len(positions) > 12 else "")
+
+
+def event_marks(ledger: Ledger, cid: UUID) -> dict[int, dict[str, Any]]:
+    """By version, what later events did to the conversation's own events: messages
+    retracted or replaced, summaries invalidated; an edit's original message; a fork's
+    origin."""
+    marks: dict[int, dict[str, Any]] = {}
+    entries = ledger.transcript(cid)
+    for entry in entries:
+        if entry.inherited_from is not None:
+            continue
+        mark: dict[str, Any] = {}
+        if entry.retracted:
+            mark.update(retracted=True, retracted_version=entry.retracted_version,
+                        retracted_reason=entry.retracted_reason)
+        if entry.superseded_by_version is not None:
+            mark["superseded_by_version"] = entry.superseded_by_version
+        if entry.edited_from_version is not None:
+            replaced = [e for e in entries if e.position == entry.position
+                        and e.superseded_by_version == entry.version]
+            if replaced:
+                mark.update(original=replaced[-1].message, original_version=replaced[-1].version)
+        if mark:
+            marks[entry.version] = mark
+    for summary in ledger.summaries(cid):
+        if not summary.valid:
+            marks[summary.version] = {"valid": False, "invalidated_version": summary.invalidated_version,
+                                      "invalidated_reason": summary.invalidated_reason}
+    origin = ledger.conversation(cid).state.fork_of
+    if origin is not None:
+        marks[1] = {"forked_from": str(origin.conversation_id), "forked_at_version": origin.version}
+    return marks
+
+
+def _mark_text(mark: dict[str, Any]) -> str:
+    parts: list[str] = []
+    if "original" in mark:
+        parts.append(f"was v{mark['original_version']}: {render.excerpt(mark['original'], 60)}")
+    if "superseded_by_version" in mark:
+        parts.append(f"replaced by v{mark['superseded_by_version']}")
+    if mark.get("retracted"):
+        reason = f": {render.one_line(mark['retracted_reason'])}" if mark.get("retracted_reason") else ""
+        parts.append(f"retracted at v{mark['retracted_version']}{reason}")
+    if mark.get("valid") is False:
+        parts.append(f"invalidated at v{mark['invalidated_version']}: {mark['invalidated_reason']}")
+    return f"  [{'; '.join(parts)}]" if parts else ""
+
+
+def _line(event: AuditEvent, mark: dict[str, Any] | None = None) -> str:
     return (f"v{event.version:<6} {event.timestamp.isoformat(timespec='milliseconds')}  "
-            f"{event.kind:<20} {describe(event.kind, event.data)}")
+            f"{event.kind:<20} {describe(event.kind, event.data)}{_mark_text(mark or {})}")
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -95,12 +173,13 @@ def run_replay(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
+            marks = event_marks(ledger, args.cid)
             if args.json:
                 print(render.dump([{"version": e.version, "timestamp": e.timestamp, "kind": e.kind,
-                                    "data": e.data} for e in events]))
+                                    "data": e.data, **_marks_of(marks, e.version)} for e in events]))
                 return 0
             for e in events:
-                render.out(_line(e))
+                render.out(_line(e, marks.get(e.version)))
             render.out(f"{len(events)} events")
             return 0
         top = ledger.recorder.max_notification_id() or 0
@@ -124,13 +203,18 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _marks_of(marks: dict[int, dict[str, Any]], version: int) -> dict[str, Any]:
+    return {"marks": marks[version]} if version in marks else {}
+
+
 def run_export(args: argparse.Namespace) -> int:
     """``export [CID]``: JSON lines on stdout."""
     out = sys.stdout
     with open_ledger(args) as ledger:
         if args.cid is not None:
+            marks = event_marks(ledger, args.cid)
             for event in ledger.replay(args.cid):
-                out.write(render.dump(event.record()) + "\n")
+                out.write(render.dump({**event.record(), **_marks_of(marks, event.version)}) + "\n")
             return 0
         for notification_id, event in ledger.audit.export():
             out.write(render.dump({"notification_id": notification_id, **event.record()}) + "\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from contextledger.application.results import TranscriptEntry
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.catchup import caught_up_read_models
 from contextledger.infrastructure.cli.common import add_command, conversation_id, positive_int
@@ -25,8 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "list",
         "list the conversations, newest activity first",
         "Lists every conversation, the most recently active first: id, messages, tokens "
-        "(the full history, system prompt included), summaries and last activity. Reads "
-        "the conversations and token_totals read models, brought up to date first.",
+        "(the full history, system prompt included), summaries and last activity; a fork "
+        "names its source and version. Reads the conversations and token_totals read "
+        "models, brought up to date first.",
     )
     listing.add_argument("--limit", type=positive_int, metavar="N", help="show the N newest only")
     listing.set_defaults(handler=run_list)
@@ -48,7 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "transcript",
         "print every message ever appended",
         "Prints every message of conversation CID, oldest first, with its position, version "
-        "and token count. Nothing summarized is ever lost from the transcript.",
+        "and token count. Nothing summarized is ever lost from the transcript, and nothing "
+        "edited: a retracted message is marked with its version and reason, an edited one "
+        "shows the original next to the new version, a fork's shared history names its "
+        "source conversation.",
     )
     transcript.add_argument("cid", metavar="CID", type=conversation_id, help="conversation id")
     transcript.set_defaults(handler=run_transcript)
@@ -86,14 +91,19 @@ def run_list(args: argparse.Namespace) -> int:
                 "summaries": record.summaries,
                 "last_activity": record.updated_at.isoformat(),
                 "model": record.model,
+                "key": record.key,
+                "forked_from": None if record.forked_from is None else str(record.forked_from),
+                "forked_at_version": record.forked_at_version,
             })
     if args.json:
         print(render.dump(rows))
         return 0
     render.out(f"{'conversation':<36}  {'messages':>8}  {'tokens':>10}  {'summaries':>9}  last activity")
     for row in rows:
+        fork = (f"  fork of {row['forked_from']} v{row['forked_at_version']}"
+                if row["forked_from"] else "")
         render.out(f"{row['conversation_id']:<36}  {row['messages']:>8,}  {row['tokens']:>10,}  "
-                   f"{row['summaries']:>9,}  {row['last_activity'][:19].replace('T', ' ')}")
+                   f"{row['summaries']:>9,}  {row['last_activity'][:19].replace('T', ' ')}{fork}")
     render.out(f"{len(rows)} conversations")
     return 0
 
@@ -112,22 +122,52 @@ def run_context(args: argparse.Namespace) -> int:
     return 0
 
 
+def entry_marks(entry: TranscriptEntry, originals: dict[tuple[int, int], TranscriptEntry]) -> list[str]:
+    """What an edit, a retraction or a fork did to ``entry``, one phrase each."""
+    marks: list[str] = []
+    if entry.inherited_from is not None:
+        marks.append(f"from {entry.inherited_from}")
+    if entry.edited_from_version is not None:
+        original = originals.get((entry.position, entry.edited_from_version))
+        was = f", original: {render.excerpt(original.message, 60)}" if original is not None else ""
+        marks.append(f"edit of v{entry.edited_from_version}{was}")
+    if entry.superseded_by_version is not None:
+        marks.append(f"replaced by v{entry.superseded_by_version}")
+    if entry.retracted:
+        reason = f": {render.one_line(entry.retracted_reason)}" if entry.retracted_reason else ""
+        marks.append(f"retracted at v{entry.retracted_version}{reason}")
+    return marks
+
+
 def run_transcript(args: argparse.Namespace) -> int:
-    """``transcript``: every message, oldest first."""
+    """``transcript``: every message, oldest first, with the marks of edits."""
     with open_ledger(args) as ledger:
         entries = ledger.transcript(args.cid)
+    originals = {(e.position, e.version): e for e in entries}
     if args.json:
         print(render.dump([
             {"position": e.position, "version": e.version, "tokens": e.tokens,
              "timestamp": e.timestamp, "digest": e.digest,
-             "client_message_id": e.client_message_id, "message": e.message}
+             "client_message_id": e.client_message_id, "message": e.message,
+             "current": e.current, "retracted": e.retracted,
+             "retracted_version": e.retracted_version, "retracted_reason": e.retracted_reason,
+             "edited_from_version": e.edited_from_version,
+             "superseded_by_version": e.superseded_by_version,
+             "inherited_from": e.inherited_from}
             for e in entries
         ]))
         return 0
     for e in entries:
+        marks = entry_marks(e, originals)
+        shown = f"  [{'; '.join(marks)}]" if marks else ""
         render.out(f"#{e.position:<5} v{e.version:<6} {e.tokens:>6} tok  {e.message['role']:<9} "
-                   f"{render.excerpt(e.message, 110)}")
-    render.out(f"{len(entries)} messages, {sum(e.tokens for e in entries):,} tokens")
+                   f"{render.excerpt(e.message, 110)}{shown}")
+    summary = f"{len(entries)} messages, {sum(e.tokens for e in entries):,} tokens"
+    retracted = sum(1 for e in entries if e.retracted)
+    replaced = sum(1 for e in entries if e.superseded_by_version is not None)
+    if retracted or replaced:
+        summary += f" ({retracted} retracted, {replaced} replaced by an edit)"
+    render.out(summary)
     return 0
 
 

@@ -20,9 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "stats",
         "print token accounting for one conversation or all",
         "With CID: the conversation's token totals (what the next prompt costs, what the "
-        "full history would cost, summaries and summarizer usage). Without: the totals of "
-        "every conversation, from the token_totals read model (brought up to date first, "
-        "with progress on stderr).",
+        "full history would cost, summaries and summarizer usage, edits, and the drift of "
+        "the estimate from the provider's reported prompt tokens: estimate_error). Without: "
+        "the totals of every conversation, from the token_totals read model (brought up to "
+        "date first, with progress on stderr), a fork's shared history counted once.",
     )
     stats.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     stats.set_defaults(handler=run)
@@ -35,17 +36,21 @@ def run(args: argparse.Namespace) -> int:
         if args.cid is not None:
             totals = ledger.totals(args.cid)
             record = {"conversation_id": str(args.cid),
-                      **{k: v for k, v in vars(totals).items() if k != "conversations"}}
+                      **{k: v for k, v in vars(totals).items() if k != "conversations"},
+                      "estimate_error": totals.estimate_error}
         else:
             with caught_up_read_models(ledger) as models:
                 found = models.token_totals.global_totals()
-            record = {k: v for k, v in vars(found).items() if k != "conversation_id"}
+            record = {k: v for k, v in vars(found).items() if k not in ("conversation_id", "key")}
+            record["estimate_error"] = found.estimate_error
             record["source"] = "token_totals read model"
     if args.json:
         print(render.dump(record))
         return 0
     width = max(len(k) for k in record) + 2
     for key, value in record.items():
+        if value is None:
+            continue
         shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
         if key == "saved_tokens" and record.get("full_history_tokens"):
             shown = f"{shown} ({value / record['full_history_tokens']:.1%} of the full history)"
