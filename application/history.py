@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import replace
+from typing import Any
 from uuid import UUID
 
 from contextledger.application.results import SharedHistory, SummaryInfo, TranscriptEntry
@@ -26,6 +27,7 @@ from contextledger.domain.reduction import Entry, SummaryLink
 __all__ = [
     "HistoryCache",
     "LogHistory",
+    "event_marks",
     "fold_history",
     "shared_history",
     "summary_infos",
@@ -217,3 +219,52 @@ def shared_history(store: ConversationStore, conversation_id: UUID) -> SharedHis
     with store_errors(conversation_id):
         first = next(iter(store.app.events.get(conversation_id, lte=1)), None)
     return SharedHistory.of(first) if isinstance(first, Forked) else None
+
+
+def event_marks(store: ConversationStore, conversation_id: UUID) -> dict[int, dict[str, Any]]:
+    """By version of the conversation's own events, what later events did to them:
+    a message retracted (version, reason) or replaced by an edit (the edit's version);
+    an edit's original message and its version; a summary invalidated (version,
+    reason); a fork's origin (on its ``Forked`` event, version 1). Events nothing
+    concerns are left out. The command line's ``replay``/``export`` and the viewer
+    show these."""
+    marks: dict[int, dict[str, Any]] = {}
+    entries = transcript_entries(store, conversation_id)
+    for entry in entries:
+        if entry.inherited_from is not None:
+            continue
+        mark: dict[str, Any] = {}
+        if entry.retracted:
+            mark.update(
+                retracted=True,
+                retracted_version=entry.retracted_version,
+                retracted_reason=entry.retracted_reason,
+            )
+        if entry.superseded_by_version is not None:
+            mark["superseded_by_version"] = entry.superseded_by_version
+        if entry.edited_from_version is not None:
+            replaced = [
+                e
+                for e in entries
+                if e.position == entry.position and e.superseded_by_version == entry.version
+            ]
+            if replaced:
+                mark.update(original=replaced[-1].message, original_version=replaced[-1].version)
+        if mark:
+            marks[entry.version] = mark
+    for summary in summary_infos(store, conversation_id):
+        if not summary.valid:
+            marks[summary.version] = {
+                "valid": False,
+                "invalidated_version": summary.invalidated_version,
+                "invalidated_reason": summary.invalidated_reason,
+            }
+    with store_errors(conversation_id):
+        first = next(iter(store.app.events.get(conversation_id, lte=1)), None)
+    if isinstance(first, Forked):
+        marks[1] = {
+            "forked_from": str(first.origin.conversation_id),
+            "forked_at_version": first.origin.version,
+            "through_position": first.origin.through_position,
+        }
+    return marks

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
-from uuid import UUID
 
+from contextledger.application.history import event_marks
 from contextledger.application.ledger import Ledger
 from contextledger.application.results import AuditEvent
 from contextledger.infrastructure.cli import render
@@ -115,38 +115,6 @@ def _positions(positions: list[int]) -> str:
     return shown + (f" and {len(positions) - 12} more" if len(positions) > 12 else "")
 
 
-def event_marks(ledger: Ledger, cid: UUID) -> dict[int, dict[str, Any]]:
-    """By version, what later events did to the conversation's own events: messages
-    retracted or replaced, summaries invalidated; an edit's original message; a fork's
-    origin."""
-    marks: dict[int, dict[str, Any]] = {}
-    entries = ledger.transcript(cid)
-    for entry in entries:
-        if entry.inherited_from is not None:
-            continue
-        mark: dict[str, Any] = {}
-        if entry.retracted:
-            mark.update(retracted=True, retracted_version=entry.retracted_version,
-                        retracted_reason=entry.retracted_reason)
-        if entry.superseded_by_version is not None:
-            mark["superseded_by_version"] = entry.superseded_by_version
-        if entry.edited_from_version is not None:
-            replaced = [e for e in entries if e.position == entry.position
-                        and e.superseded_by_version == entry.version]
-            if replaced:
-                mark.update(original=replaced[-1].message, original_version=replaced[-1].version)
-        if mark:
-            marks[entry.version] = mark
-    for summary in ledger.summaries(cid):
-        if not summary.valid:
-            marks[summary.version] = {"valid": False, "invalidated_version": summary.invalidated_version,
-                                      "invalidated_reason": summary.invalidated_reason}
-    origin = ledger.conversation(cid).state.fork_of
-    if origin is not None:
-        marks[1] = {"forked_from": str(origin.conversation_id), "forked_at_version": origin.version}
-    return marks
-
-
 def _mark_text(mark: dict[str, Any]) -> str:
     parts: list[str] = []
     if "original" in mark:
@@ -173,7 +141,7 @@ def run_replay(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
-            marks = event_marks(ledger, args.cid)
+            marks = _marks(ledger, events)
             if args.json:
                 print(render.dump([{"version": e.version, "timestamp": e.timestamp, "kind": e.kind,
                                     "data": e.data, **_marks_of(marks, e.version)} for e in events]))
@@ -203,6 +171,12 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _marks(ledger: Ledger, events: list[AuditEvent]) -> dict[int, dict[str, Any]]:
+    """The marks of one conversation's events (``event_marks``)."""
+    cid = events[0].conversation_id if events else None
+    return {} if cid is None else event_marks(ledger.store, cid)
+
+
 def _marks_of(marks: dict[int, dict[str, Any]], version: int) -> dict[str, Any]:
     return {"marks": marks[version]} if version in marks else {}
 
@@ -212,8 +186,9 @@ def run_export(args: argparse.Namespace) -> int:
     out = sys.stdout
     with open_ledger(args) as ledger:
         if args.cid is not None:
-            marks = event_marks(ledger, args.cid)
-            for event in ledger.replay(args.cid):
+            events = list(ledger.replay(args.cid))
+            marks = _marks(ledger, events)
+            for event in events:
                 out.write(render.dump({**event.record(), **_marks_of(marks, event.version)}) + "\n")
             return 0
         for notification_id, event in ledger.audit.export():

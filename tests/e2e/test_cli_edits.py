@@ -86,7 +86,9 @@ def test_replay_and_export_mark_what_later_events_did(
     assert main(["export", str(fork), "--database", url]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[0]["kind"] == "Forked"
-    assert lines[0]["marks"] == {"forked_from": str(cid), "forked_at_version": lines[0]["data"]["origin"]["version"]}
+    origin = lines[0]["data"]["origin"]
+    assert lines[0]["marks"] == {"forked_from": str(cid), "forked_at_version": origin["version"],
+                                 "through_position": origin["through_position"]}
     assert main(["export", str(cid), "--database", url]) == 0
     exported = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e.get("marks") for e in exported] == [e.get("marks") for e in events]
