@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from contextledger.application.history import event_marks
 from contextledger.application.ledger import Ledger
 from contextledger.application.results import AuditEvent, TokenTotals
 from contextledger.domain.conversation import Conversation
@@ -47,11 +48,15 @@ class ConversationRow:
     summaries: int
     appended_tokens: int
     context_tokens: int
+    #: A fork's source conversation and the source's version it was forked at.
+    forked_from: str | None = None
+    forked_at_version: int | None = None
 
     @classmethod
     def of(cls, conversation: Conversation) -> ConversationRow:
         s = conversation.state
         key = getattr(s, "key", None) or getattr(conversation, "key", None)
+        origin = s.fork_of
         return cls(
             id=str(conversation.id),
             key=key if isinstance(key, str) else None,
@@ -63,6 +68,8 @@ class ConversationRow:
             summaries=s.summaries_created,
             appended_tokens=s.appended_tokens,
             context_tokens=conversation.context_tokens(),
+            forked_from=None if origin is None else str(origin.conversation_id),
+            forked_at_version=None if origin is None else origin.version,
         )
 
     def matches(self, query: str) -> bool:
@@ -166,10 +173,37 @@ def describe_event(audit: AuditEvent) -> str:
             f"provider usage through #{d.get('through_position')}: {d.get('prompt_tokens')} prompt "
             f"(estimated {d.get('estimated_prompt_tokens')}), {d.get('completion_tokens')} completion"
         )
+    if kind == "MessagesRetracted":
+        positions = ", ".join(f"#{p}" for p in d.get("positions") or [])
+        reason = f": {_excerpt(str(d.get('reason')), 200)}" if d.get("reason") else ""
+        return f"{d.get('command')}: retracted {positions} ({d.get('tokens')} tokens){reason}"
+    if kind == "MessageEdited":
+        message = d.get("message") or {}
+        replaced = d.get("replaces_version")
+        return f"#{d.get('position')} {message.get('role')} edited (replaces version {replaced})"
+    if kind == "SystemPromptChanged":
+        prompt = _excerpt(d.get("system_prompt"), 120)
+        return f"system prompt changed ({d.get('system_tokens')} tokens): {prompt}"
+    if kind == "SummaryInvalidated":
+        versions = ", ".join(str(v) for v in d.get("invalidated_versions") or []) or "none of its own"
+        return (
+            f"summaries at versions {versions} invalidated ({d.get('reason')} at version "
+            f"{d.get('trigger_version')}); {len(d.get('reopened') or [])} messages back in the window"
+        )
+    if kind == "Forked":
+        origin = d.get("origin") or {}
+        return (
+            f"forked from {origin.get('conversation_id')} at version {origin.get('version')} "
+            f"(shares messages #0-#{origin.get('through_position')})"
+        )
+    if kind == "ToolsChanged":
+        return f"tool definitions changed: {len(d.get('tools') or [])}, {d.get('tools_tokens')} tokens"
     return kind + (": " + ", ".join(sorted(d)) if d else "")
 
 
-def _timeline_entry(audit: AuditEvent) -> dict[str, Any]:
+def _timeline_entry(audit: AuditEvent, marks: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One row of the timeline; ``marks``: what later events did (``event_marks``)."""
+    marks = marks or {}
     entry: dict[str, Any] = {
         "version": audit.version,
         "timestamp": audit.timestamp,
@@ -177,8 +211,9 @@ def _timeline_entry(audit: AuditEvent) -> dict[str, Any]:
         "known": audit.kind in _KNOWN,
         "description": describe_event(audit),
         "data": audit.data,
+        "marks": marks.get(audit.version, {}),
     }
-    if audit.kind == "MessageAppended":
+    if audit.kind in ("MessageAppended", "MessageEdited"):
         entry["message"] = audit.data.get("message")
         entry["position"] = audit.data.get("position")
         entry["tokens"] = audit.data.get("tokens")
@@ -194,6 +229,12 @@ _KNOWN = frozenset(
         "SummarizationFailed",
         "PolicyChanged",
         "UsageRecorded",
+        "ToolsChanged",
+        "MessagesRetracted",
+        "MessageEdited",
+        "SystemPromptChanged",
+        "SummaryInvalidated",
+        "Forked",
     }
 )
 
@@ -252,8 +293,17 @@ def conversation_page(ledger: Ledger, cid: UUID) -> dict[str, Any]:
     current = ledger.conversation(cid)
     totals: TokenTotals = TokenTotals.of(current)
     turns, marks = _turns(events)
+    edits = event_marks(ledger.store, cid)
+    origin = current.state.fork_of
     return {
         "conversation": ConversationRow.of(current).record(),
+        "fork_of": None
+        if origin is None
+        else {
+            "conversation_id": str(origin.conversation_id),
+            "version": origin.version,
+            "through_position": origin.through_position,
+        },
         "totals": vars(totals),
         "integrity": {
             "verified": report.ok,
@@ -266,7 +316,7 @@ def conversation_page(ledger: Ledger, cid: UUID) -> dict[str, Any]:
         "summaries": [asdict(s) for s in ledger.summaries(cid)],
         "turns": turns,
         "summary_marks": marks,
-        "events": [_timeline_entry(a) for a in audits],
+        "events": [_timeline_entry(a, edits) for a in audits],
     }
 
 

@@ -351,3 +351,47 @@ def test_the_core_and_the_command_line_never_import_the_viewer() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env=offline_env())
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def edited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Any]]:
+    """A store with a conversation that was retracted from and edited (a summary
+    invalidated by it) and a fork of it; yields the base URL, the source and the fork."""
+    from contextledger import ReductionPolicy
+    from contextledger.testing import ScriptedSummarizer
+
+    folder = tmp_path_factory.mktemp("edited")
+    url = f"sqlite:///{folder / 'ledger.db'}"
+    with Ledger.open(url, summarizer=ScriptedSummarizer()) as ledger:
+        cid = ledger.start("You help.", policy=ReductionPolicy(trigger_messages=4, keep_messages=2))
+        for turn in range(4):
+            ledger.append(cid, {"role": "user", "content": f"question {turn}"})
+            ledger.append(cid, {"role": "assistant", "content": f"answer {turn}"})
+        assert ledger.wait_idle(30)
+        ledger.retract(cid, 0, reason="asked to forget")
+        ledger.edit(cid, 7, {"role": "assistant", "content": "answer 3, corrected"})
+        fork = ledger.fork(cid)
+    with serve(url, cwd=folder) as base:
+        yield base, cid, fork
+
+
+def test_retracted_and_edited_messages_invalidated_summaries_and_fork_origins_are_shown(
+    edited_server: tuple[str, Any, Any], page: Page, tmp_path: Path
+) -> None:
+    base, cid, fork = edited_server
+    page.goto(f"{base}/conversations/{fork}")
+    assert f"Forked from {cid}" in page.locator("#fork-origin").inner_text()
+    page.click("#fork-source")
+    page.wait_for_url(f"**/conversations/{cid}")
+    retracted = page.locator("tr.ev-retracted").first
+    assert "retracted at version" in retracted.inner_text() and "asked to forget" in retracted.inner_text()
+    decoration = retracted.locator(".content").evaluate("el => getComputedStyle(el).textDecorationLine")
+    assert decoration == "line-through"
+    assert "replaced by the edit at version" in page.locator("tr.ev-replaced").first.inner_text()
+    edit = page.locator("tr.ev-MessageEdited").first.inner_text()
+    assert "edit of version" in edit and "answer 3" in edit and "answer 3, corrected" in edit
+    assert "invalidated" in page.locator("#summaries tr.summary-invalid").first.inner_text()
+    _screenshot(page, "viewer-edits.png", tmp_path)
+    page.goto(f"{base}/conversations")
+    assert page.locator("#conversations a.cid").count() == 2
+    assert "fork of" in page.locator("#conversations").inner_text()

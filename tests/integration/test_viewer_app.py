@@ -21,6 +21,7 @@ import contextledger as cl
 from contextledger.infrastructure.web import create_app
 from contextledger.infrastructure.web.chart import token_chart
 from contextledger.infrastructure.web.views import _timeline_entry
+from contextledger.testing import ScriptedSummarizer
 
 
 def test_the_list_follows_new_conversations_and_new_activity_without_writing() -> None:
@@ -99,3 +100,46 @@ def test_every_point_and_mark_of_the_chart_lies_inside_its_frame(
     for m in chart.marks:
         assert left <= m["x"] <= right
     assert chart.y_ticks[0]["label"] == "0"
+
+
+def test_edits_and_forks_are_marked_in_pages_and_json() -> None:
+    policy = cl.ReductionPolicy(trigger_messages=4, keep_messages=2)
+    with cl.Ledger.open("memory://", summarizer=ScriptedSummarizer(), run_policy=True) as ledger:
+        cid = ledger.start("You help.", policy=policy)
+        for turn in range(4):
+            ledger.append(cid, {"role": "user", "content": f"question {turn}"})
+            ledger.append(cid, {"role": "assistant", "content": f"answer {turn}"})
+        assert ledger.wait_idle(30)
+        ledger.retract(cid, 0, reason="<i>private</i>")
+        ledger.edit(cid, 7, {"role": "assistant", "content": "answer 3, corrected"})
+        fork = ledger.fork(cid)
+        client = TestClient(create_app(ledger))
+
+        data = client.get(f"/conversations/{cid}.json").json()
+        by_version = {e["version"]: e for e in data["events"]}
+        appended = {e["position"]: e for e in data["events"] if e["kind"] == "MessageAppended"}
+        assert appended[0]["marks"]["retracted"] is True
+        assert appended[0]["marks"]["retracted_reason"] == "<i>private</i>"
+        edit = next(e for e in data["events"] if e["kind"] == "MessageEdited")
+        assert appended[7]["marks"]["superseded_by_version"] == edit["version"]
+        assert edit["marks"]["original"]["content"] == "answer 3"
+        assert edit["known"] and by_version[appended[0]["marks"]["retracted_version"]]["known"]
+        invalid = [s for s in data["summaries"] if not s["valid"]]
+        assert invalid and invalid[0]["invalidated_reason"] == "retracted"
+        assert data["fork_of"] is None
+        assert data["totals"]["retracted_messages"] == 1 and data["totals"]["edited_messages"] == 1
+
+        html = client.get(f"/conversations/{cid}").text
+        assert "retracted at" in html and "&lt;i&gt;private&lt;/i&gt;" in html and "<i>private" not in html
+        assert "replaced by the edit at" in html and "edit of version" in html
+        assert 'class="invalidated"' in html
+
+        forked = client.get(f"/conversations/{fork}.json").json()
+        assert forked["fork_of"]["conversation_id"] == str(cid)
+        assert forked["conversation"]["forked_from"] == str(cid)
+        assert forked["events"][0]["kind"] == "Forked" and forked["events"][0]["known"]
+        page = client.get(f"/conversations/{fork}").text
+        assert f'href="/conversations/{cid}" id="fork-source"' in page
+        listed = client.get("/conversations.json").json()["conversations"]
+        assert {c["id"] for c in listed} == {str(cid), str(fork)}
+        assert f"fork of <a href=\"/conversations/{cid}\">" in client.get("/conversations").text
