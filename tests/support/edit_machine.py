@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
+from contextledger.application.projections import ReadModelRunner
 from contextledger.domain import (
     InvalidEditError,
     RetractedPositionError,
@@ -21,7 +22,9 @@ from contextledger.domain import (
     SummaryQualityError,
     UnknownPositionError,
 )
+from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import assert_valid_openai_context as assert_valid
+from tests.support.readmodel_checks import assert_conversation_matches
 
 WORD = re.compile(r"w\d+")
 
@@ -59,9 +62,13 @@ class Model:
 
 
 class EditMachine(RuleBasedStateMachine):
-    """Subclass with ``ledger`` set (one ledger serves every example)."""
+    """Subclass with ``ledger`` set (one ledger serves every example); with
+    ``read_models`` and ``runner`` set too, the SQL read models are brought up to date
+    at the end of every example and must answer what the ledger answers."""
 
     ledger: Ledger
+    read_models: SQLReadModels | None = None
+    runner: ReadModelRunner | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -316,3 +323,7 @@ class EditMachine(RuleBasedStateMachine):
             assert self.ledger.context(cid, version=version) == context, (cid, version)
         for cid in self.models:
             assert self.ledger.verify(cid).ok
+        if self.read_models is not None and self.runner is not None:
+            self.runner.catch_up()
+            for cid in self.models:
+                assert_conversation_matches(self.read_models, self.ledger, cid)
