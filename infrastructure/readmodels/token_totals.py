@@ -129,7 +129,7 @@ class SQLTokenTotalsView(SQLView):
         columns: list[Any] = [func.count()]
         columns += [func.coalesce(func.sum(t.c[name]), 0) for name in summed]
         row = self._select(select(*columns))[0]
-        sums = {name: int(row[i + 1]) for i, name in enumerate(summed)}
+        sums: dict[str, Any] = {name: int(row[i + 1]) for i, name in enumerate(summed)}
         full = sum(sums[n] for n in ("base_tokens", "tools_tokens", "appended_tokens", "live_tokens_delta"))
         for counter, inherited in _SHARED.items():
             sums[counter] -= sums[inherited]
