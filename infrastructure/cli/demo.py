@@ -13,6 +13,7 @@ from typing import Any
 
 from contextledger.application.ledger import Ledger
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.events import Forked
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, positive_int
 from contextledger.infrastructure.cli.connect import check_postgres, database, settings_for
@@ -197,6 +198,11 @@ def _holds_only_demo_data(path: Path) -> bool:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "stored_events" not in tables:
                 return not tables
+            # The demo never forks: a forked conversation is someone else's work.
+            if conn.execute(
+                "SELECT 1 FROM stored_events WHERE topic = ? LIMIT 1", (Forked.TOPIC,)
+            ).fetchone():
+                return False
             rows = conn.execute(
                 "SELECT state FROM stored_events WHERE topic = ?", (Conversation.Started.TOPIC,)
             ).fetchall()

@@ -126,3 +126,17 @@ def test_list_shows_forks_and_stats_the_edits_and_the_estimates_drift(
                  "retracted_messages", "edited_messages", "summaries_invalidated", "estimate_error"):
         assert every[name] == getattr(overall, name), name
     assert every["usage_records"] == 1
+
+
+def test_the_demo_refuses_to_recreate_a_database_holding_a_fork(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    assert main(["demo", "--database", url, "--messages", "30", "--chart", "-", "--json"]) == 0
+    with Ledger.open(url, run_policy=False) as ledger:
+        ledger.fork(ledger.conversation_ids()[0])
+    capsys.readouterr()
+    assert main(["demo", "--database", url, "--messages", "30", "--chart", "-", "--json"]) == 2
+    assert "refusing to recreate" in capsys.readouterr().err
+    with Ledger.open(url, run_policy=False) as ledger:
+        assert len(ledger.conversation_ids()) == 2  # the demo's and the fork
