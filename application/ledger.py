@@ -498,27 +498,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         the range is no longer pending, ``SummaryQualityError`` if the gate fails."""
         self.summary_service.record_summary(request, result)
 
-    def record_summary_failure(
-        self,
-        request: SummaryRequest,
-        *,
-        kind: str,
-        error: str,
-        retryable: bool,
-        called_provider: bool,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-    ) -> int:
-        """Record a failed attempt at the pending range; returns the attempt number."""
-        return self.summary_service.record_failure(
-            request,
-            kind=kind,
-            error=error,
-            retryable=retryable,
-            called_provider=called_provider,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
+    def record_summary_failure(self, request: SummaryRequest, failure: SummaryFailure) -> int:
+        """Record a failed attempt at ``request``'s range; returns the attempt number."""
+        return self.summary_service.record_failure(request, failure)
 
     # ------------------------------------------------------------------ queries
 

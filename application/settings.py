@@ -49,6 +49,10 @@ class Settings(BaseModel):
     #: After this many failed attempts at one range, the offline summarizer makes its
     #: summary, so a provider that keeps failing never stalls a conversation (None: never).
     fallback_after_attempts: int | None = Field(default=5, ge=1)
+    #: After a range has failed for this long (seconds from its first failure), the
+    #: offline summarizer makes its summary at the next attempt (None: no time limit).
+    #: Non-retryable failures (401/403, invalid requests) hand over at once.
+    retry_total_seconds: float | None = Field(default=300.0, gt=0)
     #: How often followers of a SQLite store poll the log (SQLite cannot notify).
     poll_interval: float = Field(default=0.05, gt=0)
     snapshot_interval: int = Field(default=50, ge=2)
@@ -92,6 +96,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_POLL_INTERVAL": "poll_interval",
             "CONTEXTLEDGER_SNAPSHOT_INTERVAL": "snapshot_interval",
             "CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS": "fallback_after_attempts",
+            "CONTEXTLEDGER_RETRY_TOTAL_SECONDS": "retry_total_seconds",
             "CONTEXTLEDGER_TRACING": "tracing",
         }
         for key, field in mapping.items():
