@@ -47,7 +47,7 @@ from contextledger.application.store import ConversationStore
 from contextledger.application.summary_service import SummaryService
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.client_ids import ClientMessageId
-from contextledger.domain.conversation import Conversation, ConversationSnapshot
+from contextledger.domain.conversation import Conversation, ConversationSnapshot, SummaryFailure
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
