@@ -117,9 +117,22 @@ def absolute_tiktoken_cache_dir() -> str | None:
     return value
 
 
-_PASSWORD = re.compile(r"^([a-z0-9+.-]+://[^:/@]*:)([^@]*)@", re.IGNORECASE)
+#: The user-info part of a URL: up to the *last* ``@`` before the path, so a password
+#: holding ``@`` is masked whole.
+_USERINFO = re.compile(r"^([a-z0-9+.-]+://)([^/?#]*)@", re.IGNORECASE)
+#: Query parameters that carry secrets (``?password=...``, ``&sslpassword=...``).
+_SECRET_PARAM = re.compile(
+    r"([?&](?:password|passwd|pass|sslpassword|secret|token|key|api_key)=)[^&#]*", re.IGNORECASE
+)
 
 
 def masked_url(url: Any) -> Any:
-    """A URL with its password shown as ``***`` (for reprs, logs and messages)."""
-    return _PASSWORD.sub(r"\1***@", url) if isinstance(url, str) else url
+    """A URL with its password (in the user info or a query parameter) shown as
+    ``***``, for reprs, logs and messages. The one masker of the library."""
+    if not isinstance(url, str):
+        return url
+    match = _USERINFO.match(url)
+    if match and ":" in match.group(2):
+        user = match.group(2).split(":", 1)[0]
+        url = f"{match.group(1)}{user}:***@{url[match.end():]}"
+    return _SECRET_PARAM.sub(r"\1***", url)

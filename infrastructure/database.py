@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from contextledger.application.settings import masked_url
 from contextledger.domain.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -38,11 +39,8 @@ _SUPPORTED = "use memory://, sqlite:///path.db or postgresql://user@host:5432/db
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (unparseable URLs are cut)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError, TypeError):
-        return url.split("://", 1)[0] + "://***" if "@" in url else url
+    """``url`` with its password shown as ``***`` (``Settings``' one masker)."""
+    return str(masked_url(url))
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "write events as JSON lines to stdout",
         "Writes the stored events of conversation CID (or of the whole log, in log order, "
         "with notification_id) to stdout, one JSON object per line: originator_id, version, "
-        "timestamp, topic, kind, data.",
+        "timestamp, topic, kind, data. With a cipher key set, the events are stored "
+        "encrypted and export writes them decrypted only when given --plaintext.",
     )
     export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    export.add_argument("--plaintext", action="store_true",
+                        help="with a cipher key set: write the decrypted events (refused otherwise)")
     export.set_defaults(handler=run_export)
 
     verify = add_command(
@@ -128,6 +131,12 @@ def run_export(args: argparse.Namespace) -> int:
     """``export [CID]``: JSON lines on stdout."""
     out = sys.stdout
     with open_ledger(args) as ledger:
+        if ledger.settings.cipher_key is not None and not args.plaintext:
+            raise Failure(
+                "the store is encrypted at rest: export writes its content in plaintext only "
+                "with --plaintext",
+                code=2,
+            )
         if args.cid is not None:
             for event in ledger.replay(args.cid):
                 out.write(render.dump(event.record()) + "\n")

@@ -10,6 +10,9 @@ Tables (prefix ``cl_``):
 - ``cl_conversations``: id, model, started_at, updated_at, last_version, counters
 - ``cl_tracking``: (projection, application_name) -> last notification id applied
 
+With a cipher key, ``cl_transcript.message`` and ``cl_summaries.text`` are encrypted
+(``sealing``); the other columns hold no message or summary text.
+
 Where they live: on PostgreSQL, in the events' own database and schema. On SQLite,
 in a separate file next to the event store (``ledger.db`` -> ``ledger.views.db``), so
 the runner's writes never contend with appends for SQLite's one writer lock. For a
@@ -24,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Column,
     Connection,
@@ -37,7 +39,6 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
-    Text,
     TypeDecorator,
     Uuid,
     create_engine,
@@ -48,6 +49,7 @@ from sqlalchemy.pool import StaticPool
 
 from contextledger.domain.errors import ConfigurationError
 from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 
@@ -85,8 +87,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def build_tables(metadata: MetaData) -> dict[str, Table]:
-    """Every read-model table, by short name, in ``metadata``."""
+def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[str, Table]:
+    """Every read-model table, by short name, in ``metadata``; content columns sealed
+    with ``codec`` (see ``sealing``)."""
     p = PREFIX
     return {
         "tracking": Table(
@@ -103,7 +106,7 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("position", Integer, primary_key=True),
             Column("version", Integer, nullable=False),
             Column("role", String(16), nullable=False),
-            Column("message", JSON, nullable=False),
+            Column("message", SealedJSON(codec), nullable=False),
             Column("tokens", Integer, nullable=False),
             Column("timestamp", UTCDateTime, nullable=False),
             Column("digest", String(64), nullable=False),
@@ -117,7 +120,7 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("from_position", Integer, nullable=False),
             Column("through_position", Integer, nullable=False),
             Column("covers_from", Integer, nullable=False),
-            Column("text", Text, nullable=False),
+            Column("text", SealedText(codec), nullable=False),
             Column("tokens", Integer, nullable=False),
             Column("model", String(200), nullable=False),
             Column("prompt_version", String(200), nullable=False),
