@@ -129,7 +129,10 @@ class Ledger(LedgerEdits, Application[UUID]):
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
         self.store = ConversationStore(
-            self, snapshot_interval=self.settings.snapshot_interval, on_saved=self._saved
+            self,
+            snapshot_interval=self.settings.snapshot_interval,
+            on_saved=self._saved,
+            deadline_seconds=self.settings.write_deadline,
         )
         self.counters = TokenCounters(_resolve(TOKEN_COUNTER_TOPIC), fixed=token_counter)
         self.summary_service = SummaryService(

@@ -31,7 +31,10 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
     ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_COMPRESS``,
     ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``,
-    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_TRACING``.
+    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_RETRY_TOTAL_SECONDS``,
+    ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
+    ``CONTEXTLEDGER_CONNECT_TIMEOUT``, ``CONTEXTLEDGER_STATEMENT_TIMEOUT``,
+    ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,6 +62,21 @@ class Settings(BaseModel):
     #: 32-byte base64 AES key (eventsourcing's cipher); None: no encryption at rest.
     cipher_key: SecretStr | None = None
     compress: bool = False
+    #: How long one write (append, edit, summary record ...) may wait for the
+    #: conversation's other writers and retry optimistic-concurrency conflicts before
+    #: ``ConcurrencyError`` (with ``attempts`` and ``seconds``).
+    write_deadline: float = Field(default=5.0, gt=0, le=3600)
+    #: Seconds to establish a PostgreSQL connection (libpq ``connect_timeout``,
+    #: whole seconds, at least 2); a URL's ``?connect_timeout=`` wins.
+    connect_timeout: float = Field(default=5.0, gt=0, le=3600)
+    #: Longest statement: PostgreSQL ``statement_timeout``; SQLite's busy timeout
+    #: (how long a write waits for another process's lock). Then ``StoreError``
+    #: with ``cause`` ``statement_timeout`` or ``busy``.
+    statement_timeout: float = Field(default=30.0, gt=0, le=86400)
+    #: Largest message accepted, in UTF-8 bytes of its JSON and in tokens
+    #: (``InvalidMessageError`` naming the limit).
+    max_message_bytes: int = Field(default=1_000_000, ge=1024)
+    max_message_tokens: int = Field(default=100_000, ge=16)
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
@@ -98,6 +116,11 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS": "fallback_after_attempts",
             "CONTEXTLEDGER_RETRY_TOTAL_SECONDS": "retry_total_seconds",
             "CONTEXTLEDGER_TRACING": "tracing",
+            "CONTEXTLEDGER_WRITE_DEADLINE": "write_deadline",
+            "CONTEXTLEDGER_CONNECT_TIMEOUT": "connect_timeout",
+            "CONTEXTLEDGER_STATEMENT_TIMEOUT": "statement_timeout",
+            "CONTEXTLEDGER_MAX_MESSAGE_BYTES": "max_message_bytes",
+            "CONTEXTLEDGER_MAX_MESSAGE_TOKENS": "max_message_tokens",
         }
         for key, field in mapping.items():
             if env.get(key):

@@ -186,6 +186,15 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         "IS_SNAPSHOTTING_ENABLED": "y",
         **Database.parse(settings.database_url).persistence_env(),
     }
+    if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
+        env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
+    elif env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+        database = Database.parse(settings.database_url)
+        env["PERSISTENCE_MODULE"] = "contextledger.infrastructure.pgstore:TimedPostgresFactory"
+        seconds = database.option("connect_timeout", str(settings.connect_timeout))
+        env["CL_PG_CONNECT_TIMEOUT"] = str(max(2, round(float(seconds))))
+        env["CL_PG_STATEMENT_TIMEOUT_MS"] = str(int(settings.statement_timeout * 1000))
+        env["POSTGRES_CONNECT_TIMEOUT"] = env["CL_PG_CONNECT_TIMEOUT"]
     if settings.compress:
         env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
     if settings.cipher_key is not None:

@@ -74,19 +74,31 @@ class SQLReadModels:
     # -- construction -----------------------------------------------------------
 
     @classmethod
-    def for_url(cls, database_url: str, *, cipher_key: str | None = None) -> SQLReadModels:
+    def for_url(
+        cls,
+        database_url: str,
+        *,
+        cipher_key: str | None = None,
+        connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+    ) -> SQLReadModels:
         """Read models for the event store at ``database_url`` (see the module doc),
         their content encrypted with ``cipher_key`` (the event store's key)."""
         database = Database.parse(database_url)
         codec = codec_for_key(cipher_key)
-        return cls(engine_for(database), schema=database.schema, codec=codec)
+        engine = engine_for(database, connect_timeout=connect_timeout, statement_timeout=statement_timeout)
+        return cls(engine, schema=database.schema, codec=codec)
 
     @classmethod
     def for_ledger(cls, ledger: Ledger) -> SQLReadModels:
-        """Read models for ``ledger``'s store, encrypted with its cipher key if it has one."""
-        key = ledger.settings.cipher_key
+        """Read models for ``ledger``'s store, encrypted with its cipher key if it has
+        one, with its settings' timeouts."""
+        s = ledger.settings
         return cls.for_url(
-            ledger.settings.database_url, cipher_key=None if key is None else key.get_secret_value()
+            s.database_url,
+            cipher_key=None if s.cipher_key is None else s.cipher_key.get_secret_value(),
+            connect_timeout=s.connect_timeout,
+            statement_timeout=s.statement_timeout,
         )
 
     def projections(self) -> list[ReadModelProjection]:

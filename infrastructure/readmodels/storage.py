@@ -155,20 +155,27 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
     }
 
 
-def engine_for(database: Database) -> Engine:
-    """The engine of ``database``'s read models (see the module doc)."""
+def engine_for(
+    database: Database, *, connect_timeout: float = 10.0, statement_timeout: float = 30.0
+) -> Engine:
+    """The engine of ``database``'s read models (see the module doc): PostgreSQL
+    connections with libpq ``connect_timeout`` and a session ``statement_timeout``,
+    SQLite with a busy timeout of ``statement_timeout``."""
     if database.kind != "postgresql":
-        return sqlite_engine(database.views_path)
+        return sqlite_engine(database.views_path, busy_timeout=statement_timeout)
     return create_engine(
         database.sqlalchemy_url(),
         pool_size=2,
         max_overflow=4,
         pool_pre_ping=True,
-        connect_args={"connect_timeout": int(database.option("connect_timeout", "10"))},
+        connect_args={
+            "connect_timeout": max(2, int(float(database.option("connect_timeout", str(connect_timeout))))),
+            "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+        },
     )
 
 
-def sqlite_engine(path: Path | None) -> Engine:
+def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
     """A SQLite engine on ``path`` (None: in memory) whose writes begin IMMEDIATE."""
     if path is None:
         engine = create_engine(
@@ -179,7 +186,7 @@ def sqlite_engine(path: Path | None) -> Engine:
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
-            connect_args={"check_same_thread": False, "timeout": 30},
+            connect_args={"check_same_thread": False, "timeout": busy_timeout},
         )
 
     @event.listens_for(engine, "connect")
@@ -190,7 +197,7 @@ def sqlite_engine(path: Path | None) -> Engine:
         if path is not None:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
