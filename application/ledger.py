@@ -26,6 +26,7 @@ from contextledger.application.counting import TokenCounters
 from contextledger.application.history import HistoryCache, transcript_entries
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
+from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
@@ -280,7 +281,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         if policy is not None and not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         check_text(model, "model", empty=False)
-        policy = policy or DEFAULT_POLICY
+        policy = with_default_cap(policy or DEFAULT_POLICY, model)
         if key is not None:
             key = check_key(key)
             cid = id_for_key(key)
@@ -293,11 +294,12 @@ class Ledger(LedgerEdits, Application[UUID]):
         checked_tools = check_tools(tools)
         counter = self.counter_for(model)
         tools_tokens = self.counters.tools_cost(model, checked_tools)
-        system_tokens = (
-            counter.count_message(Message(role="system", content=system_prompt))
-            if system_prompt is not None
-            else 0
-        )
+        system_tokens = 0
+        if system_prompt is not None:
+            system = Message(role="system", content=system_prompt)
+            check_message_bytes(system, self.settings, field="system_prompt")
+            system_tokens = counter.count_message(system)
+            check_message_tokens(system_tokens, self.settings, field="system_prompt")
         conversation = Conversation.start(
             cid,
             system_prompt=system_prompt,
@@ -419,7 +421,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         self, conversation: Conversation, message: Message, client_message_id: str | None
     ) -> int:
         conversation.check_message(message)
+        check_message_bytes(message, self.settings)
         tokens, placeholder_tokens = self.counters.message_cost(conversation, message)
+        check_message_tokens(tokens, self.settings)
         return conversation.append(
             message,
             tokens=tokens,
@@ -460,7 +464,8 @@ class Ledger(LedgerEdits, Application[UUID]):
         if not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         return self.store.execute(
-            conversation_id, lambda c: (c.change_policy(policy, at=self._clock()), [])
+            conversation_id,
+            lambda c: (c.change_policy(with_default_cap(policy, c.state.model), at=self._clock()), []),
         )
 
     def change_tools(
