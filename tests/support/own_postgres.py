@@ -8,6 +8,7 @@ user and its commands run through ``runuser``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -69,8 +70,6 @@ class OwnPostgres:
         self.start()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):  # not running
             self.stop()
-        except subprocess.CalledProcessError:
-            pass  # not running
         shutil.rmtree(self.folder, ignore_errors=True)
