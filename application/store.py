@@ -69,7 +69,7 @@ _CAUSES = (
 def failure_cause(exc: BaseException) -> str | None:
     """Why a store call failed, from the exception and its causes (None: unknown)."""
     seen: BaseException | None = exc
-    texts = []
+    texts: list[str] = []
     while seen is not None and len(texts) < 8:
         texts.append(f"{type(seen).__name__}: {seen}".lower())
         seen = seen.__cause__ or seen.__context__
