@@ -93,3 +93,20 @@ def test_contexts_stay_under_the_cap_while_summaries_lag_behind_back_to_back_tur
             assert ledger.working_memory(cid).tokens <= cap
         assert ledger.pending_summary(cid) is not None  # the summary is still due
         assert sum(r.tokens for r in ledger.transcript(cid)) > 2 * cap  # the full history is not
+
+
+def test_edits_and_new_system_prompts_obey_the_same_limits() -> None:
+    settings = Settings(database_url="memory://", run_policy=False, max_message_bytes=2048, max_message_tokens=200)
+    with Ledger.open(settings=settings) as ledger:
+        cid = ledger.start("s")
+        ledger.append(cid, {"role": "user", "content": "short"})
+        before = events(ledger)
+        with pytest.raises(MessageTooLargeError, match="max_message_bytes"):
+            ledger.edit(cid, 0, {"role": "user", "content": "x" * 4000})
+        with pytest.raises(MessageTooLargeError, match="max_message_tokens"):
+            ledger.edit(cid, 0, {"role": "user", "content": "word " * 300})
+        with pytest.raises(MessageTooLargeError) as caught:
+            ledger.change_system_prompt(cid, "word " * 300)
+        assert caught.value.field == "system_prompt" and caught.value.unit == "tokens"
+        assert events(ledger) == before
+        assert ledger.transcript(cid)[0].message["content"] == "short"
