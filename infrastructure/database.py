@@ -90,7 +90,7 @@ class Database:
         """The URL as given, password hidden."""
         if self.kind == "memory":
             return "memory://"
-        return self.url.render_as_string(hide_password=True)
+        return mask_url(self.url.render_as_string(hide_password=False))
 
     def __str__(self) -> str:
         return self.masked

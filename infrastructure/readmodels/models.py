@@ -21,7 +21,7 @@ from contextledger.application.projections import (
     TranscriptProjection,
 )
 from contextledger.domain.errors import StoreError
-from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.database import Database, mask_url
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, codec_for_key
 from contextledger.infrastructure.readmodels.storage import build_tables, engine_for, reason
@@ -69,7 +69,7 @@ class SQLReadModels:
         self.create_tables()
 
     def __repr__(self) -> str:
-        return f"SQLReadModels(url={self.engine.url.render_as_string(hide_password=True)!r})"
+        return f"SQLReadModels(url={mask_url(self.engine.url.render_as_string(hide_password=False))!r})"
 
     # -- construction -----------------------------------------------------------
 
