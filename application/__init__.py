@@ -36,6 +36,7 @@ from contextledger.domain.errors import (
     ContextLedgerError,
     ConversationNotFoundError,
     InvalidMessageError,
+    MessageTooLargeError,
 )
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
@@ -55,6 +56,7 @@ __all__ = [
     "Ledger",
     "LogFollower",
     "Message",
+    "MessageTooLargeError",
     "ReadModelProjection",
     "ReadModelRunner",
     "ReadModelView",

@@ -181,10 +181,18 @@ class LogFollower(ABC):
         """True once the log is read to its end as of this call and nothing is left to
         do; False if ``timeout`` seconds pass first, or if the follower is not running
         (or stops) with work left."""
-        head = self.head()
-        if self._thread is None:
-            return self._settle(head, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
+        while True:  # a store that cannot answer yet (a restart): ask again until the deadline
+            try:
+                head = self.head()
+                break
+            except (ContextLedgerError, PersistenceError) as exc:
+                self._failed(exc)
+                if deadline is not None and time.monotonic() + 0.1 > deadline:
+                    return False
+                time.sleep(0.1)
+        if self._thread is None:
+            return self._settle(head, None if deadline is None else max(0.0, deadline - time.monotonic()))
         with self._progress:
             while not self.idle_at(head):
                 remaining = None if deadline is None else deadline - time.monotonic()

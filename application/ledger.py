@@ -31,6 +31,7 @@ from contextledger.application.history import (
 )
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
+from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
@@ -53,7 +54,7 @@ from contextledger.application.store import ConversationStore
 from contextledger.application.summary_service import SummaryService
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.client_ids import ClientMessageId
-from contextledger.domain.conversation import Conversation, ConversationSnapshot
+from contextledger.domain.conversation import Conversation, ConversationSnapshot, SummaryFailure
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
@@ -134,7 +135,10 @@ class Ledger(LedgerEdits, Application[UUID]):
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
         self.store = ConversationStore(
-            self, snapshot_interval=self.settings.snapshot_interval, on_saved=self._saved
+            self,
+            snapshot_interval=self.settings.snapshot_interval,
+            on_saved=self._saved,
+            deadline_seconds=self.settings.write_deadline,
         )
         self.counters = TokenCounters(_resolve(TOKEN_COUNTER_TOPIC), fixed=token_counter)
         self.summary_service = SummaryService(
@@ -282,7 +286,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         if policy is not None and not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         check_text(model, "model", empty=False)
-        policy = policy or DEFAULT_POLICY
+        policy = with_default_cap(policy or DEFAULT_POLICY, model)
         if key is not None:
             key = check_key(key)
             cid = id_for_key(key)
@@ -295,11 +299,12 @@ class Ledger(LedgerEdits, Application[UUID]):
         checked_tools = check_tools(tools)
         counter = self.counter_for(model)
         tools_tokens = self.counters.tools_cost(model, checked_tools)
-        system_tokens = (
-            counter.count_message(Message(role="system", content=system_prompt))
-            if system_prompt is not None
-            else 0
-        )
+        system_tokens = 0
+        if system_prompt is not None:
+            system = Message(role="system", content=system_prompt)
+            check_message_bytes(system, self.settings, field="system_prompt")
+            system_tokens = counter.count_message(system)
+            check_message_tokens(system_tokens, self.settings, field="system_prompt")
         conversation = Conversation.start(
             cid,
             system_prompt=system_prompt,
@@ -421,7 +426,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         self, conversation: Conversation, message: Message, client_message_id: str | None
     ) -> int:
         conversation.check_message(message)
+        check_message_bytes(message, self.settings)
         tokens, placeholder_tokens = self.counters.message_cost(conversation, message)
+        check_message_tokens(tokens, self.settings)
         return conversation.append(
             message,
             tokens=tokens,
@@ -462,7 +469,8 @@ class Ledger(LedgerEdits, Application[UUID]):
         if not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         return self.store.execute(
-            conversation_id, lambda c: (c.change_policy(policy, at=self._clock()), [])
+            conversation_id,
+            lambda c: (c.change_policy(with_default_cap(policy, c.state.model), at=self._clock()), []),
         )
 
     def change_tools(
@@ -503,27 +511,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         the range is no longer pending, ``SummaryQualityError`` if the gate fails."""
         self.summary_service.record_summary(request, result)
 
-    def record_summary_failure(
-        self,
-        request: SummaryRequest,
-        *,
-        kind: str,
-        error: str,
-        retryable: bool,
-        called_provider: bool,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-    ) -> int:
-        """Record a failed attempt at the pending range; returns the attempt number."""
-        return self.summary_service.record_failure(
-            request,
-            kind=kind,
-            error=error,
-            retryable=retryable,
-            called_provider=called_provider,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
+    def record_summary_failure(self, request: SummaryRequest, failure: SummaryFailure) -> int:
+        """Record a failed attempt at ``request``'s range; returns the attempt number."""
+        return self.summary_service.record_failure(request, failure)
 
     # ------------------------------------------------------------------ queries
 

@@ -17,7 +17,9 @@ from contextledger.application import items as items_module
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.history import HistoryCache, LogHistory
 from contextledger.application.items import SummaryRole
+from contextledger.application.limits import check_message_bytes, check_message_tokens
 from contextledger.application.ports import TokenCounter
+from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
@@ -39,6 +41,7 @@ class LedgerEdits:
 
     store: ConversationStore
     history_cache: HistoryCache
+    settings: Settings
     _clock: Callable[[], datetime]
 
     if TYPE_CHECKING:
@@ -83,12 +86,14 @@ class LedgerEdits:
         message is the same. Summaries made from the old version are invalidated."""
         conversation_id = resolve(conversation_id)
         msg = Message.from_openai(message)
+        check_message_bytes(msg, self.settings)
 
         def command(conversation: Conversation) -> tuple[bool, list[Any]]:
             history = self._history(conversation)
             old = conversation.current_entry(position, history)
             counter = self.counter_for(conversation.state.model)
             tokens = counter.count_message(msg)
+            check_message_tokens(tokens, self.settings)
             placeholder_tokens = None
             if msg.role == "tool":
                 text = placeholder_text(old.tool_name, tokens, position)
@@ -137,10 +142,14 @@ class LedgerEdits:
         conversation_id = resolve(conversation_id)
         if text is not None and not isinstance(text, str):
             raise InvalidArgumentError("the system prompt must be a string or None", argument="text")
+        system = Message(role="system", content=text) if text is not None else None
+        if system is not None:
+            check_message_bytes(system, self.settings, field="system_prompt")
 
         def command(conversation: Conversation) -> tuple[bool, list[Any]]:
             counter = self.counter_for(conversation.state.model)
-            tokens = counter.count_message(Message(role="system", content=text)) if text is not None else 0
+            tokens = counter.count_message(system) if system is not None else 0
+            check_message_tokens(tokens, self.settings, field="system_prompt")
             return conversation.change_system_prompt(text, tokens=tokens, at=self._clock()), []
 
         return self.store.execute(conversation_id, command)

@@ -31,7 +31,10 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
     ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_COMPRESS``,
     ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``,
-    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_TRACING``.
+    ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_RETRY_TOTAL_SECONDS``,
+    ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
+    ``CONTEXTLEDGER_CONNECT_TIMEOUT``, ``CONTEXTLEDGER_STATEMENT_TIMEOUT``,
+    ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,12 +52,31 @@ class Settings(BaseModel):
     #: After this many failed attempts at one range, the offline summarizer makes its
     #: summary, so a provider that keeps failing never stalls a conversation (None: never).
     fallback_after_attempts: int | None = Field(default=5, ge=1)
+    #: After a range has failed for this long (seconds from its first failure), the
+    #: offline summarizer makes its summary at the next attempt (None: no time limit).
+    #: Non-retryable failures (401/403, invalid requests) hand over at once.
+    retry_total_seconds: float | None = Field(default=300.0, gt=0)
     #: How often followers of a SQLite store poll the log (SQLite cannot notify).
     poll_interval: float = Field(default=0.05, gt=0)
     snapshot_interval: int = Field(default=50, ge=2)
     #: 32-byte base64 AES key (eventsourcing's cipher); None: no encryption at rest.
     cipher_key: SecretStr | None = None
     compress: bool = False
+    #: How long one write (append, edit, summary record ...) may wait for the
+    #: conversation's other writers and retry optimistic-concurrency conflicts before
+    #: ``ConcurrencyError`` (with ``attempts`` and ``seconds``).
+    write_deadline: float = Field(default=5.0, gt=0, le=3600)
+    #: Seconds to establish a PostgreSQL connection (libpq ``connect_timeout``,
+    #: whole seconds, at least 2); a URL's ``?connect_timeout=`` wins.
+    connect_timeout: float = Field(default=5.0, gt=0, le=3600)
+    #: Longest statement: PostgreSQL ``statement_timeout``; SQLite's busy timeout
+    #: (how long a write waits for another process's lock). Then ``StoreError``
+    #: with ``cause`` ``statement_timeout`` or ``busy``.
+    statement_timeout: float = Field(default=30.0, gt=0, le=86400)
+    #: Largest message accepted, in UTF-8 bytes of its JSON and in tokens
+    #: (``InvalidMessageError`` naming the limit).
+    max_message_bytes: int = Field(default=1_000_000, ge=1024)
+    max_message_tokens: int = Field(default=100_000, ge=16)
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
@@ -92,7 +114,13 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_POLL_INTERVAL": "poll_interval",
             "CONTEXTLEDGER_SNAPSHOT_INTERVAL": "snapshot_interval",
             "CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS": "fallback_after_attempts",
+            "CONTEXTLEDGER_RETRY_TOTAL_SECONDS": "retry_total_seconds",
             "CONTEXTLEDGER_TRACING": "tracing",
+            "CONTEXTLEDGER_WRITE_DEADLINE": "write_deadline",
+            "CONTEXTLEDGER_CONNECT_TIMEOUT": "connect_timeout",
+            "CONTEXTLEDGER_STATEMENT_TIMEOUT": "statement_timeout",
+            "CONTEXTLEDGER_MAX_MESSAGE_BYTES": "max_message_bytes",
+            "CONTEXTLEDGER_MAX_MESSAGE_TOKENS": "max_message_tokens",
         }
         for key, field in mapping.items():
             if env.get(key):
@@ -112,9 +140,22 @@ def absolute_tiktoken_cache_dir() -> str | None:
     return value
 
 
-_PASSWORD = re.compile(r"^([a-z0-9+.-]+://[^:/@]*:)([^@]*)@", re.IGNORECASE)
+#: The user-info part of a URL: up to the *last* ``@`` before the path, so a password
+#: holding ``@`` is masked whole.
+_USERINFO = re.compile(r"^([a-z0-9+.-]+://)([^/?#]*)@", re.IGNORECASE)
+#: Query parameters that carry secrets (``?password=...``, ``&sslpassword=...``).
+_SECRET_PARAM = re.compile(
+    r"([?&](?:password|passwd|pass|sslpassword|secret|token|key|api_key)=)[^&#]*", re.IGNORECASE
+)
 
 
 def masked_url(url: Any) -> Any:
-    """A URL with its password shown as ``***`` (for reprs, logs and messages)."""
-    return _PASSWORD.sub(r"\1***@", url) if isinstance(url, str) else url
+    """A URL with its password (in the user info or a query parameter) shown as
+    ``***``, for reprs, logs and messages. The one masker of the library."""
+    if not isinstance(url, str):
+        return url
+    match = _USERINFO.match(url)
+    if match and ":" in match.group(2):
+        user = match.group(2).split(":", 1)[0]
+        url = f"{match.group(1)}{user}:***@{url[match.end():]}"
+    return _SECRET_PARAM.sub(r"\1***", url)

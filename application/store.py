@@ -14,7 +14,7 @@ import copy
 import random
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
@@ -35,14 +35,60 @@ from contextledger.domain.events import DomainEvent, Forked, Started
 if TYPE_CHECKING:
     from eventsourcing.application import Application
 
-__all__ = ["ConversationStore", "store_errors"]
+__all__ = ["ConversationStore", "FairLock", "failure_cause", "store_error", "store_errors"]
 
 T = TypeVar("T")
 Command = Callable[[Conversation], tuple[T, list[Any]]]
 
-#: How long a command keeps retrying optimistic-concurrency conflicts.
-RETRY_SECONDS = 30.0
+#: How long a command waits for this process's other writers of the conversation and
+#: retries optimistic-concurrency conflicts, unless told (``Settings.write_deadline``).
+DEFAULT_DEADLINE_SECONDS = 5.0
 CACHE_SIZE = 2048
+
+#: What a database failure says -> ``StoreError.cause``.
+_CAUSES = (
+    ("statement timeout", "statement_timeout"),
+    ("database is locked", "busy"),
+    ("database table is locked", "busy"),
+    ("lock timeout", "busy"),
+    ("idle-in-transaction timeout", "connection_lost"),
+    ("terminating connection", "connection_lost"),
+    ("server closed the connection", "connection_lost"),
+    ("consuming input failed", "connection_lost"),
+    ("the connection is closed", "connection_lost"),
+    ("connection is lost", "connection_lost"),
+    ("timeout expired", "connect_timeout"),
+    ("couldn't get a connection", "connect_timeout"),
+    ("connection refused", "server_unreachable"),
+    ("could not connect", "server_unreachable"),
+    ("connection failed", "server_unreachable"),
+    ("the database system is", "server_unreachable"),  # starting up / shutting down
+)
+
+
+def failure_cause(exc: BaseException) -> str | None:
+    """Why a store call failed, from the exception and its causes (None: unknown)."""
+    seen: BaseException | None = exc
+    texts: list[str] = []
+    while seen is not None and len(texts) < 8:
+        texts.append(f"{type(seen).__name__}: {seen}".lower())
+        seen = seen.__cause__ or seen.__context__
+    text = " | ".join(texts)
+    if "querycanceled" in text and "timeout" in text:
+        return "statement_timeout"
+    return next((cause for needle, cause in _CAUSES if needle in text), None)
+
+
+def store_error(exc: BaseException, conversation_id: UUID | None = None) -> StoreError:
+    """The ``StoreError`` for a failure of the event store, naming its cause."""
+    cause = failure_cause(exc)
+    said = str(exc).strip().splitlines()
+    detail = said[0] if said else type(exc).__name__
+    return StoreError(
+        f"the event store failed ({cause or 'error'}): {detail}",
+        conversation_id=conversation_id,
+        cause=cause,
+    )
 
 
 @contextlib.contextmanager
@@ -53,7 +99,55 @@ def store_errors(conversation_id: UUID | None = None) -> Iterator[None]:
     except ContextLedgerError:
         raise
     except (OperationalError, PersistenceError) as exc:
-        raise StoreError(f"the event store failed: {exc}", conversation_id=conversation_id) from exc
+        raise store_error(exc, conversation_id) from exc
+
+
+class FairLock:
+    """A FIFO lock: waiters get it in the order they asked (``threading.Lock`` wakes an
+    arbitrary one, so a busy writer can starve the others). ``acquire`` takes a timeout."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiters: deque[threading.Lock] = deque()
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        with self._mutex:
+            if not self._held and not self._waiters:
+                self._held = True
+                return True
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._waiters.append(waiter)
+        if waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return True  # handed over by release()
+        with self._mutex:
+            try:
+                self._waiters.remove(waiter)
+            except ValueError:  # handed over between the timeout and now
+                return True
+            return False
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # ownership passes straight on
+            else:
+                self._held = False
+
+    def locked(self) -> bool:
+        return self._held
+
+    def waiting(self) -> int:
+        """How many threads wait for the lock."""
+        return len(self._waiters)
+
+    def __enter__(self) -> FairLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class ConversationStore:
@@ -65,13 +159,16 @@ class ConversationStore:
         *,
         snapshot_interval: int,
         on_saved: Callable[[], None] | None = None,
+        deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         self.app = app
         self.snapshot_interval = snapshot_interval
+        #: How long one command may wait for other writers and retry conflicts.
+        self.deadline_seconds = deadline_seconds
         self._on_saved = on_saved
         self._cache: OrderedDict[UUID, Conversation] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._locks: dict[UUID, threading.Lock] = {}
+        self._locks: dict[UUID, FairLock] = {}
         self._locks_lock = threading.Lock()
 
     # -- commands -------------------------------------------------------------------
@@ -94,11 +191,17 @@ class ConversationStore:
         transaction. ``on_conflict`` may find the result a conflicting writer already
         produced (an idempotent retry).
         """
-        deadline = time.monotonic() + RETRY_SECONDS
+        started = time.monotonic()
+        deadline = started + self.deadline_seconds
         attempt = 0
         while True:
+            lock = self.lock(conversation_id)
+            # Writers of one conversation in this process queue in order (FairLock);
+            # the wait counts against the deadline.
+            if not lock.acquire(timeout=deadline - time.monotonic()):
+                raise self._gave_up(conversation_id, attempt, started, "waiting for other writers")
             attempt += 1
-            with self.lock(conversation_id):
+            try:
                 conversation = self.load(conversation_id, fresh=False)
                 try:
                     result, others = command(conversation)
@@ -124,14 +227,22 @@ class ConversationStore:
                 else:
                     self._cache_put(conversation)
                     return result
-            if time.monotonic() > deadline:
-                raise ConcurrencyError(
-                    f"gave up after {attempt} conflicting concurrent writes in {RETRY_SECONDS:g} s",
-                    conversation_id=conversation_id,
-                    attempts=attempt,
-                    seconds=RETRY_SECONDS,
-                )
-            time.sleep(min(0.1, 0.002 * (2 ** min(attempt, 6))) * random.random())
+            finally:
+                lock.release()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._gave_up(conversation_id, attempt, started, "conflicting concurrent writes")
+            time.sleep(min(remaining, min(0.1, 0.002 * (2 ** min(attempt, 6))) * random.random()))
+
+    def _gave_up(self, conversation_id: UUID, attempts: int, started: float, why: str) -> ConcurrencyError:
+        spent = time.monotonic() - started
+        return ConcurrencyError(
+            f"gave up after {attempts} attempts in {spent:.2f} s ({why}; the deadline is "
+            f"{self.deadline_seconds:g} s, Settings.write_deadline)",
+            conversation_id=conversation_id,
+            attempts=attempts,
+            seconds=round(spent, 3),
+        )
 
     def save(self, conversation: Conversation, *others: Any) -> None:
         """Save the conversation's new events (and ``others``) in one transaction,
@@ -142,9 +253,7 @@ class ConversationStore:
         except IntegrityError:
             raise
         except (OperationalError, PersistenceError) as exc:
-            raise StoreError(
-                f"the event store failed: {exc}", conversation_id=conversation.id
-            ) from exc
+            raise store_error(exc, conversation.id) from exc
         interval = self.snapshot_interval
         snapshots = self.app.snapshots
         if conversation.version // interval > before // interval and snapshots is not None:
@@ -240,14 +349,14 @@ class ConversationStore:
 
     # -- locks and cache ------------------------------------------------------------
 
-    def lock(self, conversation_id: UUID) -> threading.Lock:
-        """This process's lock for one conversation."""
+    def lock(self, conversation_id: UUID) -> FairLock:
+        """This process's lock for one conversation (first come, first served)."""
         with self._locks_lock:
             lock = self._locks.get(conversation_id)
             if lock is None:
                 if len(self._locks) > 4 * CACHE_SIZE:
                     self._locks = {k: v for k, v in self._locks.items() if v.locked()}
-                lock = self._locks[conversation_id] = threading.Lock()
+                lock = self._locks[conversation_id] = FairLock()
             return lock
 
     def _cache_put(self, conversation: Conversation) -> None:

@@ -10,8 +10,11 @@ result, so a retry after a crash, or two workers racing, still leaves one
 - At most one summarization per conversation is in flight; up to
   ``max_concurrent_summaries`` for different conversations run in parallel.
 - Failures are recorded as ``SummarizationFailed`` and retried with exponential
-  backoff (honouring a provider's ``Retry-After``); the conversation keeps working
-  under its hard cap meanwhile.
+  backoff (honouring a provider's ``Retry-After`` up to ``retry_max_seconds``); the
+  conversation keeps working under its hard cap meanwhile. A failure that a retry
+  cannot mend (``retryable=False``: a refused key or permission, an invalid request)
+  hands the range to the offline fallback at once, when one is configured; so do
+  ``fallback_after_attempts`` failures, or ``retry_total_seconds`` of them.
 - Progress is a tracking row: the lowest notification id whose work is not done, so
   a restarted worker resumes where its unfinished work began.
 """
@@ -33,6 +36,7 @@ from eventsourcing.persistence import IntegrityError, Tracking
 from contextledger.application.follower import LogFollower, Shard
 from contextledger.application.ports import Summarizer, SummaryRequest
 from contextledger.domain import events
+from contextledger.domain.conversation import SummaryFailure
 from contextledger.domain.errors import (
     StaleSummaryError,
     SummarizerError,
@@ -56,6 +60,8 @@ class Outcome:
 
     retry_in: float | None = None
     recheck: bool = False
+    #: Why the attempt cannot succeed on a retry (a non-retryable error), else None.
+    refused: str | None = None
 
 
 def summarize_pending(
@@ -64,21 +70,54 @@ def summarize_pending(
     conversation_id: UUID,
     *,
     backoff: Callable[[int], float],
+    out_of_time: bool = False,
 ) -> Outcome:
-    """Summarize the conversation's pending range once; record success or failure."""
+    """Summarize the conversation's pending range once; record success or failure.
+
+    The offline fallback (when configured) takes over a range at once after a
+    failure that retrying cannot mend (authentication, permission, invalid request),
+    after ``fallback_after_attempts`` failures, or when ``out_of_time`` says the
+    range has been retried for ``retry_total_seconds`` already."""
     request = ledger.pending_summary(conversation_id)
     if request is None:
         return Outcome()
+    fallback = ledger.fallback_summarizer
     limit = ledger.settings.fallback_after_attempts
-    if limit is not None and request.attempt > limit and ledger.fallback_summarizer is not None:
-        log.warning(
-            "summarization of %s positions %d-%d failed %d times: the offline summarizer takes over",
-            conversation_id,
-            request.from_position,
-            request.through_position,
-            request.attempt - 1,
-        )
-        summarizer = ledger.fallback_summarizer
+    if fallback is not None and summarizer is not fallback:
+        why = None
+        if limit is not None and request.attempt > limit:
+            why = f"failed {request.attempt - 1} times"
+        elif out_of_time:
+            why = f"kept failing for {ledger.settings.retry_total_seconds:g} s"
+        if why is not None:
+            log.warning(
+                "summarization of %s positions %d-%d %s: the offline summarizer takes over",
+                conversation_id,
+                request.from_position,
+                request.through_position,
+                why,
+            )
+            summarizer = fallback
+    outcome = _attempt(ledger, summarizer, request, backoff)
+    if outcome.refused is None or fallback is None or summarizer is fallback:
+        return outcome
+    log.error(
+        "summarization of %s positions %d-%d cannot succeed with this summarizer (%s): "
+        "the offline summarizer takes over",
+        conversation_id,
+        request.from_position,
+        request.through_position,
+        outcome.refused,
+    )
+    request = ledger.pending_summary(conversation_id)
+    if request is None:
+        return Outcome()
+    return _attempt(ledger, fallback, request, backoff)
+
+
+def _attempt(
+    ledger: Ledger, summarizer: Summarizer, request: SummaryRequest, backoff: Callable[[int], float]
+) -> Outcome:
     try:
         result = summarizer.summarize(request)
     except SummarizerError as exc:
@@ -88,16 +127,16 @@ def summarize_pending(
     except StaleSummaryError:
         return Outcome(recheck=True)  # someone else recorded it, or the range moved on
     except SummaryQualityError as exc:
+        failure = SummaryFailure(
+            kind="quality",
+            error=exc.message,
+            retryable=True,
+            called_provider=True,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+        )
         try:
-            attempt = ledger.record_summary_failure(
-                request,
-                kind="quality",
-                error=exc.message,
-                retryable=True,
-                called_provider=True,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-            )
+            attempt = ledger.record_summary_failure(request, failure)
         except StaleSummaryError:
             return Outcome(recheck=True)
         return Outcome(retry_in=backoff(attempt))
@@ -107,33 +146,35 @@ def summarize_pending(
 def _failed(
     ledger: Ledger, request: SummaryRequest, exc: SummarizerError, backoff: Callable[[int], float]
 ) -> Outcome:
+    retryable = getattr(exc, "retryable", True) is not False
+    failure = SummaryFailure(
+        kind=type(exc).__name__, error=exc.message, retryable=retryable, called_provider=True
+    )
     try:
-        attempt = ledger.record_summary_failure(
-            request,
-            kind=type(exc).__name__,
-            error=exc.message,
-            retryable=getattr(exc, "retryable", True),
-            called_provider=True,
-        )
+        attempt = ledger.record_summary_failure(request, failure)
     except StaleSummaryError:
         return Outcome(recheck=True)
+    settings = ledger.settings
     delay = backoff(attempt)
     if isinstance(exc, SummarizerRateLimitedError):
         retry_after = getattr(exc, "retry_after", None)
         if isinstance(retry_after, int | float) and retry_after > 0:
-            delay = max(delay, float(retry_after))
-    if not getattr(exc, "retryable", True):
-        delay = max(delay, ledger.settings.retry_max_seconds)
-    log.warning(
-        "summarization of %s positions %d-%d failed (attempt %d, retry in %.2fs): %s",
+            # A provider's Retry-After is honoured up to retry_max_seconds.
+            delay = max(delay, min(float(retry_after), settings.retry_max_seconds))
+    if not retryable:
+        delay = max(delay, settings.retry_max_seconds)
+    log.log(
+        logging.WARNING if retryable else logging.ERROR,
+        "summarization of %s positions %d-%d failed (attempt %d, %s, retry in %.2fs): %s",
         request.conversation_id,
         request.from_position,
         request.through_position,
         attempt,
+        "retryable" if retryable else "not retryable",
         delay,
         exc.message,
     )
-    return Outcome(retry_in=delay)
+    return Outcome(retry_in=delay, refused=None if retryable else exc.message)
 
 
 class SummarizationRunner(LogFollower):
@@ -161,6 +202,8 @@ class SummarizationRunner(LogFollower):
         #: conversation -> (due monotonic time, first notification id not yet done)
         self._due: dict[UUID, tuple[float, int]] = {}
         self._inflight: dict[UUID, tuple[Future[Outcome], int]] = {}
+        #: conversation -> monotonic time of the first failure of its pending range
+        self._failing_since: dict[UUID, float] = {}
         self._tracking = ledger.factory.tracking_recorder()
         self._position = self._tracking.max_tracking_id(self.tracking_name) or 0
         self._saved_mark = self._position
@@ -255,9 +298,20 @@ class SummarizationRunner(LogFollower):
         return started
 
     def _job(self, cid: UUID) -> Outcome:
-        outcome = summarize_pending(self.ledger, self.summarizer, cid, backoff=self._backoff)
+        budget = self.ledger.settings.retry_total_seconds
+        with self._progress:
+            since = self._failing_since.get(cid)
+        out_of_time = budget is not None and since is not None and time.monotonic() - since > budget
+        outcome = summarize_pending(
+            self.ledger, self.summarizer, cid, backoff=self._backoff, out_of_time=out_of_time
+        )
         if outcome.recheck and self.ledger.pending_summary(cid) is None:
-            return Outcome()
+            outcome = Outcome()
+        with self._progress:
+            if outcome.retry_in is None:
+                self._failing_since.pop(cid, None)
+            else:
+                self._failing_since.setdefault(cid, time.monotonic())
         return outcome
 
     def _backoff(self, attempt: int) -> float:

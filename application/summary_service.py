@@ -17,7 +17,7 @@ from contextledger.application.counting import TokenCounters
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
-from contextledger.domain.conversation import Conversation
+from contextledger.domain.conversation import Conversation, SummaryFailure
 from contextledger.domain.digests import summary_source_digest
 from contextledger.domain.events import SummaryProvenance
 from contextledger.domain.reduction import summary_message
@@ -131,30 +131,15 @@ class SummaryService:
 
         self.store.execute(request.conversation_id, command)
 
-    def record_failure(
-        self,
-        request: SummaryRequest,
-        *,
-        kind: str,
-        error: str,
-        retryable: bool,
-        called_provider: bool,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-    ) -> int:
+    def record_failure(self, request: SummaryRequest, failure: SummaryFailure) -> int:
         """Record a failed attempt at the pending range; returns the attempt number."""
         return self.store.execute(
             request.conversation_id,
             lambda c: (
                 c.record_summarization_failure(
+                    failure,
                     from_position=request.from_position,
                     through_position=request.through_position,
-                    kind=kind,
-                    error=error,
-                    retryable=retryable,
-                    called_provider=called_provider,
-                    input_tokens=input_tokens,
-                    output_tokens=output_tokens,
                     at=self._clock(),
                     threshold_version=request.threshold_version,
                 ),

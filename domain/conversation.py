@@ -8,6 +8,7 @@ a command that changes nothing emits nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
@@ -69,6 +70,7 @@ __all__ = [
     "ConversationSnapshot",
     "ConversationState",
     "PendingRange",
+    "SummaryFailure",
     "SummaryProvenance",
 ]
 
@@ -86,6 +88,25 @@ _ERROR_TEXT_PREFIXES = (
     "internal server error",
     "traceback",
 )
+
+
+
+@dataclass(frozen=True)
+class SummaryFailure:
+    """One failed summarization attempt, as recorded in ``SummarizationFailed``.
+
+    ``kind`` names the failure (an error class name, ``"quality"``, ...), ``error``
+    says what happened (kept to 2,000 characters), ``retryable`` whether trying
+    again may help, ``called_provider`` whether a provider was called (and may have
+    charged for it), with the tokens it reported when it did.
+    """
+
+    kind: str
+    error: str
+    retryable: bool
+    called_provider: bool
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 class Conversation(EditCommands):
@@ -420,15 +441,10 @@ class Conversation(EditCommands):
 
     def record_summarization_failure(
         self,
+        failure: SummaryFailure,
         *,
         from_position: int,
         through_position: int,
-        kind: str,
-        error: str,
-        retryable: bool,
-        called_provider: bool,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
         at: datetime,
         threshold_version: int | None = None,
     ) -> int:
@@ -441,13 +457,13 @@ class Conversation(EditCommands):
             threshold_version=pending.threshold_version,
             from_position=from_position,
             through_position=through_position,
-            kind=kind,
-            error=error[:2000],
+            kind=failure.kind,
+            error=failure.error[:2000],
             attempt=attempt,
-            retryable=retryable,
-            called_provider=called_provider,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+            retryable=failure.retryable,
+            called_provider=failure.called_provider,
+            input_tokens=failure.input_tokens,
+            output_tokens=failure.output_tokens,
         )
         return attempt
 

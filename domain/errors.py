@@ -6,6 +6,7 @@
     ├── UsageError                      the caller asked for something invalid
     │   ├── InvalidArgumentError        an argument of the wrong type or out of range
     │   ├── InvalidMessageError         malformed message or broken tool-call order
+    │   │   └── MessageTooLargeError    over max_message_bytes or max_message_tokens
     │   ├── InvalidPolicyError          a ReductionPolicy that cannot work
     │   ├── ContextOverflowError        a message that cannot fit under max_context_tokens
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "MessageTooLargeError",
     "RetractedPositionError",
     "StaleSummaryError",
     "StoreError",
@@ -159,6 +161,18 @@ class InvalidMessageError(UsageError):
     field: str | None = None
     tool_call_id: str | None = None
     open_calls: list[str] | None = None
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """A message (or system prompt) larger than ``Settings.max_message_bytes`` (UTF-8
+    bytes of its JSON) or ``Settings.max_message_tokens``; nothing is written."""
+
+    #: The limit exceeded, and the message's size, in ``unit`` ("bytes" or "tokens").
+    limit: int | None = None
+    size: int | None = None
+    unit: str | None = None
+    #: The setting that holds the limit.
+    setting: str | None = None
 
 
 class InvalidPolicyError(UsageError):

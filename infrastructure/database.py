@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from contextledger.application.settings import masked_url
 from contextledger.domain.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -38,11 +39,8 @@ _SUPPORTED = "use memory://, sqlite:///path.db or postgresql://user@host:5432/db
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (unparseable URLs are cut)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError, TypeError):
-        return url.split("://", 1)[0] + "://***" if "@" in url else url
+    """``url`` with its password shown as ``***`` (``Settings``' one masker)."""
+    return str(masked_url(url))
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ class Database:
         """The URL as given, password hidden."""
         if self.kind == "memory":
             return "memory://"
-        return self.url.render_as_string(hide_password=True)
+        return mask_url(self.url.render_as_string(hide_password=False))
 
     def __str__(self) -> str:
         return self.masked
@@ -188,6 +186,15 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         "IS_SNAPSHOTTING_ENABLED": "y",
         **Database.parse(settings.database_url).persistence_env(),
     }
+    if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
+        env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
+    elif env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+        database = Database.parse(settings.database_url)
+        env["PERSISTENCE_MODULE"] = "contextledger.infrastructure.pgstore:TimedPostgresFactory"
+        seconds = database.option("connect_timeout", str(settings.connect_timeout))
+        env["CL_PG_CONNECT_TIMEOUT"] = str(max(2, round(float(seconds))))
+        env["CL_PG_STATEMENT_TIMEOUT_MS"] = str(int(settings.statement_timeout * 1000))
+        env["POSTGRES_CONNECT_TIMEOUT"] = env["CL_PG_CONNECT_TIMEOUT"]
     if settings.compress:
         env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
     if settings.cipher_key is not None:

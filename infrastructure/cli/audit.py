@@ -44,9 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "with notification_id) to stdout, one JSON object per line: originator_id, version, "
         "timestamp, topic, kind, data. For one conversation, events that a later edit "
         "concerns also carry \"marks\" (retracted, replaced, invalidated; an edit's "
-        "original message; a fork's origin).",
+        "original message; a fork's origin). With a cipher key set, the events are stored "
+        "encrypted and export writes them decrypted only when given --plaintext.",
     )
     export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    export.add_argument("--plaintext", action="store_true",
+                        help="with a cipher key set: write the decrypted events (refused otherwise)")
     export.set_defaults(handler=run_export)
 
     verify = add_command(
@@ -185,6 +188,12 @@ def run_export(args: argparse.Namespace) -> int:
     """``export [CID]``: JSON lines on stdout."""
     out = sys.stdout
     with open_ledger(args) as ledger:
+        if ledger.settings.cipher_key is not None and not args.plaintext:
+            raise Failure(
+                "the store is encrypted at rest: export writes its content in plaintext only "
+                "with --plaintext",
+                code=2,
+            )
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)

@@ -21,8 +21,9 @@ from contextledger.application.projections import (
     TranscriptProjection,
 )
 from contextledger.domain.errors import StoreError
-from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.database import Database, mask_url
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
+from contextledger.infrastructure.readmodels.sealing import ContentCodec, codec_for_key
 from contextledger.infrastructure.readmodels.storage import build_tables, engine_for, reason
 from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
 from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
@@ -49,11 +50,15 @@ class SQLReadModels:
     ``runner(ledger)`` follows the ledger's log with them.
     """
 
-    def __init__(self, engine: Engine, *, schema: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, schema: str | None = None, codec: ContentCodec | None = None
+    ) -> None:
         self.engine = engine
         self.schema = schema
         self.metadata = MetaData(schema=schema)
-        self.tables = build_tables(self.metadata)
+        #: Seals the content columns (None: stored in plaintext).
+        self.codec = codec
+        self.tables = build_tables(self.metadata, codec)
         self.is_sqlite = engine.dialect.name == "sqlite"
         #: SQLite has one writer: serialize this process's transactions on it.
         self._lock: threading.RLock | None = threading.RLock() if self.is_sqlite else None
@@ -64,19 +69,37 @@ class SQLReadModels:
         self.create_tables()
 
     def __repr__(self) -> str:
-        return f"SQLReadModels(url={self.engine.url.render_as_string(hide_password=True)!r})"
+        return f"SQLReadModels(url={mask_url(self.engine.url.render_as_string(hide_password=False))!r})"
 
     # -- construction -----------------------------------------------------------
 
     @classmethod
-    def for_url(cls, database_url: str) -> SQLReadModels:
-        """Read models for the event store at ``database_url`` (see the module doc)."""
+    def for_url(
+        cls,
+        database_url: str,
+        *,
+        cipher_key: str | None = None,
+        connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+    ) -> SQLReadModels:
+        """Read models for the event store at ``database_url`` (see the module doc),
+        their content encrypted with ``cipher_key`` (the event store's key)."""
         database = Database.parse(database_url)
-        return cls(engine_for(database), schema=database.schema)
+        codec = codec_for_key(cipher_key)
+        engine = engine_for(database, connect_timeout=connect_timeout, statement_timeout=statement_timeout)
+        return cls(engine, schema=database.schema, codec=codec)
 
     @classmethod
     def for_ledger(cls, ledger: Ledger) -> SQLReadModels:
-        return cls.for_url(ledger.settings.database_url)
+        """Read models for ``ledger``'s store, encrypted with its cipher key if it has
+        one, with its settings' timeouts."""
+        s = ledger.settings
+        return cls.for_url(
+            s.database_url,
+            cipher_key=None if s.cipher_key is None else s.cipher_key.get_secret_value(),
+            connect_timeout=s.connect_timeout,
+            statement_timeout=s.statement_timeout,
+        )
 
     def projections(self) -> list[ReadModelProjection]:
         """The built-in projections, each bound to its view."""

@@ -18,6 +18,9 @@ earlier release) is dropped and rebuilt from the log when the read models are op
 (see ``SQLView.upgrade``).
 - ``cl_tracking``: (projection, application_name) -> last notification id applied
 
+With a cipher key, ``cl_transcript.message`` and ``cl_summaries.text`` are encrypted
+(``sealing``); the other columns hold no message or summary text.
+
 Where they live: on PostgreSQL, in the events' own database and schema. On SQLite,
 in a separate file next to the event store (``ledger.db`` -> ``ledger.views.db``), so
 the runner's writes never contend with appends for SQLite's one writer lock. For a
@@ -32,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     Column,
@@ -46,7 +48,6 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
-    Text,
     TypeDecorator,
     Uuid,
     create_engine,
@@ -57,6 +58,7 @@ from sqlalchemy.pool import StaticPool
 
 from contextledger.domain.errors import ConfigurationError
 from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 
@@ -106,8 +108,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def build_tables(metadata: MetaData) -> dict[str, Table]:
-    """Every read-model table, by short name, in ``metadata``."""
+def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[str, Table]:
+    """Every read-model table, by short name, in ``metadata``; content columns sealed
+    with ``codec`` (see ``sealing``)."""
     p = PREFIX
     return {
         "tracking": Table(
@@ -124,7 +127,7 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("position", Integer, primary_key=True),
             Column("version", Integer, primary_key=True),
             Column("role", String(16), nullable=False),
-            Column("message", JSON, nullable=False),
+            Column("message", SealedJSON(codec), nullable=False),
             Column("tokens", Integer, nullable=False),
             Column("timestamp", UTCDateTime, nullable=False),
             Column("digest", String(64), nullable=False),
@@ -148,7 +151,7 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
             Column("from_position", Integer, nullable=False),
             Column("through_position", Integer, nullable=False),
             Column("covers_from", Integer, nullable=False),
-            Column("text", Text, nullable=False),
+            Column("text", SealedText(codec), nullable=False),
             Column("tokens", Integer, nullable=False),
             Column("model", String(200), nullable=False),
             Column("prompt_version", String(200), nullable=False),
@@ -194,20 +197,27 @@ def build_tables(metadata: MetaData) -> dict[str, Table]:
     }
 
 
-def engine_for(database: Database) -> Engine:
-    """The engine of ``database``'s read models (see the module doc)."""
+def engine_for(
+    database: Database, *, connect_timeout: float = 10.0, statement_timeout: float = 30.0
+) -> Engine:
+    """The engine of ``database``'s read models (see the module doc): PostgreSQL
+    connections with libpq ``connect_timeout`` and a session ``statement_timeout``,
+    SQLite with a busy timeout of ``statement_timeout``."""
     if database.kind != "postgresql":
-        return sqlite_engine(database.views_path)
+        return sqlite_engine(database.views_path, busy_timeout=statement_timeout)
     return create_engine(
         database.sqlalchemy_url(),
         pool_size=2,
         max_overflow=4,
         pool_pre_ping=True,
-        connect_args={"connect_timeout": int(database.option("connect_timeout", "10"))},
+        connect_args={
+            "connect_timeout": max(2, int(float(database.option("connect_timeout", str(connect_timeout))))),
+            "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+        },
     )
 
 
-def sqlite_engine(path: Path | None) -> Engine:
+def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
     """A SQLite engine on ``path`` (None: in memory) whose writes begin IMMEDIATE."""
     if path is None:
         engine = create_engine(
@@ -218,7 +228,7 @@ def sqlite_engine(path: Path | None) -> Engine:
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
-            connect_args={"check_same_thread": False, "timeout": 30},
+            connect_args={"check_same_thread": False, "timeout": busy_timeout},
         )
 
     @event.listens_for(engine, "connect")
@@ -229,7 +239,7 @@ def sqlite_engine(path: Path | None) -> Engine:
         if path is not None:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

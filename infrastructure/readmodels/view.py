@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Table, insert, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from contextledger.application.store import failure_cause
 from contextledger.domain.errors import StoreError, TrackingRewoundError
 from contextledger.infrastructure.readmodels.storage import reason
 
@@ -81,7 +82,7 @@ class SQLView(TrackingRecorder):
                     )
                 ).scalar()
         except SQLAlchemyError as exc:
-            raise StoreError(f"read model {self.name}: {reason(exc)}") from exc
+            raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
         return int(value) if value else None
 
     def reset(self) -> None:
@@ -158,7 +159,7 @@ class SQLView(TrackingRecorder):
                     .values(notification_id=nid)
                 )
         except SQLAlchemyError as exc:
-            raise StoreError(f"read model {self.name}: {reason(exc)}") from exc
+            raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
         self._seen[app] = nid
         return True
 
@@ -199,4 +200,4 @@ class SQLView(TrackingRecorder):
             with self.models.read() as conn:
                 return list(conn.execute(query))
         except SQLAlchemyError as exc:
-            raise StoreError(f"read model {self.name}: {reason(exc)}") from exc
+            raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc

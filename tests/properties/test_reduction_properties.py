@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy
+from contextledger.domain.conversation import SummaryFailure
 from tests.support.invariants import RecordingSummarizer, check, check_log, summarize_now
 
 WORDS = ["alpha", "beta", "gamma", "delta", "order", "ticket", "refund", "Lisbon", "42", "ok"]
@@ -76,8 +77,8 @@ def test_every_context_stays_valid_and_nothing_is_lost_or_summarized_twice(
             when = timing[index % len(timing)]
             request = ledger.pending_summary(cid)
             if request is not None and when == "fail":
-                ledger.record_summary_failure(request, kind="SummarizerUnavailableError",
-                                              error="503", retryable=True, called_provider=True)
+                ledger.record_summary_failure(request, SummaryFailure(
+                    kind="SummarizerUnavailableError", error="503", retryable=True, called_provider=True))
             elif when == "now":
                 summarize_now(ledger, cid, summarizer)
             problems = check(ledger, cid, appended, system=SYSTEM)

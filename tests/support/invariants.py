@@ -7,6 +7,7 @@ from uuid import UUID
 
 from contextledger.application import Ledger, SummaryRequest, SummaryResult
 from contextledger.domain import SummaryQualityError
+from contextledger.domain.conversation import SummaryFailure
 from contextledger.infrastructure.tokens import TiktokenCounter
 from contextledger.testing import openai_context_violations
 
@@ -94,7 +95,7 @@ def summarize_now(ledger: Ledger, cid: UUID, summarizer: RecordingSummarizer) ->
     try:
         ledger.record_summary(request, summarizer.summarize(request))
     except SummaryQualityError as exc:
-        ledger.record_summary_failure(request, kind="quality", error=exc.message, retryable=True,
-                                      called_provider=True)
+        ledger.record_summary_failure(request, SummaryFailure(
+            kind="quality", error=exc.message, retryable=True, called_provider=True))
         return False
     return True

@@ -19,7 +19,7 @@ from contextledger.domain import (
     SummaryProvenance,
     SummaryQualityError,
 )
-from contextledger.domain.conversation import ConversationSnapshot
+from contextledger.domain.conversation import ConversationSnapshot, SummaryFailure
 from contextledger.testing import assert_valid_openai_context
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -188,13 +188,13 @@ def test_a_failure_is_recorded_against_the_pending_range_and_counts_attempts() -
     for i in range(5):
         add(c, user(f"m{i}"))
     c.collect_events()
-    kwargs = {"from_position": 0, "through_position": 3, "kind": "timeout", "error": "slow",
-              "retryable": True, "called_provider": True, "at": AT}
-    assert c.record_summarization_failure(**kwargs) == 1
-    assert c.record_summarization_failure(**kwargs) == 2
+    failure = SummaryFailure(kind="timeout", error="slow", retryable=True, called_provider=True)
+    kwargs = {"from_position": 0, "through_position": 3, "at": AT}
+    assert c.record_summarization_failure(failure, **kwargs) == 1
+    assert c.record_summarization_failure(failure, **kwargs) == 2
     assert c.state.summarizer_failures == 2 and c.state.pending is not None
     with pytest.raises(StaleSummaryError):
-        c.record_summarization_failure(**{**kwargs, "through_position": 2})
+        c.record_summarization_failure(failure, **{**kwargs, "through_position": 2})
 
 
 def test_old_tool_results_become_placeholders_in_batches_and_pairing_holds() -> None:

@@ -44,6 +44,8 @@ SAMPLES: dict[str, object] = {
     "status": 429,
     "retry_after": 1.5,
     "cause": "server_unreachable",
+    "size": 2_000_000,
+    "unit": "bytes",
 }
 
 

@@ -1,0 +1,121 @@
+"""Encryption at rest for the read models' content columns.
+
+With a cipher key, the columns that hold what people wrote (``cl_transcript.message``,
+``cl_summaries.text``) are sealed with the event store's own cipher (eventsourcing's
+``AESCipher``, the same key): each value is stored as ``clsealed1:`` followed by the
+base64 of the encrypted UTF-8 JSON (a JSON column) or text. The column types do not
+change, so a table made without a key keeps its schema; values are sealed and opened
+at the column boundary (SQLAlchemy ``TypeDecorator``), so views add columns freely.
+
+Reading a sealed value without the key raises ``StoreError`` (set the key); a value
+written before the key was set is read as it is (rebuild the read models to seal it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from eventsourcing.cipher import AESCipher
+from eventsourcing.utils import Environment
+from sqlalchemy import JSON, Dialect, Text, TypeDecorator
+
+from contextledger.domain.errors import ConfigurationError, StoreError
+
+__all__ = ["SEALED_PREFIX", "ContentCodec", "SealedJSON", "SealedText", "codec_for_key"]
+
+SEALED_PREFIX = "clsealed1:"
+
+
+class ContentCodec:
+    """Seals and opens strings with a cipher (anything with ``encrypt``/``decrypt``)."""
+
+    def __init__(self, cipher: Any) -> None:
+        self._cipher = cipher
+
+    def __repr__(self) -> str:
+        return "ContentCodec(cipher=***)"
+
+    def seal(self, text: str) -> str:
+        data = self._cipher.encrypt(text.encode("utf-8", "surrogatepass"))
+        return SEALED_PREFIX + base64.b64encode(data).decode("ascii")
+
+    def open(self, value: str) -> str:
+        try:
+            data = self._cipher.decrypt(base64.b64decode(value[len(SEALED_PREFIX) :]))
+        except Exception as exc:  # a wrong key or altered bytes
+            raise StoreError(f"cannot decrypt a read-model value: {type(exc).__name__}") from exc
+        return bytes(data).decode("utf-8", "surrogatepass")
+
+
+def codec_for_key(key: str | None) -> ContentCodec | None:
+    """The codec of a base64 AES key (None: no encryption)."""
+    if not key:
+        return None
+    try:
+        cipher = AESCipher(Environment(env={AESCipher.CIPHER_KEY: key}))
+    except Exception as exc:
+        raise ConfigurationError(
+            f"the cipher key is not a base64 AES key: {type(exc).__name__}", setting="cipher_key"
+        ) from exc
+    return ContentCodec(cipher)
+
+
+def _is_sealed(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(SEALED_PREFIX)
+
+
+def _unreadable() -> StoreError:
+    return StoreError(
+        "the read models hold encrypted content: open them with the cipher key "
+        "(CONTEXTLEDGER_CIPHER_KEY)",
+        cause="encrypted",
+    )
+
+
+class SealedJSON(TypeDecorator[Any]):
+    """A JSON column whose values are sealed with ``codec`` (None: plain JSON)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def __init__(self, codec: ContentCodec | None = None) -> None:
+        super().__init__()
+        self.codec = codec
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None or self.codec is None:
+            return value
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return self.codec.seal(text)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if not _is_sealed(value):
+            return value
+        if self.codec is None:
+            raise _unreadable()
+        return json.loads(self.codec.open(value))
+
+
+class SealedText(TypeDecorator[str]):
+    """A text column whose values are sealed with ``codec`` (None: plain text)."""
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, codec: ContentCodec | None = None) -> None:
+        super().__init__()
+        self.codec = codec
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or self.codec is None:
+            return value
+        return self.codec.seal(value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or not _is_sealed(value):
+            return value
+        if self.codec is None:
+            raise _unreadable()
+        return self.codec.open(value)
