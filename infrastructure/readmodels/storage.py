@@ -137,7 +137,7 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("origin_id", Uuid, primary_key=True),
             Column("retracted", Boolean, nullable=False, default=False),
             Column("retracted_version", Integer),
-            Column("retracted_reason", Text),
+            Column("retracted_reason", SealedText(codec)),
             Column("retracted_in", Uuid),
             Column("edited_from_version", Integer),
             Column("superseded_by_version", Integer),
@@ -163,7 +163,7 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("source_digest", String(64), nullable=False),
             Column("valid", Boolean, nullable=False, default=True),
             Column("invalidated_version", Integer),
-            Column("invalidated_reason", Text),
+            Column("invalidated_reason", SealedText(codec)),
         ),
         "token_totals": Table(
             f"{p}token_totals",

@@ -41,11 +41,15 @@ def plant(settings: Settings) -> Any:
             ledger.append(cid, {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"call_{i}"}]})
             ledger.append(cid, {"role": "tool", "tool_call_id": f"call_{i}", "content": f"found {MARKER}"})
             ledger.append(cid, {"role": "assistant", "content": f"answer {i}: {MARKER}"})
+        # Edits carry content too: an edit's new message, a retraction's reason, a fork.
+        ledger.edit(cid, 12, {"role": "user", "content": f"edited question about {MARKER}"})
+        ledger.retract(cid, 15, reason=f"withdrawn: {MARKER}")
+        ledger.fork(cid)
         assert ledger.wait_idle(60)
         summaries = models.summaries.summaries(cid)
         assert summaries and any(MARKER in s.text for s in summaries)
         rows = models.transcript.transcript(cid)
-        assert len(rows) == 16 and MARKER in rows[0].message["content"]
+        assert len({r.position for r in rows}) == 16 and MARKER in rows[0].message["content"]
         assert MARKER in json.dumps(rows[1].message)
         assert any(MARKER in str(m.get("content")) for m in ledger.context(cid))
     return cid
