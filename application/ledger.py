@@ -108,7 +108,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> None:
         self.settings = settings or Settings()
         self._clock = clock or _utc_now
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[tuple[Callable[[], None], frozenset[str] | None]] = []
         self._runner: Any = None
         self._followers: list[Any] = []
         merged = _resolve(STORE_ENV_TOPIC)(self.settings)
@@ -246,12 +246,19 @@ class Ledger(LedgerEdits, Application[UUID]):
         super().__enter__()
         return self
 
-    def add_listener(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` after every save (wakes in-process followers)."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: Callable[[], None], topics: Iterable[str] | None = None) -> None:
+        """Call ``listener`` after every save (wakes in-process followers); with
+        ``topics``, only after a save that stored an event of one of these topics."""
+        self._listeners.append((listener, None if topics is None else frozenset(topics)))
 
-    def _saved(self) -> None:
-        for listener in self._listeners:
+    def _saved(self, events: Sequence[Any] = ()) -> None:
+        saved: set[str] | None = None
+        for listener, topics in self._listeners:
+            if topics is not None:
+                if saved is None:
+                    saved = {getattr(e, "TOPIC", "") for e in events}
+                if topics.isdisjoint(saved):
+                    continue
             listener()
 
     # ----------------------------------------------------------------- commands
