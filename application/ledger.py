@@ -89,6 +89,20 @@ def _resolve(topic: str) -> Any:
         raise ConfigurationError(f"cannot load the adapter {topic!r}: {exc}") from exc
 
 
+class _DeferredSummarizer:
+    """The ledger's summarizer, built when it is first used."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    @property
+    def model(self) -> str:
+        return self._ledger.summarizer.model
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        return self._ledger.summarizer.summarize(request)
+
+
 class Ledger(LedgerEdits, Application[UUID]):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
@@ -202,7 +216,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         if self._runner is None:
             from contextledger.application.summarization import SummarizationRunner
 
-            summarizer = self.summarizer
+            # Built on the first summary, not here: opening a ledger (and its first
+            # context()) does not wait for a tokenizer to load.
+            summarizer: Summarizer = _DeferredSummarizer(self)
             if not isinstance(self.tracer, NullTracer):
                 summarizer = TracedSummarizer(summarizer, self.tracer)
             self._runner = SummarizationRunner(self, summarizer)

@@ -34,7 +34,6 @@ from uuid import UUID
 
 from eventsourcing.persistence import (
     ApplicationRecorder,
-    IntegrityError,
     InterfaceError,
     OperationalError,
     StoredEvent,
