@@ -137,7 +137,9 @@ class ConversationStore:
         """Save the conversation's new events (and ``others``) in one transaction,
         and a snapshot when an interval boundary was crossed."""
         before = conversation.version - len(conversation._pending_events)
-        saved = [*conversation._pending_events, *(e for o in others for e in o._pending_events)]
+        saved = [*conversation._pending_events]
+        for other in others:
+            saved += getattr(other, "_pending_events", ())
         try:
             self.app.save(conversation, *others)
         except IntegrityError:

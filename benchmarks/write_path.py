@@ -450,11 +450,11 @@ def fill(ledger: Ledger, cid: uuid.UUID, n: int) -> None:
 
 
 def section_context(lines: list[str], tmp: Path, schema: str, runs: int, n: int, big: int) -> dict[str, Any]:
-    lines += ["### context() at 2,000 and 20,000 messages", "",
+    lines += [f"### context() at 2,000 and {big:,} messages", "",
               f"One ledger per backend with its policy thread running; two conversations filled to 2,000 and "
               f"{big:,} messages (policy trigger 100 / keep 10, summaries recorded as they fall due); "
               f"{n} `context()` calls per run alternating between them, {runs} runs.", "",
-              "| backend | 2,000 µs | 20,000 µs | ratio 20k / 2k |", "|---|---|---|---|"]
+              f"| backend | 2,000 µs | {big:,} µs | ratio {big // 1000}k / 2k |", "|---|---|---|---|"]
     kept: dict[str, Any] = {}
     for label, url in (("memory://", "memory://"), ("SQLite file", f"sqlite:///{tmp / 'context.db'}"),
                        ("PostgreSQL", pg_url(schema))):
@@ -544,7 +544,7 @@ def section_cold(lines: list[str], tmp: Path, schema: str, kept: dict[str, Any],
     names = {"ledger": "contextledger: `Ledger.open()` + `context()`",
              "sqlite_session": "`SQLiteSession.get_items()`",
              "sqlalchemy_session": "`SQLAlchemySession.get_items()`"}
-    lines += ["### Cold load of a 20,000-message conversation", "",
+    lines += [f"### Cold load of a {big:,}-message conversation", "",
               f"A fresh process per sample ({runs} interleaved runs, medians): *open + read* is timed after "
               "the imports, from opening the store to holding what the model is sent (contextledger: the "
               "reduced context, policy thread started; the SDK sessions: all of their items); *process* "

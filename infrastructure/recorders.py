@@ -211,7 +211,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if kwargs.get("tracking") is not None:  # a process application's save: the library's path
-            return super().insert_events(stored_events, **kwargs)
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
         if not stored_events:
             return []
         return self.group_commit.submit(stored_events)
@@ -240,8 +241,11 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        raw = PostgresApplicationRecorder.select_events.__wrapped__  # type: ignore[attr-defined]
-        return self._once_more(lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit))
+        raw: Any = PostgresApplicationRecorder.select_events.__wrapped__
+        events: Sequence[StoredEvent] = self._once_more(
+            lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        )
+        return events
 
     def select_notifications(
         self,
@@ -252,14 +256,15 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Any]:
-        raw = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
+        raw: Any = PostgresApplicationRecorder.select_notifications.__wrapped__
         return self._once_more(
             lambda: raw(self, start, limit, stop, topics, inclusive_of_start=inclusive_of_start)
         )
 
     def max_notification_id(self) -> int | None:
-        raw = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
-        return self._once_more(lambda: raw(self))
+        raw: Any = PostgresApplicationRecorder.max_notification_id.__wrapped__
+        top: int | None = self._once_more(lambda: raw(self))
+        return top
 
     def _once_more(self, call: Callable[[], T]) -> T:
         """``call()``; if the connection it used was dead (a server restart, a killed
