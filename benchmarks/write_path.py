@@ -562,6 +562,32 @@ def section_cold(lines: list[str], tmp: Path, schema: str, kept: dict[str, Any],
 # -------------------------------------------------------------------------- main
 
 
+FINDINGS = [
+    "What the profile and the code showed, and what changed:", "",
+    "- **PostgreSQL, eventsourcing's recorder**: a pre-ping per pooled checkout (a round trip), "
+    "then BEGIN, SET LOCAL, LOCK TABLE ... IN EXCLUSIVE MODE, NOTIFY and INSERT pipelined up to a "
+    "sync (a round trip), then COMMIT (a round trip). The table lock is held across the last two "
+    "round trips, so on 2 shared cores a writer descheduled while holding it stalls every other "
+    "writer. The ledger's `PostgresConversationRecorder` sends one prepared call of a server-side "
+    "function (lock, notify, insert) in autocommit: one round trip, no pre-ping, the lock held only "
+    "while the server inserts and commits. Concurrent appends of one process share that call and its "
+    "commit (group commit).",
+    "- **Across processes** each transaction still takes the lock through its commit's flush, so "
+    "separate writer processes are bounded by one flush at a time, where plain INSERTs from several "
+    "connections share flushes; threads of one process share them through group commit.",
+    "- **An idle policy thread** was woken by every save and ran a step: `max(notification_id)` and "
+    "a topic-filtered read of the new notifications, with the thread switches, on every append. Now "
+    "only a save that stores a `ThresholdReached` wakes it; other writes are found by its poll.",
+    "- **`memory://` context()** brings the cached conversation up to date by asking for the events "
+    "after its version; eventsourcing's in-memory recorder scanned every version of the conversation "
+    "for that (O(history)). `WindowedPOPORecorder` walks up from the cached version.",
+    "- **Cold load**: opening a ledger with its policy thread built the offline summarizer at once, "
+    "loading the tokenizer; it is now built for the first summary. The conversation loads from its "
+    "latest snapshot (bounded state, every 50 versions) plus the events after it.",
+    "",
+]
+
+
 def machine(load_before: str) -> list[str]:
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -633,7 +659,8 @@ def main() -> None:
             f"Written by `benchmarks/write_path.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
             f"    {command}", "", *machine(load_before), "",
             "Targets: 8 writer processes ≥ 0.4x plain INSERT and above 1 writer; 2 x 8 threads ≥ 0.5x; "
-            "1 writer ≤ 2x a plain INSERT + commit on both stores; context() at 20k within 1.2x of 2k.", ""]
+            "1 writer ≤ 2x a plain INSERT + commit on both stores; context() at 20k within 1.2x of 2k.", "",
+            *FINDINGS]
     body.append(f"Run time: {time.perf_counter() - started:.0f} s.")
     write_section(args.output, head + body)
     print(f"wrote {args.output}", file=sys.stderr)
