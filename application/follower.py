@@ -6,8 +6,9 @@ ledger's notification log through ``read_notifications`` and acts on what it fin
 
 - ``start()`` runs ``step()`` in a background thread, ``stop()`` ends it (both
   idempotent; a stopped follower can be started again);
-- the thread wakes at once when this process appends (``ledger.add_listener``) and
-  otherwise polls every ``poll_interval`` seconds (a SQLite store cannot notify);
+- the thread wakes at once when this process saves an event of ``wake_topics`` (all
+  topics by default; ``ledger.add_listener``) and otherwise polls every
+  ``poll_interval`` seconds (a SQLite store cannot notify);
 - a step that fails on the store is retried with backoff, and a failing step never
   ends the thread: ``health()`` shows the last error until a step succeeds;
 - ``shard=(i, n)`` follows only the conversations whose id modulo ``n`` is ``i``
@@ -89,6 +90,9 @@ class LogFollower(ABC):
 
     #: The background thread's name, and the name ``health()`` reports.
     thread_name: ClassVar[str] = "contextledger-follower"
+    #: Topics whose saves in this process wake the thread at once (None: every save);
+    #: other writes are found by the next poll.
+    wake_topics: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(
         self,
@@ -156,7 +160,7 @@ class LogFollower(ABC):
             return
         self._stop.clear()
         if not self._listening:
-            self.ledger.add_listener(self._wake.set)
+            self.ledger.add_listener(self._wake.set, self.wake_topics)
             self._listening = True
         self._starting()
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)

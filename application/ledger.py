@@ -95,6 +95,20 @@ def _resolve(topic: str) -> Any:
         raise ConfigurationError(f"cannot load the adapter {topic!r}: {exc}") from exc
 
 
+class _DeferredSummarizer:
+    """The ledger's summarizer, built when it is first used."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    @property
+    def model(self) -> str:
+        return self._ledger.summarizer.model
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        return self._ledger.summarizer.summarize(request)
+
+
 class Ledger(LedgerEdits, Application[UUID]):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
@@ -114,7 +128,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> None:
         self.settings = settings or Settings()
         self._clock = clock or _utc_now
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[tuple[Callable[[], None], frozenset[str] | None]] = []
         self._runner: Any = None
         self._followers: list[Any] = []
         merged = _resolve(STORE_ENV_TOPIC)(self.settings)
@@ -211,7 +225,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         if self._runner is None:
             from contextledger.application.summarization import SummarizationRunner
 
-            summarizer = self.summarizer
+            # Built on the first summary, not here: opening a ledger (and its first
+            # context()) does not wait for a tokenizer to load.
+            summarizer: Summarizer = _DeferredSummarizer(self)
             if not isinstance(self.tracer, NullTracer):
                 summarizer = TracedSummarizer(summarizer, self.tracer)
             self._runner = SummarizationRunner(self, summarizer)
@@ -255,12 +271,19 @@ class Ledger(LedgerEdits, Application[UUID]):
         super().__enter__()
         return self
 
-    def add_listener(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` after every save (wakes in-process followers)."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: Callable[[], None], topics: Iterable[str] | None = None) -> None:
+        """Call ``listener`` after every save (wakes in-process followers); with
+        ``topics``, only after a save that stored an event of one of these topics."""
+        self._listeners.append((listener, None if topics is None else frozenset(topics)))
 
-    def _saved(self) -> None:
-        for listener in self._listeners:
+    def _saved(self, events: Sequence[Any] = ()) -> None:
+        saved: set[str] | None = None
+        for listener, topics in self._listeners:
+            if topics is not None:
+                if saved is None:
+                    saved = {getattr(e, "TOPIC", "") for e in events}
+                if topics.isdisjoint(saved):
+                    continue
             listener()
 
     # ----------------------------------------------------------------- commands

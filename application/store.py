@@ -158,7 +158,7 @@ class ConversationStore:
         app: Application[UUID],
         *,
         snapshot_interval: int,
-        on_saved: Callable[[], None] | None = None,
+        on_saved: Callable[[list[Any]], None] | None = None,
         deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         self.app = app
@@ -248,6 +248,9 @@ class ConversationStore:
         """Save the conversation's new events (and ``others``) in one transaction,
         and a snapshot when an interval boundary was crossed."""
         before = conversation.version - len(conversation._pending_events)
+        saved = [*conversation._pending_events]
+        for other in others:
+            saved += getattr(other, "_pending_events", ())
         try:
             self.app.save(conversation, *others)
         except IntegrityError:
@@ -260,7 +263,7 @@ class ConversationStore:
             with contextlib.suppress(IntegrityError):  # another writer took the same one
                 snapshots.put([ConversationSnapshot.take(conversation)])
         if self._on_saved is not None:
-            self._on_saved()
+            self._on_saved(saved)
 
     def _landed(self, conversation_id: UUID, pending: list[DomainEvent]) -> bool:
         """Whether these exact events are stored already: a commit whose answer was

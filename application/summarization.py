@@ -181,6 +181,9 @@ class SummarizationRunner(LogFollower):
     """Runs the summarization policy for one ledger in background threads."""
 
     thread_name = "contextledger-policy"
+    #: An append that crosses no threshold has nothing for the policy: it does not
+    #: wake the thread (an idle policy costs an append nothing).
+    wake_topics = (events.ThresholdReached.TOPIC,)
 
     def __init__(
         self,

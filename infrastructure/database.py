@@ -145,7 +145,7 @@ class Database:
     def persistence_env(self) -> dict[str, str]:
         """eventsourcing's persistence settings for this database."""
         if self.kind == "memory":
-            return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+            return {"PERSISTENCE_MODULE": "contextledger.infrastructure.recorders:MemoryFactory"}
         if self.kind == "sqlite":
             if self.path is not None:
                 folder = self.path.resolve().parent
@@ -159,7 +159,8 @@ class Database:
                 "SQLITE_LOCK_TIMEOUT": "30",
             }
         env = {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            # eventsourcing's factory with a one-round-trip, group-committed recorder.
+            "PERSISTENCE_MODULE": "contextledger.infrastructure.recorders:PostgresConversationFactory",
             "POSTGRES_DBNAME": self.url.database or "",
             "POSTGRES_HOST": self.host,
             "POSTGRES_PORT": str(self.port),
@@ -169,9 +170,9 @@ class Database:
             "POSTGRES_MAX_OVERFLOW": self.option("max_overflow", "8"),
             "POSTGRES_CONNECT_TIMEOUT": self.option("connect_timeout", "10"),
             "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "30",
-            # Check a pooled connection before use, so a database restart costs a
-            # reconnect instead of a failed command.
-            "POSTGRES_PRE_PING": "y",
+            # No check of a pooled connection before each use (a round trip per
+            # checkout): the recorder replaces dead connections when one fails and
+            # tries once more (a database restart costs a reconnect, not an error).
         }
         if self.schema is not None:
             env["POSTGRES_SCHEMA"] = self.schema

@@ -1,0 +1,308 @@
+"""The ledger's own recorders: eventsourcing's recorder contract, group commit under
+concurrent writers (threads and processes), a failure inside a shared transaction, and
+followers that never miss a notification while writers race."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
+from eventsourcing.popo import POPOApplicationRecorder
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.tests.persistence import ApplicationRecorderTestCase
+
+from contextledger.application import Ledger, Settings
+from contextledger.application.notifications import read_notifications
+from contextledger.infrastructure.recorders import (
+    PostgresConversationRecorder,
+    WindowedPOPORecorder,
+)
+from tests.conftest import POSTGRES_URL, _postgres_admin
+
+# -- eventsourcing's contract -----------------------------------------------------------
+
+
+@pytest.mark.postgres
+class TestPostgresConversationRecorderContract(ApplicationRecorderTestCase[PostgresConversationRecorder]):
+    # Timings only (they print, and assert nothing).
+    test_performance = None  # type: ignore[assignment]
+    test_concurrent_throughput = None  # type: ignore[assignment]
+
+    def setUp(self) -> None:
+        self.admin: Any = _postgres_admin()
+        self.schema = f"t_{uuid.uuid4().hex[:12]}"
+        self.admin.execute(f'CREATE SCHEMA "{self.schema}"')
+        self.datastore = PostgresDatastore(
+            "test", "127.0.0.1", 5432, "postgres", "", schema=self.schema, pool_size=4, max_overflow=8
+        )
+
+    def tearDown(self) -> None:
+        self.datastore.close()
+        self.admin.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+        self.admin.close()
+
+    def create_recorder(self) -> PostgresConversationRecorder:
+        recorder = PostgresConversationRecorder(self.datastore, events_table_name="contract_events")
+        recorder.create_table()
+        return recorder
+
+
+class TestWindowedPOPORecorderContract(ApplicationRecorderTestCase[WindowedPOPORecorder]):
+    test_performance = None  # type: ignore[assignment]
+    test_concurrent_throughput = None  # type: ignore[assignment]
+
+    def create_recorder(self) -> WindowedPOPORecorder:
+        return WindowedPOPORecorder()
+
+
+def test_the_windowed_memory_recorder_reads_what_the_library_reads() -> None:
+    ours, theirs = WindowedPOPORecorder(), POPOApplicationRecorder()
+    oid = uuid.uuid4()
+    for v in range(1, 41):
+        event = StoredEvent(originator_id=oid, originator_version=v, topic="t", state=b"%d" % v)
+        ours.insert_events([event])
+        theirs.insert_events([event])
+    cases = [
+        {"gt": gt, "lte": lte, "limit": limit}
+        for gt in (None, 0, 1, 17, 39, 40, 55)
+        for lte in (None, 1, 20, 40)
+        for limit in (None, 1, 5)
+    ]
+    for kwargs in cases:
+        assert ours.select_events(oid, **kwargs) == theirs.select_events(oid, **kwargs), kwargs
+        assert ours.select_events(oid, desc=True, **kwargs) == theirs.select_events(oid, desc=True, **kwargs)
+    assert ours.select_events(uuid.uuid4(), gt=3) == []
+
+
+# -- group commit -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    admin: Any = _postgres_admin()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield name
+    finally:
+        admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+        admin.close()
+
+
+def _recorder(schema: str) -> tuple[PostgresDatastore, PostgresConversationRecorder]:
+    datastore = PostgresDatastore(
+        "test", "127.0.0.1", 5432, "postgres", "", schema=schema, pool_size=2, max_overflow=4
+    )
+    recorder = PostgresConversationRecorder(datastore, events_table_name="app_events")
+    recorder.create_table()
+    return datastore, recorder
+
+
+def _event(oid: UUID, version: int, topic: str = "t") -> StoredEvent:
+    return StoredEvent(originator_id=oid, originator_version=version, topic=topic, state=b"{}")
+
+
+def _held(schema: str) -> Any:
+    """A connection holding the events table's lock, so saves queue behind it."""
+    conn: Any = psycopg.connect(POSTGRES_URL.split("?")[0])
+    conn.execute(f'LOCK TABLE "{schema}".app_events IN EXCLUSIVE MODE')
+    return conn
+
+
+def _save_all(recorder: PostgresConversationRecorder, saves: list[list[StoredEvent]]) -> list[Any]:
+    """Submit every save from its own thread; returns each one's ids or error."""
+    outcomes: list[Any] = [None] * len(saves)
+
+    def run(i: int) -> None:
+        try:
+            outcomes[i] = recorder.insert_events(saves[i])
+        except Exception as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(saves))]
+    for t in threads:
+        t.start()
+    return [threads, outcomes]  # type: ignore[list-item]
+
+
+def _wait_queued(recorder: PostgresConversationRecorder, n: int) -> None:
+    """Until ``n`` saves wait behind the one in flight."""
+    for _ in range(2000):
+        with recorder.group_commit._lock:
+            if len(recorder.group_commit._queue) >= n:
+                return
+        threading.Event().wait(0.005)
+    raise AssertionError("the saves did not queue")
+
+
+def _stored(recorder: PostgresConversationRecorder) -> list[tuple[UUID, int]]:
+    return [(n.originator_id, n.originator_version) for n in recorder.select_notifications(1, 10_000)]
+
+
+@pytest.mark.postgres
+def test_concurrent_saves_share_one_statement_with_ordered_ids(schema: str) -> None:
+    datastore, recorder = _recorder(schema)
+    try:
+        lock = _held(schema)
+        oids = [uuid.uuid4() for _ in range(6)]
+        threads, outcomes = _save_all(recorder, [[_event(o, 1), _event(o, 2)] for o in oids])
+        _wait_queued(recorder, 5)  # one in flight behind the lock, five queued
+        lock.rollback()
+        lock.close()
+        for t in threads:
+            t.join(30)
+        gc = recorder.group_commit
+        assert gc.saves == 6 and gc.batches == 2 and gc.largest == 5
+        ids = [i for o in outcomes for i in o]
+        assert all(len(o) == 2 and o[1] == o[0] + 1 for o in outcomes)  # each save's ids in order
+        assert sorted(ids) == list(range(1, 13))  # no gaps: one statement per batch
+        assert sorted(_stored(recorder)) == sorted((o, v) for o in oids for v in (1, 2))
+    finally:
+        datastore.close()
+
+
+@pytest.mark.postgres
+def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(schema: str) -> None:
+    datastore, recorder = _recorder(schema)
+    try:
+        taken = uuid.uuid4()
+        recorder.insert_events([_event(taken, 1)])
+        lock = _held(schema)
+        oids = [uuid.uuid4() for _ in range(4)]
+        saves = [[_event(uuid.uuid4(), 1)], *[[_event(o, 1)] for o in oids[:2]], [_event(taken, 1)],
+                 *[[_event(o, 1)] for o in oids[2:]]]
+        threads, outcomes = _save_all(recorder, saves)
+        _wait_queued(recorder, 5)
+        lock.rollback()
+        lock.close()
+        for t in threads:
+            t.join(30)
+        assert isinstance(outcomes[3], IntegrityError)
+        assert all(isinstance(o, list) and len(o) == 1 for i, o in enumerate(outcomes) if i != 3)
+        assert recorder.group_commit.largest == 5  # the conflict came in a shared batch
+        stored = _stored(recorder)
+        assert stored.count((taken, 1)) == 1
+        assert {(o, 1) for o in oids} <= set(stored)
+    finally:
+        datastore.close()
+
+
+@pytest.mark.postgres
+def test_a_failing_statement_leaves_nothing_of_the_batch_half_written(schema: str) -> None:
+    datastore, recorder = _recorder(schema)
+    admin: Any = _postgres_admin()
+    admin.execute(
+        f'CREATE FUNCTION "{schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$ '
+        "BEGIN IF NEW.topic = 'refused' THEN RAISE EXCEPTION 'refused by the server'; END IF; "
+        "RETURN NEW; END $$"
+    )
+    admin.execute(
+        f'CREATE TRIGGER refuse BEFORE INSERT ON "{schema}".app_events '
+        f'FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse()'
+    )
+    admin.close()
+    try:
+        lock = _held(schema)
+        oids = [uuid.uuid4() for _ in range(5)]
+        bad = uuid.uuid4()
+        # The refused save's first event is fine: only its second one fails.
+        saves = [[_event(o, 1)] for o in oids[:3]] + [[_event(bad, 1), _event(bad, 2, "refused")]]
+        saves += [[_event(o, 1)] for o in oids[3:]]
+        threads, outcomes = _save_all(recorder, saves)
+        _wait_queued(recorder, 5)
+        lock.rollback()
+        lock.close()
+        for t in threads:
+            t.join(30)
+        assert isinstance(outcomes[3], PersistenceError) and "refused" in str(outcomes[3])
+        assert all(isinstance(o, list) for i, o in enumerate(outcomes) if i != 3)
+        assert recorder.group_commit.largest == 5
+        stored = _stored(recorder)
+        assert not [s for s in stored if s[0] == bad]  # nothing of the refused save
+        assert sorted(stored) == sorted((o, 1) for o in oids)
+    finally:
+        datastore.close()
+
+
+@pytest.mark.postgres
+def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(schema: str) -> None:
+    datastore, recorder = _recorder(schema)
+    try:
+        recorder.insert_events([_event(uuid.uuid4(), 1)])
+        with datastore.pool.connection() as conn:
+            pid = conn.info.backend_pid
+        admin: Any = _postgres_admin()
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        admin.close()
+        assert recorder.max_notification_id() == 1
+        assert len(recorder.insert_events([_event(uuid.uuid4(), 1)])) == 1
+    finally:
+        datastore.close()
+
+
+# -- ledgers: threads and processes, followers that never miss a notification ------------------
+
+THREADS = 4
+PER_THREAD = 25
+
+
+def _threaded_writer(url: str, n: int, barrier: Any, out: Any) -> None:
+    with Ledger(Settings(database_url=url, run_policy=False)) as ledger:
+        cids = [ledger.start("s") for _ in range(THREADS)]
+        barrier.wait(60)
+
+        def write(cid: UUID) -> None:
+            for i in range(PER_THREAD):
+                ledger.append(cid, {"role": "user", "content": f"{n}-{i}"}, client_message_id=f"{n}-{i}")
+
+        threads = [threading.Thread(target=write, args=(c,)) for c in cids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        gc = ledger.recorder.group_commit  # type: ignore[attr-defined]
+        out.put((n, [str(c) for c in cids], gc.saves, gc.batches))
+
+
+@pytest.mark.postgres
+def test_followers_miss_no_notification_under_concurrent_writers(postgres_url: str) -> None:
+    processes = 2
+    with Ledger(Settings(database_url=postgres_url, run_policy=False)) as reader:
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(processes + 1)
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_threaded_writer, args=(postgres_url, n, barrier, out)) for n in range(processes)]
+        for p in procs:
+            p.start()
+        seen: list[int] = []
+        position = 0
+        try:
+            barrier.wait(60)
+            # Tail the log the way every follower does: read up to the head, move on.
+            while any(p.is_alive() for p in procs) or position < (reader.recorder.max_notification_id() or 0):
+                head = reader.recorder.max_notification_id() or 0
+                for page in read_notifications(reader.notification_log, after=position, stop=head, page=50):
+                    seen.extend(n.id for n in page)
+                position = max(position, head)
+        finally:
+            for p in procs:
+                p.join(120)
+        results = [out.get(timeout=10) for _ in range(processes)]
+        assert all(p.exitcode == 0 for p in procs)
+        everything = [n.id for page in read_notifications(reader.notification_log) for n in page]
+        assert seen == everything  # nothing passed over, nothing twice, in order
+        # every append and its client-id index, starts included
+        assert len(everything) == processes * THREADS * (1 + 2 * PER_THREAD)
+        for _, cids, saves, batches in results:
+            assert saves == THREADS * (1 + PER_THREAD) and batches <= saves
+            for cid in cids:
+                assert [e.message["content"] for e in reader.transcript(cid)][-1].endswith(f"-{PER_THREAD - 1}")
+                assert len(reader.transcript(cid)) == PER_THREAD
+        assert reader.verify().ok
