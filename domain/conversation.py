@@ -43,9 +43,9 @@ from contextledger.domain.reduction import (
     SummaryLayer,
     placeholder_message,
     plan_range,
+    summary_message,
     tokens_fire,
     tools_leave_room,
-    summary_message,
 )
 from contextledger.domain.state import (
     ConversationState,

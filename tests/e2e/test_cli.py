@@ -377,7 +377,7 @@ def test_a_malformed_id_or_key_is_a_usage_error_naming_why(
 def test_a_key_and_a_malformed_key_in_a_subprocess(
     keyed: tuple[str, UUID], tmp_path: Path,
 ) -> None:
-    url, cid = keyed
+    url, _ = keyed
     done = run_cli("transcript", "chat-7", "--database", url, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert [e["message"]["content"] for e in json.loads(done.stdout)] == ["hello", "hi there"]
