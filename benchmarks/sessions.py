@@ -82,12 +82,18 @@ class Contender:
         self.cold_loads: list[float] = []
         self.sent_tokens = 0
         self.fill_seconds = 0.0
+        #: Seconds per 2,000 items added, block by block (is the cost flat as it grows?).
+        self.block_seconds: list[float] = []
 
     async def fill(self, size: int) -> None:
-        started = time.perf_counter()
+        started = block_started = time.perf_counter()
         items = [i for n in range(size // 4) for i in block(n)]
         for start in range(0, len(items), 400):
             await self.session.add_items(items[start : start + 400])
+            if (start + 400) % 2000 == 0:
+                now = time.perf_counter()
+                self.block_seconds.append(now - block_started)
+                block_started = now
         if self.after_fill:
             self.after_fill()
         self.fill_seconds = time.perf_counter() - started
@@ -183,6 +189,7 @@ def main() -> None:
     admin = psycopg.connect(POSTGRES, autocommit=True)
     admin.execute(f'CREATE SCHEMA "{schema}"')
     rows = []
+    blocks: dict[str, list[float]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
@@ -195,6 +202,8 @@ def main() -> None:
                     for c in done:
                         rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens,
                                      statistics.median(c.cold_loads) * 1000, c.fill_seconds))
+                        if size >= 20000 and c.name.startswith("LedgerSession"):
+                            blocks[c.name] = c.block_seconds
                         print(f"| {size:,} | {c.name} | {rows[-1][2]:.1f} | {c.sent_tokens:,} | "
                               f"{rows[-1][4]:.0f} | {c.fill_seconds:.1f} |", file=sys.stderr, flush=True)
     finally:
@@ -230,6 +239,12 @@ def main() -> None:
             lines.append(f"- {name}: filling costs {per_k[(2000, name)]:.2f} s per 1,000 items at 2,000 "
                          f"and {per_k[(20000, name)]:.2f} s at 20,000 (ratio "
                          f"{per_k[(20000, name)] / per_k[(2000, name)]:.2f}; 1.0 is linear).")
+    for name, seconds in blocks.items():
+        tenth = max(1, len(seconds) // 5)
+        lines.append(f"- {name}, block by block while filling to 20,000: the first {tenth * 2000:,} items "
+                     f"took {statistics.median(seconds[:tenth]):.1f} s per 2,000, the last {tenth * 2000:,} "
+                     f"{statistics.median(seconds[-tenth:]):.1f} s per 2,000 (median per block; all: "
+                     + ", ".join(f"{x:.1f}" for x in seconds) + ").")
     lines.append("")
     write_section("sessions", lines)
     print("\n".join(lines))
