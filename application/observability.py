@@ -17,7 +17,7 @@ from uuid import UUID
 
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["TRACER_TOPIC", "NullTracer", "Span", "TracedSummarizer", "Tracer", "log"]
+__all__ = ["TRACER_TOPIC", "NullTracer", "Span", "TracedSummarizer", "Tracer", "log", "traced"]
 
 TRACER_TOPIC = "contextledger.infrastructure.tracing:OpenTelemetryTracer"
 
@@ -80,3 +80,10 @@ class TracedSummarizer:
             span.set("summary_tokens", result.output_tokens)
             span.set("input_tokens", result.input_tokens)
             return result
+
+
+def traced(summarizer: Summarizer, tracer: Tracer) -> Summarizer:
+    """``summarizer`` with its calls as spans of ``tracer`` (itself when tracing is off)."""
+    if isinstance(tracer, NullTracer) or isinstance(summarizer, TracedSummarizer):
+        return summarizer
+    return TracedSummarizer(summarizer, tracer)

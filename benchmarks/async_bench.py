@@ -2,13 +2,14 @@
 from the endpoint, on SQLite and PostgreSQL. Prints a markdown table.
 
     TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/async_bench.py \\
-        [--clients 50] [--turns 4]
+        [--clients 20] [--turns 4]
 
 Each configuration runs ``examples/fastapi_app.py`` under uvicorn (one worker) on
 127.0.0.1 against the local fake OpenAI server (which answers after ``--model-delay``
 seconds, like a fast model), with ``--clients`` concurrent HTTP clients doing
 ``--turns`` turns each on their own conversation. Reported: requests per second,
-p50/p95 latency of one turn, and the event loop's lag seen by a probe task.
+p50/p95 latency of one turn, and the event loop's lag seen by a probe task. Writes
+its section of docs/benchmarks.md (``async_bench``) and prints it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -35,10 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
-try:
-    from contextledger.testing import FakeOpenAIServer  # type: ignore[import-not-found, unused-ignore]
-except ImportError:
-    from tests.support.fake_openai import FakeOpenAIServer  # type: ignore[assignment, unused-ignore]
+from sections import write_section  # noqa: E402  (benchmarks/sections.py)
+
+from contextledger.testing import FakeOpenAIServer  # noqa: E402
 
 
 @contextmanager
@@ -118,7 +119,7 @@ async def load(base: str, clients: int, turns: int) -> tuple[list[float], int, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--model-delay", type=float, default=0.05)
     args = parser.parse_args()
@@ -135,13 +136,36 @@ def main() -> None:
                     1000 * latencies[int(0.95 * (len(latencies) - 1))], lag["p99_ms"], lag["max_ms"], failed,
                 ))
                 print(f"done: {kind} {mode}", file=sys.stderr)
-    print(f"{args.clients} concurrent clients x {args.turns} turns, model answers after "
-          f"{1000 * args.model_delay:.0f} ms; one uvicorn worker; {os.cpu_count()} cores\n")
-    print("| store | ledger | requests/s | p50 ms | p95 ms | loop lag p99 ms | loop lag max ms | failed |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        "## AsyncLedger vs the synchronous Ledger in an async endpoint", "",
+        f"Written by `benchmarks/async_bench.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
+        f"    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/async_bench.py "
+        f"--clients {args.clients} --turns {args.turns} --model-delay {args.model_delay:g}", "",
+        f"`examples/fastapi_app.py` under uvicorn (one worker), {args.clients} concurrent HTTP clients x "
+        f"{args.turns} turns, each on its own conversation; a turn is one POST that appends the "
+        f"user message, calls the local fake OpenAI server (it answers after "
+        f"{1000 * args.model_delay:.0f} ms, like a fast model) with the context, and appends the "
+        "reply. *Ledger (sync)* calls the synchronous `Ledger` from the `async def` endpoint, "
+        "blocking the event loop; *AsyncLedger* awaits the same calls. The loop lag is what a "
+        "probe task in the app saw (how late a 10 ms sleep woke). "
+        f"{os.cpu_count()} cores, shared: load average {load_avg:.1f} at the end of the run.", "",
+        "| store | ledger | requests/s | p50 ms | p95 ms | loop lag p99 ms | loop lag max ms | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for kind, ledger, rps, p50, p95, lag99, lagmax, failed in rows:
-        print(f"| {kind} | {ledger} | {rps:.1f} | {p50:.0f} | {p95:.0f} | {lag99:.1f} | {lagmax:.1f} "
-              f"| {failed} |")
+        lines.append(f"| {kind} | {ledger} | {rps:.1f} | {p50:.0f} | {p95:.0f} | {lag99:.1f} | {lagmax:.1f} "
+                     f"| {failed} |")
+    by = {(r[0], r[1].startswith("Async")): r for r in rows}
+    lines.append("")
+    for kind in ("sqlite", "postgres"):
+        if (kind, True) in by and (kind, False) in by:
+            sync, native = by[(kind, False)], by[(kind, True)]
+            lines.append(f"- {kind}: p95 with AsyncLedger is {sync[4] / native[4]:.1f}x lower than "
+                         f"with the sync Ledger in the loop (p50 {sync[3] / native[3]:.1f}x).")
+    lines.append("")
+    write_section("async_bench", lines)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

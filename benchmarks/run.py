@@ -33,6 +33,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+from sections import write_section
+
 from contextledger.application import (
     Ledger,
     ReductionPolicy,
@@ -43,8 +47,6 @@ from contextledger.application import (
 )
 from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.tokens import TiktokenCounter
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpora" / "plain" / "sgd_plain.jsonl"
@@ -423,8 +425,7 @@ def main() -> None:
     command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/run.py" + (
         " --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
     report = Report([])
-    report.add("# Benchmarks", "",
-               f"Written by `benchmarks/run.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
+    report.add(f"Written by `benchmarks/run.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
                f"    {command}", "", *machine(), "",
                "Medians of repeated samples; ratios compare against a baseline measured in the same "
                "run, because these machines are shared and noisy.", "")
@@ -434,7 +435,7 @@ def main() -> None:
         if args.only in (None, name):
             section(report, args.quick)
     report.add(f"Total run time: {time.perf_counter() - started:.0f} s.")
-    args.output.write_text("\n".join(report.lines) + "\n", encoding="utf-8")
+    write_section("run", report.lines, args.output)  # the other scripts' sections stay
     print(f"wrote {args.output}", file=sys.stderr)
 
 

@@ -7,11 +7,15 @@ For each history size, every session is filled with the same items (user questio
 function calls with their outputs, answers), then a *turn* — ``add_items`` of a user
 item and an answer, then ``get_items()`` as the Runner does — is timed. Sessions:
 ``LedgerSession`` on a SQLite file and on PostgreSQL, the SDK's ``SQLiteSession`` (a
-SQLite file) and ``SQLAlchemySession`` (PostgreSQL via asyncpg; the
-``openai-agents[sqlalchemy]`` extra). Runs are interleaved across sessions; the table
-shows the median over runs of each run's median turn, and the tokens of what
+SQLite file) and ``SQLAlchemySession`` (PostgreSQL through SQLAlchemy's asyncio engine
+on psycopg's async connection). Runs are interleaved across sessions; the table
+shows the median over runs of each run's median turn, the tokens of what
 ``get_items()`` returns (counted as the model is charged: tiktoken, per-message
-overhead). Prints a markdown table.
+overhead), the *cold load* (open the store afresh, as a new process would, and the
+first ``get_items()``; median of ``--runs``) and the *fill* (adding the history in
+``add_items`` batches of 400, the bulk path every session has; for ``LedgerSession``
+up to idle, i.e. including the background summaries the policy makes on the way).
+Writes its section of docs/benchmarks.md (``sessions``) and prints it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,12 @@ import contextledger as cl
 from contextledger.domain.items import messages_from_items
 from contextledger.integrations.agents import LedgerSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sections import write_section
+
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+ASYNC_POSTGRES = POSTGRES.replace("postgresql://", "postgresql+psycopg://", 1)
+COUNTER = cl.TiktokenCounter("gpt-4o-mini")
 POLICY = cl.ReductionPolicy(trigger_messages=100, keep_messages=20, keep_tool_results=10)
 WORDS = ("the", "customer", "asked", "about", "the", "order", "status", "and", "the", "delivery",
          "window", "for", "the", "parcel")
@@ -56,24 +66,37 @@ def block(n: int) -> list[dict[str, Any]]:
 
 
 def tokens(items: list[Any]) -> int:
-    counter = cl.TiktokenCounter("gpt-4o-mini")
+    counter = COUNTER
     return counter.reply_priming + sum(counter.count_message(m) for m, _ in messages_from_items(items))
 
 
 class Contender:
     """One session kind at one history size."""
 
-    def __init__(self, name: str, session: Any, after_fill: Callable[[], None] | None = None) -> None:
-        self.name, self.session, self.after_fill = name, session, after_fill
+    def __init__(
+        self, name: str, session: Any, after_fill: Callable[[], None] | None = None,
+        cold: Callable[[], Awaitable[float]] | None = None,
+    ) -> None:
+        self.name, self.session, self.after_fill, self.cold = name, session, after_fill, cold
         self.run_medians: list[float] = []
+        self.cold_loads: list[float] = []
         self.sent_tokens = 0
+        self.fill_seconds = 0.0
+        #: Seconds per 2,000 items added, block by block (is the cost flat as it grows?).
+        self.block_seconds: list[float] = []
 
     async def fill(self, size: int) -> None:
+        started = block_started = time.perf_counter()
         items = [i for n in range(size // 4) for i in block(n)]
         for start in range(0, len(items), 400):
             await self.session.add_items(items[start : start + 400])
+            if (start + 400) % 2000 == 0:
+                now = time.perf_counter()
+                self.block_seconds.append(now - block_started)
+                block_started = now
         if self.after_fill:
             self.after_fill()
+        self.fill_seconds = time.perf_counter() - started
 
     async def turns(self, count: int, offset: int) -> None:
         times = []
@@ -89,33 +112,66 @@ class Contender:
         self.sent_tokens = tokens(sent)
 
 
+async def first_get(session: Any) -> int:
+    return len(await session.get_items())
+
+
 async def measure(
-    size: int, runs: int, turns: int, work: Path, ledgers: dict[str, cl.Ledger]
+    size: int, runs: int, turns: int, work: Path, urls: dict[str, str], ledgers: dict[str, cl.Ledger]
 ) -> list[Contender]:
     tag = uuid.uuid4().hex[:8]
-    engine = create_async_engine(POSTGRES.replace("postgresql://", "postgresql+asyncpg://"))
+    engine = create_async_engine(ASYNC_POSTGRES)
+    names = {"sqlite": f"s{size}-{tag}", "postgres": f"p{size}-{tag}"}
+    tables = {"sessions_table": f"bench_sessions_{tag}", "messages_table": f"bench_messages_{tag}"}
+
+    def ledger_cold(kind: str) -> Callable[[], Awaitable[float]]:
+        async def load() -> float:
+            started = time.perf_counter()
+            with cl.Ledger.open(urls[kind], run_policy=False) as fresh:
+                await first_get(LedgerSession(names[kind], fresh, policy=POLICY))
+                return time.perf_counter() - started
+        return load
+
+    async def sqlite_cold() -> float:
+        started = time.perf_counter()
+        fresh = SQLiteSession(f"s{size}", work / f"sdk-{size}.db")
+        await first_get(fresh)
+        took = time.perf_counter() - started
+        fresh.close()
+        return took
+
+    async def alchemy_cold() -> float:
+        started = time.perf_counter()
+        fresh_engine = create_async_engine(ASYNC_POSTGRES)
+        await first_get(SQLAlchemySession(f"a{size}-{tag}", engine=fresh_engine, **tables))
+        took = time.perf_counter() - started
+        await fresh_engine.dispose()
+        return took
+
     contenders = [
         Contender("LedgerSession (SQLite)",
-                  LedgerSession(f"s{size}-{tag}", ledgers["sqlite"], policy=POLICY),
-                  lambda: ledgers["sqlite"].wait_idle(timeout=600)),
+                  LedgerSession(names["sqlite"], ledgers["sqlite"], policy=POLICY),
+                  lambda: ledgers["sqlite"].wait_idle(timeout=1200), ledger_cold("sqlite")),
         Contender("LedgerSession (PostgreSQL)",
-                  LedgerSession(f"p{size}-{tag}", ledgers["postgres"], policy=POLICY),
-                  lambda: ledgers["postgres"].wait_idle(timeout=600)),
-        Contender("SQLiteSession (SQLite file)", SQLiteSession(f"s{size}", work / f"sdk-{size}.db")),
+                  LedgerSession(names["postgres"], ledgers["postgres"], policy=POLICY),
+                  lambda: ledgers["postgres"].wait_idle(timeout=1200), ledger_cold("postgres")),
+        Contender("SQLiteSession (SQLite file)", SQLiteSession(f"s{size}", work / f"sdk-{size}.db"),
+                  cold=sqlite_cold),
         Contender(
             "SQLAlchemySession (PostgreSQL)",
-            SQLAlchemySession(f"a{size}-{tag}", engine=engine, create_tables=True,
-                              sessions_table=f"bench_sessions_{tag}", messages_table=f"bench_messages_{tag}"),
+            SQLAlchemySession(f"a{size}-{tag}", engine=engine, create_tables=True, **tables),
+            cold=alchemy_cold,
         ),
     ]
     for contender in contenders:
-        started = time.perf_counter()
         await contender.fill(size)
-        took = time.perf_counter() - started
-        print(f"  filled {contender.name} with {size} items in {took:.1f}s", file=sys.stderr)
+        print(f"  filled {contender.name} with {size} items in {contender.fill_seconds:.1f}s",
+              file=sys.stderr, flush=True)
     for run in range(runs):
         for contender in contenders:  # interleaved: each run visits every session once
             await contender.turns(turns, offset=run * turns)
+            if contender.cold is not None:
+                contender.cold_loads.append(await contender.cold())
     async with engine.begin() as conn:
         await conn.execute(text(f"DROP TABLE IF EXISTS bench_messages_{tag}, bench_sessions_{tag}"))
     await engine.dispose()
@@ -133,28 +189,65 @@ def main() -> None:
     admin = psycopg.connect(POSTGRES, autocommit=True)
     admin.execute(f'CREATE SCHEMA "{schema}"')
     rows = []
+    blocks: dict[str, list[float]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
-            with cl.Ledger.open(f"sqlite:///{work / 'ledger.db'}") as lite, \
-                    cl.Ledger.open(f"{POSTGRES}?schema={schema}") as pg:
+            urls = {"sqlite": f"sqlite:///{work / 'ledger.db'}", "postgres": f"{POSTGRES}?schema={schema}"}
+            with cl.Ledger.open(urls["sqlite"]) as lite, cl.Ledger.open(urls["postgres"]) as pg:
                 for size in sizes:
                     print(f"{size} items", file=sys.stderr)
                     ledgers = {"sqlite": lite, "postgres": pg}
-                    done = asyncio.run(measure(size, args.runs, args.turns, work, ledgers))
+                    done = asyncio.run(measure(size, args.runs, args.turns, work, urls, ledgers))
                     for c in done:
-                        rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens))
-                        print(f"| {size:,} | {c.name} | {rows[-1][2]:.1f} | {c.sent_tokens:,} |",
-                              file=sys.stderr, flush=True)
+                        rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens,
+                                     statistics.median(c.cold_loads) * 1000, c.fill_seconds))
+                        if size >= 20000 and c.name.startswith("LedgerSession"):
+                            blocks[c.name] = c.block_seconds
+                        print(f"| {size:,} | {c.name} | {rows[-1][2]:.1f} | {c.sent_tokens:,} | "
+                              f"{rows[-1][4]:.0f} | {c.fill_seconds:.1f} |", file=sys.stderr, flush=True)
     finally:
         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         admin.close()
-    print(f"\nPer turn: add_items (2 items) + get_items(); median of {args.runs} interleaved runs "
-          f"x {args.turns} turns.\n")
-    print("| stored items | session | ms per turn | tokens handed to the model |")
-    print("|---:|---|---:|---:|")
-    for size, name, ms, sent in rows:
-        print(f"| {size:,} | {name} | {ms:.1f} | {sent:,} |")
+    load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        "## Agents SDK sessions: LedgerSession, SQLiteSession, SQLAlchemySession", "",
+        f"Written by `benchmarks/sessions.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
+        f"    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/sessions.py "
+        f"--sizes {args.sizes} --runs {args.runs} --turns {args.turns}", "",
+        "Each session is filled with the same history (blocks of a user question, a function call, "
+        "its output and an answer), then timed in interleaved runs. *Per turn*: `add_items` of 2 items "
+        f"then `get_items()`, as the Runner does each turn (median of {args.runs} runs x {args.turns} "
+        "turns). *Tokens handed to the model*: what `get_items()` returns, counted with tiktoken. "
+        "*Cold load*: open the store afresh (a new `Ledger`, a new `SQLiteSession`, a new engine) and "
+        f"the first `get_items()`, median of {args.runs}. *Fill*: the history added in `add_items` "
+        "batches of 400 (the bulk path of every session); for `LedgerSession` the time runs until the "
+        "ledger is idle, so it includes the offline summarizer's background summaries "
+        f"(policy: trigger 100, keep 20, keep_tool_results 10). {os.cpu_count()} cores, shared: load "
+        f"average {load_avg:.1f} at the end of the run.", "",
+        "| stored items | session | ms per turn | tokens handed to the model | cold load ms "
+        "| fill s | fill s per 1,000 items |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for size, name, ms, sent, cold, fill in rows:
+        lines.append(f"| {size:,} | {name} | {ms:.1f} | {sent:,} | {cold:.0f} | {fill:.1f} "
+                     f"| {fill / size * 1000:.2f} |")
+    per_k = {(size, name): fill / size * 1000 for size, name, _, _, _, fill in rows}
+    lines.append("")
+    for name in dict.fromkeys(name for _, name, *_ in rows):
+        if name.startswith("LedgerSession") and (2000, name) in per_k and (20000, name) in per_k:
+            lines.append(f"- {name}: filling costs {per_k[(2000, name)]:.2f} s per 1,000 items at 2,000 "
+                         f"and {per_k[(20000, name)]:.2f} s at 20,000 (ratio "
+                         f"{per_k[(20000, name)] / per_k[(2000, name)]:.2f}; 1.0 is linear).")
+    for name, seconds in blocks.items():
+        tenth = max(1, len(seconds) // 5)
+        lines.append(f"- {name}, block by block while filling to 20,000: the first {tenth * 2000:,} items "
+                     f"took {statistics.median(seconds[:tenth]):.1f} s per 2,000, the last {tenth * 2000:,} "
+                     f"{statistics.median(seconds[-tenth:]):.1f} s per 2,000 (median per block; all: "
+                     + ", ".join(f"{x:.1f}" for x in seconds) + ").")
+    lines.append("")
+    write_section("sessions", lines)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,8 @@ from contextledger.domain.reduction import (
     placeholder_message,
     plan_range,
     summary_message,
+    tokens_fire,
+    tools_leave_room,
 )
 from contextledger.domain.state import (
     ConversationState,
@@ -162,6 +164,7 @@ class Conversation(EditCommands):
                 f"({system_tokens} tokens)",
                 conversation_id=conversation_id,
             )
+        _check_tools_fit_trigger(policy, tools_tokens if tools else 0, conversation_id)
         event = Started(
             originator_id=conversation_id,
             originator_version=1,
@@ -479,6 +482,7 @@ class Conversation(EditCommands):
                 "newest turn",
                 conversation_id=self.id,
             )
+        _check_tools_fit_trigger(policy, s.tools_tokens, self.id)
         self._trigger(
             PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1
         )
@@ -500,6 +504,7 @@ class Conversation(EditCommands):
                 "the system prompt, summaries and newest turn",
                 conversation_id=self.id,
             )
+        _check_tools_fit_trigger(s.policy, tools_tokens, self.id)
         self._trigger(ToolsChanged, at, tools=tools, tools_tokens=tools_tokens)
         self._maybe_pin_range(at)
         return True
@@ -552,7 +557,7 @@ class Conversation(EditCommands):
             count = len(unsummarized)
             tokens = sum(e.tokens for e in unsummarized)
             by_messages = s.policy.trigger_messages is not None and count > s.policy.trigger_messages
-            by_tokens = s.policy.trigger_tokens is not None and tokens > s.policy.trigger_tokens
+            by_tokens = tokens_fire(s.policy, tokens, s.tools_tokens)
             if by_messages or by_tokens:
                 self._trigger(
                     ThresholdReached,
@@ -570,7 +575,9 @@ class Conversation(EditCommands):
                 )
             return
         open_index = s.open_group_index - start if s.open_group_index is not None else None
-        planned = plan_range(s.window[start:], s.policy, open_group_index=open_index)
+        planned = plan_range(
+            s.window[start:], s.policy, open_group_index=open_index, tools_tokens=s.tools_tokens
+        )
         if planned is None:
             return
         consolidate = (
@@ -611,3 +618,14 @@ class ConversationSnapshot(DomainEvent):
         conversation.version = self.originator_version
         conversation.modified_on = self.timestamp
         return conversation
+
+
+def _check_tools_fit_trigger(policy: ReductionPolicy, tools_tokens: int, conversation_id: UUID) -> None:
+    """The token trigger counts the tool definitions: refuse tools that leave it no room."""
+    if not tools_leave_room(policy, tools_tokens):
+        raise InvalidPolicyError(
+            f"the tool definitions ({tools_tokens} tokens) plus keep_tokens "
+            f"({policy.keep_tokens or 0}) must stay below trigger_tokens "
+            f"({policy.trigger_tokens}): the token trigger counts the tools sent with every call",
+            conversation_id=conversation_id,
+        )

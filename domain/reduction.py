@@ -23,6 +23,8 @@ __all__ = [
     "placeholder_text",
     "plan_range",
     "summary_message",
+    "tokens_fire",
+    "tools_leave_room",
 ]
 
 
@@ -94,10 +96,18 @@ class PlannedRange(BaseModel):
 
 
 def plan_range(
-    entries: Sequence[Entry], policy: ReductionPolicy, *, open_group_index: int | None
+    entries: Sequence[Entry],
+    policy: ReductionPolicy,
+    *,
+    open_group_index: int | None,
+    tools_tokens: int = 0,
 ) -> PlannedRange | None:
     """Decide whether the policy fires over ``entries`` (all unsummarized messages,
     oldest first) and, if so, which leading range to summarize.
+
+    The token trigger sees what the unsummarized part of the prompt costs: the
+    messages' tokens plus ``tools_tokens``, the tool definitions sent with every call
+    (``unsummarized_tokens`` stays the messages' tokens alone).
 
     The kept suffix is the longest one that starts a tool-call group and satisfies
     ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
@@ -107,7 +117,7 @@ def plan_range(
     count = len(entries)
     tokens = sum(e.tokens for e in entries)
     by_messages = policy.trigger_messages is not None and count > policy.trigger_messages
-    by_tokens = policy.trigger_tokens is not None and tokens > policy.trigger_tokens
+    by_tokens = tokens_fire(policy, tokens, tools_tokens)
     if not (by_messages or by_tokens):
         return None
     keep_n = policy.keep_messages_limit
@@ -140,6 +150,21 @@ def plan_range(
         from_version=entries[0].version,
         through_version=entries[cut - 1].version,
     )
+
+
+def tokens_fire(policy: ReductionPolicy, message_tokens: int, tools_tokens: int) -> bool:
+    """Whether the token trigger fires: the unsummarized messages and the tool
+    definitions sent with them cost more than ``trigger_tokens``."""
+    return policy.trigger_tokens is not None and message_tokens + tools_tokens > policy.trigger_tokens
+
+
+def tools_leave_room(policy: ReductionPolicy, tools_tokens: int) -> bool:
+    """Whether the token trigger can settle with these tools: the kept window
+    (``keep_tokens``) plus the tools must stay at or below ``trigger_tokens``, or every
+    summary would leave the trigger crossed and fire again at once."""
+    if policy.trigger_tokens is None or not tools_tokens:
+        return True
+    return (policy.keep_tokens or 0) + tools_tokens < policy.trigger_tokens
 
 
 def placeholder_text(tool_name: str | None, tokens: int, position: int) -> str:

@@ -62,18 +62,25 @@ class OfflineSummarizer(Summarizer):
         )
         # Never longer than what it summarizes (the ledger's quality gate refuses that).
         budget = max(8, min(request.max_summary_tokens, input_tokens))
+        # Each line is counted once: what the choices below cost is kept as running
+        # sums, so a range of n messages costs n counts, not n squared.
+        new_costs = [count(text) + 1 for _, text in new]
+        previous_costs = [count(line) + 1 for line in previous]
         # Up to half the budget keeps the previous summary (its newest lines); the new
-        # lines get the rest, dropping the least salient first.
-        previous_cost = sum(count(line) + 1 for line in previous)
-        reserve = min(previous_cost, budget // 2)
-        chosen_new = list(new)
-        while chosen_new and _cost(chosen_new, count) > budget - reserve:
-            weakest = min(range(len(chosen_new)), key=lambda i: (chosen_new[i][0], -i))
-            del chosen_new[weakest]
+        # lines get the rest, dropping the least salient first (the newest of equally
+        # salient ones first: the order never changes as lines go, so it is sorted once).
+        reserve = min(sum(previous_costs), budget // 2)
+        dropped: set[int] = set()
+        total = sum(new_costs)
+        for index in sorted(range(len(new)), key=lambda i: (new[i][0], -i)):
+            if total <= budget - reserve:
+                break
+            dropped.add(index)
+            total -= new_costs[index]
+        chosen_new = [line for i, line in enumerate(new) if i not in dropped]
         kept_previous: list[str] = []
-        room = budget - _cost(chosen_new, count)
-        for line in reversed(previous):
-            cost = count(line) + 1
+        room = budget - total
+        for line, cost in zip(reversed(previous), reversed(previous_costs), strict=True):
             if cost > room:
                 break
             kept_previous.insert(0, line)
@@ -90,10 +97,6 @@ class OfflineSummarizer(Summarizer):
             output_tokens=count(text),
             latency_ms=(time.perf_counter() - started) * 1000,
         )
-
-
-def _cost(lines: list[tuple[int, str]], count: Callable[[str], int]) -> int:
-    return sum(count(text) + 1 for _, text in lines)
 
 
 def _first_sentence(text: str) -> str:

@@ -139,8 +139,17 @@ class ReadModelRunner(LogFollower):
         with self._lock:
             head = self.head()
             applied = 0
-            while (start := min(self._scanned.values(), default=head)) < head:
-                applied += self._replay(self.projections, after=start, head=head, topics=self._topics)
+            start = min(self._scanned.values(), default=head)
+            if start < head:
+                # A span only for a step with something to read: idle polls make none.
+                with self.ledger.tracer.span(
+                    "project", after_notification=start, through_notification=head
+                ) as span:
+                    while (start := min(self._scanned.values(), default=head)) < head:
+                        applied += self._replay(
+                            self.projections, after=start, head=head, topics=self._topics
+                        )
+                    span.set("events", applied)
         self._progressed()
         return applied
 
@@ -213,7 +222,7 @@ class ReadModelRunner(LogFollower):
         of events applied.
         """
         projection = self.projection(name)
-        with self._lock:
+        with self._lock, self.ledger.tracer.span("rebuild", projection=name) as span:
             projection.view.reset()
             self._scanned[name] = 0
             applied = 0
@@ -227,5 +236,7 @@ class ReadModelRunner(LogFollower):
                 applied += self._replay(
                     (projection,), after=position, head=head, topics=projection.topics, progress=progress
                 )
+            span.set("events", applied)
+            span.set("through_notification", self._scanned[name])
         self._progressed()
         return applied

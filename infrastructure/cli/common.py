@@ -14,6 +14,9 @@ import argparse
 from typing import NoReturn
 from uuid import UUID
 
+from contextledger.application.addressing import resolve
+from contextledger.domain.errors import InvalidArgumentError
+
 __all__ = [
     "DATABASE_HELP",
     "Failure",
@@ -48,13 +51,17 @@ class Failure(Exception):
 
 
 def conversation_id(value: str) -> UUID:
-    """Argument type: a conversation id."""
+    """Argument type: a conversation, named by its id (a UUID) or by the application's
+    string key (``start(..., key=...)``), resolved as the ledger resolves them."""
     try:
-        return UUID(value)
-    except ValueError:
+        return resolve(value, argument="CID")
+    except InvalidArgumentError as exc:
+        shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
         raise argparse.ArgumentTypeError(
-            f"invalid conversation id {value!r} (expected a UUID such as "
-            "3f2b8c1e-0d4a-4e5f-9a6b-7c8d9e0f1a2b)"
+            f"invalid conversation id or key '{shown}': {exc.message} (expected a UUID such as "
+            "3f2b8c1e-0d4a-4e5f-9a6b-7c8d9e0f1a2b or a key such as chat-7)"
         ) from None
 
 

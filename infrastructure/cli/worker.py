@@ -7,6 +7,7 @@ import sys
 import threading
 
 from contextledger.application.ledger import Ledger
+from contextledger.application.observability import traced
 from contextledger.application.summarization import SummarizationRunner
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, shard
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> int:
     shard_: tuple[int, int] | None = args.shard
-    policy = SummarizationRunner(ledger, ledger.summarizer, shard=shard_)
+    # Traced as the in-process policy is: each summarizer call a span (with tracing on).
+    policy = SummarizationRunner(ledger, traced(ledger.summarizer, ledger.tracer), shard=shard_)
     ledger.attach(policy)
     with_read_models = shard_ is None or shard_[0] == 0
     if with_read_models:

@@ -310,11 +310,87 @@ def test_an_unknown_conversation_or_database_is_a_usage_error_in_one_line(
 
 
 def test_a_bad_conversation_id_in_a_subprocess_exits_2_with_one_line(tmp_path: Path) -> None:
-    done = run_cli("context", "not-a-conversation", "--database",
+    done = run_cli("context", "k" * 201, "--database",
                    f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "invalid conversation id" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, UUID]:
+    """A SQLite file holding one conversation started with the key ``chat-7``."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('keyed') / 'keyed.db'}"
+    with Ledger.open(url, run_policy=False) as ledger:
+        cid = ledger.start("You help.", key="chat-7")
+        ledger.append(cid, {"role": "user", "content": "hello"})
+        ledger.append(cid, {"role": "assistant", "content": "hi there"})
+    return url, cid
+
+
+#: Every command that takes a conversation, with the options it needs.
+CONVERSATION_COMMANDS = [
+    ["context"], ["transcript"], ["replay"], ["export"], ["verify"], ["stats"],
+    ["close-tool-calls"],
+]
+
+
+@pytest.mark.parametrize("command", CONVERSATION_COMMANDS, ids=lambda c: c[0])
+def test_every_conversation_command_takes_the_key_as_it_takes_the_id(
+    command: list[str], keyed: tuple[str, UUID], capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, cid = keyed
+    assert main([*command, "chat-7", "--database", url, "--json"]) == 0
+    by_key = capsys.readouterr().out
+    assert main([*command, str(cid), "--database", url, "--json"]) == 0
+    by_id = capsys.readouterr().out
+    assert by_key == by_id and by_key.strip()
+
+
+def test_a_key_of_no_conversation_is_an_unknown_conversation(
+    keyed: tuple[str, UUID], capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, _ = keyed
+    assert main(["context", "chat-8", "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error:" in err
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ("", "1 to 200 characters"),
+    ("k" * 201, "1 to 200 characters"),
+    ("bad\udcff-key", "lone surrogate"),
+])
+@pytest.mark.parametrize("command", CONVERSATION_COMMANDS, ids=lambda c: c[0])
+def test_a_malformed_id_or_key_is_a_usage_error_naming_why(
+    command: list[str], value: str, reason: str, keyed: tuple[str, UUID],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, _ = keyed
+    assert main([*command, value, "--database", url]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "invalid conversation id or key" in captured.err and reason in captured.err
+
+
+def test_a_key_and_a_malformed_key_in_a_subprocess(
+    keyed: tuple[str, UUID], tmp_path: Path,
+) -> None:
+    url, _ = keyed
+    done = run_cli("transcript", "chat-7", "--database", url, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [e["message"]["content"] for e in json.loads(done.stdout)] == ["hello", "hi there"]
+    # Bytes that are not UTF-8 reach Python as lone surrogates: refused, not crashed on.
+    done = subprocess.run(
+        [sys.executable, "-m", "contextledger.infrastructure.cli", "context", b"chat-\xff",
+         "--database", url],
+        capture_output=True, timeout=120, cwd=tmp_path, env=cli_env(),
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    err = done.stderr.decode("utf-8", "replace")
+    assert err.count("\n") == 1 and "lone surrogate" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("command", "keyword"), [

@@ -145,3 +145,22 @@ def test_an_unknown_path_is_a_404_that_uses_no_scripted_behaviour(fake_openai: F
         client(fake_openai).embeddings.create(model="m", input="x")
     assert client(fake_openai).responses.create(model="m", input="x").output_text == "kept"
     assert [r.endpoint for r in fake_openai.requests] == [None, "responses"]
+
+
+def test_a_responses_reply_with_reasoning_and_the_answers_the_client_received(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.script(
+        Reply(reasoning="two lookups", tool_calls=[Call("weather", {"city": "Oslo"}), Call("time")]),
+        Reply("Done."),
+    )
+    api = client(fake_openai)
+    first = api.responses.create(model="gpt-4o-mini", input="Oslo?")
+    assert [item.type for item in first.output] == ["reasoning", "function_call", "function_call"]
+    assert first.output[0].summary[0].text == "two lookups"  # type: ignore[union-attr]
+    chat = api.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+    assert chat.choices[0].message.content == "Done."
+    answers = fake_openai.answers
+    assert len(answers) == 2 and answers[0]["id"] == first.id and answers[1]["id"] == chat.id
+    # The recorded output is exactly what the client parsed, ids included.
+    assert answers[0]["output"] == [item.model_dump(exclude_unset=True) for item in first.output]

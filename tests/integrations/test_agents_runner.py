@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from typing import Any
 
 import pytest
@@ -19,12 +18,16 @@ from openai import AsyncOpenAI
 import contextledger as cl
 from contextledger.domain.items import messages_from_items
 from contextledger.integrations.agents import LedgerSession
-from tests.support.fake_responses import FakeResponsesServer, function_call, reasoning, text
+from contextledger.testing import Call, FakeOpenAIServer, Func, RecordedRequest, Reply
 
 set_tracing_disabled(True)
 
+# The openai client encodes every input item of every request against each item type
+# the Responses API knows (a few ms an item, in Python): the request size, not the
+# ledger, sets this test's pace. A tight policy keeps requests short and makes the
+# ledger summarize, placeholder and cap often in 150 turns.
 POLICY = cl.ReductionPolicy(
-    trigger_messages=30, keep_messages=10, keep_tool_results=6, max_context_tokens=3000
+    trigger_messages=12, keep_messages=4, keep_tool_results=2, max_context_tokens=1500
 )
 SUMMARY_PREFIX = "Summary of the earlier conversation"
 
@@ -41,36 +44,27 @@ def lookup(topic: str) -> str:
     return " ".join(f"fact {n} about {topic}." for n in range(40))
 
 
-class ScriptedModel:
+def scripted_model(request: RecordedRequest) -> Reply:
     """Answers by turn number: text, one call, or parallel calls after reasoning."""
+    last = request.body["input"][-1]
+    if last.get("type") == "function_call_output":
+        return Reply(f"Tools said: {str(last['output'])[:60]}")
+    turn = int(str(last["content"]).rsplit(" ", 1)[-1])
+    if turn % 3 == 1:
+        return Reply(tool_calls=[Call("weather", {"city": f"city{turn}"})])
+    if turn % 3 == 2:
+        return Reply(
+            reasoning=f"turn {turn} needs two tools",
+            tool_calls=[Call("weather", {"city": "Oslo"}), Call("lookup", {"topic": f"topic{turn}"})],
+        )
+    return Reply(f"Answer to turn {turn}: " + "words " * 30)
 
-    def __init__(self) -> None:
-        self.outputs: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
 
-    def __call__(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        last = body["input"][-1]
-        if last.get("type") == "function_call_output":
-            output = [text(f"Tools said: {str(last['output'])[:60]}")]
-        else:
-            turn = int(str(last["content"]).rsplit(" ", 1)[-1])
-            if turn % 3 == 1:
-                output = [function_call("weather", {"city": f"city{turn}"})]
-            elif turn % 3 == 2:
-                output = [
-                    reasoning(f"turn {turn} needs two tools"),
-                    function_call("weather", {"city": "Oslo"}),
-                    function_call("lookup", {"topic": f"topic{turn}"}),
-                ]
-            else:
-                output = [text(f"Answer to turn {turn}: " + "words " * 30)]
-        with self._lock:
-            self.outputs.extend(output)
-        return output
+COUNTER = cl.TiktokenCounter("gpt-4o-mini")
 
 
 def _tokens(items: list[dict[str, Any]]) -> int:
-    counter = cl.TiktokenCounter("gpt-4o-mini")
+    counter = COUNTER
     return counter.reply_priming + sum(counter.count_message(m) for m, _ in messages_from_items(items))
 
 
@@ -87,8 +81,7 @@ def _assert_valid(items: list[dict[str, Any]]) -> None:
 
 
 def _run(url: str, turns: int) -> None:
-    model = ScriptedModel()
-    with FakeResponsesServer(model) as server, cl.Ledger.open(url) as ledger:
+    with FakeOpenAIServer(default=Func(scripted_model)) as server, cl.Ledger.open(url) as ledger:
         client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
         agent = Agent(
             name="assistant",
@@ -101,32 +94,37 @@ def _run(url: str, turns: int) -> None:
 
         async def converse() -> None:
             for turn in range(turns):
-                runs.append((len(server.requests), session.version()))
+                runs.append((server.request_count, session.version()))
                 await Runner.run(agent, f"turn {turn}", session=session)
                 ledger.wait_idle()
 
         asyncio.run(converse())
 
+        requests = [r.body for r in server.requests_to("responses")]
+        assert len(requests) == server.request_count
+        # Every item the model sent, exactly as the client received it (ids included).
+        outputs = [item for answer in server.answers for item in answer["output"]]
+        assert {i["type"] for i in outputs} == {"message", "function_call", "reasoning"}
         summaries_seen = 0
         for index, (first, version) in enumerate(runs):
-            history = server.requests[first]["input"][:-1]
-            assert server.requests[first]["input"][-1] == {"content": f"turn {index}", "role": "user"}
+            history = requests[first]["input"][:-1]
+            assert requests[first]["input"][-1] == {"content": f"turn {index}", "role": "user"}
             if index % 5 == 0 or index == len(runs) - 1:  # replay from the log: a sample keeps it fast
                 assert history == session.context_items(version=version)
             assert _tokens(history) <= POLICY.max_context_tokens
             summaries_seen += any(str(i.get("content", "")).startswith(SUMMARY_PREFIX) for i in history)
-        for body in server.requests:
+        for body in requests:
             _assert_valid(body["input"])
         assert ledger.summaries(session.conversation_id)
         assert summaries_seen > turns // 2
 
         transcript = session.transcript_items()
-        assert [i for i in transcript if "id" in i] == model.outputs
+        assert [i for i in transcript if "id" in i] == outputs
         assert [i["content"] for i in transcript if i.get("role") == "user"] == [
             f"turn {t}" for t in range(turns)
         ]
-        outputs = [i["call_id"] for i in transcript if i.get("type") == "function_call_output"]
-        assert outputs == [i["call_id"] for i in model.outputs if i["type"] == "function_call"]
+        answered = [i["call_id"] for i in transcript if i.get("type") == "function_call_output"]
+        assert answered == [i["call_id"] for i in outputs if i["type"] == "function_call"]
         assert ledger.verify(session.conversation_id).ok
         final = session.context_items()
         _assert_valid(final)

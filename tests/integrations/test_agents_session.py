@@ -19,7 +19,7 @@ from openai import AsyncOpenAI
 
 import contextledger as cl
 from contextledger.integrations.agents import LedgerSession
-from tests.support.fake_responses import FakeResponsesServer, function_call, text
+from contextledger.testing import FakeOpenAIServer, Func, RecordedRequest, Reply
 
 set_tracing_disabled(True)
 
@@ -168,11 +168,11 @@ def test_a_session_opened_from_a_url_owns_and_closes_its_ledger(sqlite_url: str)
 
 
 def test_the_runner_remembers_per_session_and_isolates_sessions(ledger: cl.Ledger) -> None:
-    def respond(body: dict[str, Any]) -> list[dict[str, Any]]:
-        said = [str(i.get("content")) for i in body["input"] if i.get("role") == "user"]
-        return [text("You said: " + " | ".join(said))]
+    def respond(request: RecordedRequest) -> Reply:
+        said = [str(i.get("content")) for i in request.body["input"] if i.get("role") == "user"]
+        return Reply("You said: " + " | ".join(said))
 
-    with FakeResponsesServer(respond) as server:
+    with FakeOpenAIServer(default=Func(respond)) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
         agent = Agent(name="a", model=OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client))
         cats, dogs = LedgerSession("cats", ledger), LedgerSession("dogs", ledger)
@@ -189,7 +189,11 @@ def test_the_runner_remembers_per_session_and_isolates_sessions(ledger: cl.Ledge
 
 
 def test_popping_a_parallel_call_output_retracts_its_whole_group(ledger: cl.Ledger) -> None:
-    calls = [function_call("f", {"n": 1}), function_call("g", {"n": 2})]
+    calls = [
+        {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
+         "arguments": f'{{"n": {n}}}', "status": "completed"}
+        for n, name in ((1, "f"), (2, "g"))
+    ]
     outputs = [{"type": "function_call_output", "call_id": c["call_id"], "output": "ok"} for c in calls]
 
     async def scenario() -> tuple[list[Any], list[Any]]:

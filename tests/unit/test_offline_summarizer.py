@@ -66,3 +66,33 @@ def test_it_is_never_longer_than_what_it_summarizes() -> None:
 class TestOfflineSummarizerContract(SummarizerContract):
     def make_summarizer(self) -> Summarizer:
         return OfflineSummarizer(token_counter=COUNTER)
+
+
+class CallCounter:
+    """A token counter that counts how often it is asked."""
+
+    reply_priming = 3
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def count_text(self, text: str) -> int:
+        self.texts += 1
+        return COUNTER.count_text(text)
+
+    def count_message(self, message: Message) -> int:
+        return 3 + self.count_text(message.text)
+
+
+@pytest.mark.parametrize("size", [200, 2000])
+def test_each_message_and_line_is_counted_once_so_a_long_range_costs_linear_time(size: int) -> None:
+    messages = [{"role": "user" if i % 2 == 0 else "assistant",
+                 "content": f"Message {i} agreed on order {i}. Then more words about it follow here."}
+                for i in range(size)]
+    previous = "\n".join(f"[{i}] user: earlier line {i}" for i in range(50))
+    counter = CallCounter()
+    result = OfflineSummarizer(token_counter=counter).summarize(request(messages, previous, budget=300))
+    assert result.output_tokens <= 300
+    # The input (the previous summary and each message), each candidate line, each
+    # previous line, the result: about 2 counts a message, never one per line per drop.
+    assert counter.texts <= 2 * size + 50 + 3

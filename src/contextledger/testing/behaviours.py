@@ -59,12 +59,14 @@ class Reply:
     Token counts left out are estimated from the request (about four characters a
     token); ``model`` defaults to the requested model; ``finish_reason`` to ``"stop"``,
     or ``"tool_calls"`` when there are calls (``"length"`` makes a Responses answer
-    ``incomplete``).
+    ``incomplete``). ``reasoning`` puts a ``reasoning`` output item with that summary
+    text first in a Responses answer (chat completions have no such item: it is left out).
     """
 
     text: str | None = None
     _: KW_ONLY
     tool_calls: tuple[Call, ...] = ()
+    reasoning: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int = 0

@@ -56,6 +56,7 @@ class FakeOpenAIServer:
         self._script: list[Behaviour] = []
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self._answers: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -79,6 +80,14 @@ class FakeOpenAIServer:
         """Every request received so far, oldest first (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def answers(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the answers rendered from a ``Reply`` (or ``Empty``), in
+        the order they were sent (a copy): a Responses answer's ``output`` holds the
+        exact items the client received, ids included."""
+        with self._lock:
+            return list(self._answers)
 
     @property
     def request_count(self) -> int:
@@ -126,6 +135,9 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
+            # algorithm and the client's delayed ACK hold every answer about 40 ms.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return
@@ -163,9 +175,9 @@ class FakeOpenAIServer:
                     time.sleep(behaviour.seconds)
                     self._behave(behaviour.then, request, endpoint, serial)
                 elif isinstance(behaviour, Reply):
-                    self._json(200, render(endpoint, request.body, behaviour, serial=serial))
+                    self._answer(render(endpoint, request.body, behaviour, serial=serial))
                 elif isinstance(behaviour, Empty):
-                    self._json(200, render(endpoint, request.body, Reply(behaviour.content), serial=serial))
+                    self._answer(render(endpoint, request.body, Reply(behaviour.content), serial=serial))
                 elif isinstance(behaviour, Status):
                     error = behaviour.body or _error(f"status {behaviour.code}", "server_error")
                     self._json(behaviour.code, error, behaviour.headers)
@@ -174,6 +186,11 @@ class FakeOpenAIServer:
                 elif isinstance(behaviour, Drop):
                     self.close_connection = True
                     self.connection.close()
+
+            def _answer(self, payload: dict[str, Any]) -> None:
+                with server._lock:
+                    server._answers.append(payload)
+                self._json(200, payload)
 
             def _json(
                 self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None

@@ -51,7 +51,7 @@ def render(endpoint: Endpoint, body: dict[str, Any], reply: Reply, *, serial: in
     prompt = reply.prompt_tokens if reply.prompt_tokens is not None else estimate_tokens(body)
     output = reply.completion_tokens
     if output is None:
-        output = len(reply.text or "") // 4 + 1 + sum(
+        output = len(reply.text or "") // 4 + len(reply.reasoning or "") // 4 + 1 + sum(
             len(c.name) // 4 + len(c.arguments_json) // 4 + 1 for c in reply.tool_calls
         )
     model = reply.model or str(body.get("model") or "gpt-4o-mini")
@@ -87,6 +87,11 @@ def _response(body: dict[str, Any], reply: Reply, *, model: str, prompt: int, ou
               call_ids: list[str], serial: int) -> dict[str, Any]:
     incomplete = reply.finish_reason == "length"
     items: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        items.append({
+            "type": "reasoning", "id": f"rs_{serial}",
+            "summary": [{"type": "summary_text", "text": reply.reasoning}],
+        })
     if reply.text is not None:
         items.append({
             "type": "message", "id": f"msg_{serial}", "role": "assistant",
