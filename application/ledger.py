@@ -133,7 +133,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         self.local_store = ConversationStore(
             self, snapshot_interval=self.settings.snapshot_interval, on_saved=self._saved
         )
-        self.store: ConversationStore | ShardedStore = self.local_store
+        self.store: ConversationStore = self.local_store
         #: One ledger per store, this one first (just this one: not sharded).
         self.shards: list[Ledger] = [self]
         self.counters = TokenCounters(_resolve(TOKEN_COUNTER_TOPIC), fixed=token_counter)
@@ -178,8 +178,8 @@ class Ledger(LedgerEdits, Application[UUID]):
         router = ShardedStore([s.local_store for s in self.shards], clock=self._clock)
         for shard in self.shards:
             shard.store = router
-            shard.summary_service.store = router  # type: ignore[assignment]
-            shard.audit.store = router  # type: ignore[assignment]
+            shard.summary_service.store = router
+            shard.audit.store = router
             shard.shards = self.shards
 
     # ----------------------------------------------------------------- opening

@@ -84,16 +84,18 @@ class _RoutedApp:
         self.repository = _RoutedRepository(router)
 
 
-class ShardedStore:
+class ShardedStore(ConversationStore):
     """The conversation stores of several shards behind one ``ConversationStore``
-    interface (see the module doc)."""
+    interface (see the module doc). It keeps no cache of its own: each store's does."""
 
-    def __init__(self, stores: Sequence[ConversationStore], *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self, stores: Sequence[ConversationStore], *, clock: Callable[[], datetime] | None = None
+    ) -> None:
         if len(stores) < 2:
             raise ValueError("a sharded store needs at least two stores")
         self.stores = list(stores)
         self.snapshot_interval = self.stores[0].snapshot_interval
-        self.app = _RoutedApp(self)
+        self.app = _RoutedApp(self)  # type: ignore[assignment]
         self._clock = clock or (lambda: datetime.now(UTC))
         self._placed: dict[UUID, int] = {}
         self._placed_lock = threading.Lock()
@@ -141,6 +143,15 @@ class ShardedStore:
     def app_for(self, aggregate_id: UUID) -> Application[UUID]:
         return self.store_for(aggregate_id).app
 
+    def _landed(self, conversation_id: UUID, pending: list[Any]) -> bool:
+        return self.store_for(conversation_id)._landed(conversation_id, pending)
+
+    def _cache_put(self, conversation: Conversation) -> None:
+        self.store_for(conversation.id)._cache_put(conversation)
+
+    def _cache_evict(self, conversation_id: UUID) -> None:
+        self.store_for(conversation_id)._cache_evict(conversation_id)
+
     def _in_first_store(self, conversation_id: UUID) -> bool:
         with store_errors(conversation_id):
             return bool(list(self.stores[0].app.events.get(conversation_id, lte=1)))
@@ -162,7 +173,7 @@ class ShardedStore:
         record = Placement.record(conversation_id, index, at=self._clock())
         try:
             with store_errors(conversation_id):
-                self.directory.save(record)  # type: ignore[arg-type]
+                self.directory.save(record)
         except IntegrityError:
             # Another process placed it first: go where it went.
             found = self.placement(conversation_id)
@@ -177,7 +188,9 @@ class ShardedStore:
     def create(self, conversation: Conversation) -> None:
         self.stores[self._place(conversation.id)].create(conversation)
 
-    def execute(self, conversation_id: UUID, command: Any, *, on_conflict: Any = None) -> Any:
+    def execute(
+        self, conversation_id: UUID, command: Any, *, on_conflict: Any = None
+    ) -> Any:
         return self.store_for(conversation_id).execute(conversation_id, command, on_conflict=on_conflict)
 
     def save(self, conversation: Conversation, *others: Any) -> None:

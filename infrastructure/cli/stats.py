@@ -37,9 +37,13 @@ def run(args: argparse.Namespace) -> int:
             record = {"conversation_id": str(args.cid),
                       **{k: v for k, v in vars(totals).items() if k != "conversations"}}
         else:
-            with caught_up_read_models(ledger) as models:
-                found = models.token_totals.global_totals()
-            record = {k: v for k, v in vars(found).items() if k != "conversation_id"}
+            record = {}
+            for shard in ledger.shards:  # each store's read models, summed
+                with caught_up_read_models(shard) as models:
+                    found = models.token_totals.global_totals()
+                for key, value in vars(found).items():
+                    if key != "conversation_id":
+                        record[key] = record.get(key, 0) + value
             record["source"] = "token_totals read model"
     if args.json:
         print(render.dump(record))
