@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
 
 from contextledger.application.store import ConversationStore, store_errors
 from contextledger.domain.conversation import Conversation
@@ -172,14 +172,17 @@ class ShardedStore(ConversationStore):
         index = home_store(conversation_id, len(self.stores))
         record = Placement.record(conversation_id, index, at=self._clock())
         try:
-            with store_errors(conversation_id):
-                self.directory.save(record)
+            self.directory.save(record)
         except IntegrityError:
             # Another process placed it first: go where it went.
             found = self.placement(conversation_id)
             if found is None:
                 raise
             return found
+        except (OperationalError, PersistenceError) as exc:
+            raise StoreError(
+                f"the directory of placements failed: {exc}", conversation_id=conversation_id
+            ) from exc
         self._remember(conversation_id, index)
         return index
 
