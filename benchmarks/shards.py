@@ -170,7 +170,8 @@ def section(results: dict[int, list[Run]], runs: int, seconds: float, command: s
         f"own CPU time (client side only, not the server's), per append and as a share "
         f"of the machine's {cores} cores over the run.",
         "",
-        "| stores K | appends/s | ratio to K = 1 | writer CPU ms per append | writer CPU share of the cores | runs (appends/s) |",
+        "| stores K | appends/s | ratio to K = 1 | writer CPU ms per append "
+        "| writer CPU share of the cores | runs (appends/s) |",
         "|---|---|---|---|---|---|",
         *rows,
         "",
