@@ -112,7 +112,10 @@ class Ledger(LedgerEdits, Application[UUID]):
         self._listeners: list[Callable[[], None]] = []
         self._runner: Any = None
         self._followers: list[Any] = []
-        merged = _resolve(STORE_ENV_TOPIC)(self.settings)
+        store_env = _resolve(STORE_ENV_TOPIC)
+        for url in self.settings.store_urls[1:]:
+            store_env(self.settings.for_store(url))  # every URL checked before any store opens
+        merged = store_env(self.settings)
         merged.update(env or {})
         for attempt in range(5):
             try:

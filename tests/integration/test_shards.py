@@ -216,11 +216,12 @@ def test_store_settings_are_checked(tmp_path: Path) -> None:
         cl.Settings(stores=(a, b), database_url=b)
     with pytest.raises(cl.ConfigurationError):
         cl.Ledger.open([])
-    with pytest.raises(cl.ConfigurationError):
-        cl.Ledger.open([a, "mysql://nowhere/db"])
 
 
-def test_a_failed_open_of_a_later_store_leaves_nothing_open(tmp_path: Path) -> None:
+def test_a_bad_later_store_fails_the_open_before_any_store_is_created(tmp_path: Path) -> None:
     a = f"sqlite:///{tmp_path / 'a.db'}"
     with pytest.raises(cl.ConfigurationError):
         cl.Ledger.open([a, f"sqlite:///{tmp_path / 'missing' / 'b.db'}"])
+    with pytest.raises(cl.ConfigurationError):
+        cl.Ledger.open([a, "mysql://nowhere/db"])
+    assert list(tmp_path.iterdir()) == []
