@@ -225,3 +225,22 @@ def test_a_bad_later_store_fails_the_open_before_any_store_is_created(tmp_path: 
     with pytest.raises(cl.ConfigurationError):
         cl.Ledger.open([a, "mysql://nowhere/db"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_each_store_keeps_its_own_read_models(make_stores: StoreFactory) -> None:
+    urls = make_stores(2)
+    with open_ledger(urls) as ledger:
+        first = cl.attach_read_models(ledger)
+        ids = [ledger.start("sys", key=id_homed(2, i % 2, f"rm{i}-")) for i in range(4)]
+        for cid in ids:
+            ledger.append(cid, {"role": "user", "content": "hello"})
+        assert ledger.wait_idle(60)
+        second = cl.SQLReadModels.for_ledger(ledger.shards[1])
+        try:
+            listed = [
+                sorted(r.conversation_id for r in models.conversations.conversations())
+                for models in (first, second)
+            ]
+        finally:
+            second.close()
+        assert listed == [sorted(ids[0::2]), sorted(ids[1::2])]
