@@ -69,7 +69,7 @@ class AsyncLedger:
     @classmethod
     def open(
         cls,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         summarizer: Summarizer | None = None,
         token_counter: TokenCounter | None = None,

@@ -50,6 +50,7 @@ from contextledger.application.settings import (
     TOKEN_COUNTER_TOPIC,
     Settings,
 )
+from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
 from contextledger.application.summary_service import SummaryService
 from contextledger.application.wire import ContextMessage, ToolDefinition
@@ -131,7 +132,10 @@ class Ledger(LedgerEdits, Application[UUID]):
         self._listeners: list[tuple[Callable[[], None], frozenset[str] | None]] = []
         self._runner: Any = None
         self._followers: list[Any] = []
-        merged = _resolve(STORE_ENV_TOPIC)(self.settings)
+        store_env = _resolve(STORE_ENV_TOPIC)
+        for url in self.settings.store_urls[1:]:
+            store_env(self.settings.for_store(url))  # every URL checked before any store opens
+        merged = store_env(self.settings)
         merged.update(env or {})
         for attempt in range(5):
             try:
@@ -148,12 +152,16 @@ class Ledger(LedgerEdits, Application[UUID]):
                 raise StoreError(f"cannot open the event store: {exc}") from exc
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
-        self.store = ConversationStore(
+        #: This store's own conversations (``store`` routes to every store's when sharded).
+        self.local_store = ConversationStore(
             self,
             snapshot_interval=self.settings.snapshot_interval,
             on_saved=self._saved,
             deadline_seconds=self.settings.write_deadline,
         )
+        self.store: ConversationStore = self.local_store
+        #: One ledger per store, this one first (just this one: not sharded).
+        self.shards: list[Ledger] = [self]
         self.counters = TokenCounters(_resolve(TOKEN_COUNTER_TOPIC), fixed=token_counter)
         self.summary_service = SummaryService(
             self.store,
@@ -168,13 +176,44 @@ class Ledger(LedgerEdits, Application[UUID]):
         self.tracer: Tracer = _resolve(TRACER_TOPIC)() if self.settings.tracing else NullTracer()
         #: Folds of edited conversations' logs (an edit reaching into summarized history).
         self.history_cache = HistoryCache()
+        if len(self.settings.store_urls) > 1:
+            self._open_shards(summarizer, token_counter, env)
+
+    def _open_shards(
+        self, summarizer: Summarizer | None, token_counter: TokenCounter | None, env: EnvType | None
+    ) -> None:
+        """Open a ledger on each further store and route every ledger's conversations
+        through one ``ShardedStore`` (this ledger holds the directory of placements)."""
+        try:
+            for url in self.settings.store_urls[1:]:
+                shard = Ledger(
+                    self.settings.for_store(url),
+                    summarizer=summarizer,
+                    token_counter=token_counter,
+                    clock=self._clock,
+                    env=env,
+                )
+                shard.counters = self.counters
+                shard.summary_service.counters = self.counters
+                self.shards.append(shard)
+        except BaseException:
+            for shard in self.shards[1:]:
+                shard.close()
+            super().close()
+            raise
+        router = ShardedStore([s.local_store for s in self.shards], clock=self._clock)
+        for shard in self.shards:
+            shard.store = router
+            shard.summary_service.store = router
+            shard.audit.store = router
+            shard.shards = self.shards
 
     # ----------------------------------------------------------------- opening
 
     @classmethod
     def open(
         cls,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         summarizer: Summarizer | None = None,
         token_counter: TokenCounter | None = None,
@@ -183,15 +222,26 @@ class Ledger(LedgerEdits, Application[UUID]):
         run_policy: bool | None = None,
     ) -> Ledger:
         """Open a ledger on ``url`` (``memory://``, ``sqlite:///file.db``,
-        ``postgresql://user@host:5432/db``). No URL: ``CONTEXTLEDGER_DATABASE_URL``,
-        else ``sqlite:///contextledger.db``. No summarizer: OpenAI when
+        ``postgresql://user@host:5432/db``), or a list of such URLs: conversations are
+        then spread over those stores (``docs/scale.md``). No URL:
+        ``CONTEXTLEDGER_STORES``, else ``CONTEXTLEDGER_DATABASE_URL``, else
+        ``sqlite:///contextledger.db``. No summarizer: OpenAI when
         ``OPENAI_API_KEY`` is set, else the offline summarizer. With ``run_policy``
         (the default) summarization runs in a background thread of this process.
         """
         base = settings or Settings.from_env()
         updates: dict[str, Any] = {}
-        if url is not None:
+        if isinstance(url, list | tuple):
+            stores = tuple(url)
+            if not stores:
+                raise ConfigurationError("url must name at least one store", setting="stores")
+            updates["database_url"] = stores[0]
+            updates["stores"] = stores if len(stores) > 1 else ()
+            base = Settings(**{**base.model_dump(exclude={"database_url", "stores"}), **updates})
+            updates = {}
+        elif url is not None:
             updates["database_url"] = url
+            updates["stores"] = ()
         if run_policy is not None:
             updates["run_policy"] = run_policy
         if updates:
@@ -232,6 +282,9 @@ class Ledger(LedgerEdits, Application[UUID]):
                 summarizer = TracedSummarizer(summarizer, self.tracer)
             self._runner = SummarizationRunner(self, summarizer)
             self._runner.start()
+        if self.shards[0] is self:
+            for shard in self.shards[1:]:
+                shard.start_policy()
 
     @property
     def summarizer(self) -> Summarizer:
@@ -265,6 +318,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         if self._runner is not None:
             self._runner.stop()
             self._runner = None
+        if self.shards[0] is self:
+            for shard in self.shards[1:]:
+                shard.close()
         super().close()
 
     def __enter__(self) -> Ledger:
@@ -622,16 +678,38 @@ class Ledger(LedgerEdits, Application[UUID]):
         return self.audit.replay(resolve(conversation_id))
 
     def conversation_ids(self) -> list[UUID]:
-        """Ids of every conversation, in the order they were started."""
-        return self.audit.conversation_ids()
+        """Ids of every conversation, in the order they were started (with several
+        stores: store by store, each in that order)."""
+        return [cid for shard in self.shards for cid in shard.audit.conversation_ids()]
 
     def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
         """Recompute every digest chain and summary digest; report what does not match."""
-        return self.audit.verify(None if conversation_id is None else resolve(conversation_id))
+        if conversation_id is not None:
+            return self.audit.verify(resolve(conversation_id))
+        reports = [shard.audit.verify(None) for shard in self.shards]
+        if len(reports) == 1:
+            return reports[0]
+        return VerifyReport(
+            conversations=sum(r.conversations for r in reports),
+            events=sum(r.events for r in reports),
+            messages=sum(r.messages for r in reports),
+            summaries=sum(r.summaries for r in reports),
+            problems=tuple(p for r in reports for p in r.problems),
+        )
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
         """Block until the summarization policy has caught up with the log and has no
         summary in flight (True), or ``timeout`` seconds pass (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.shards[0] is self and len(self.shards) > 1:
+            for shard in self.shards:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not shard._wait_own_followers(remaining):
+                    return False
+            return True
+        return self._wait_own_followers(timeout)
+
+    def _wait_own_followers(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         followers = [*([self._runner] if self._runner is not None else []), *self._followers]
         for follower in followers:

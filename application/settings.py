@@ -7,11 +7,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from contextledger.domain.errors import ConfigurationError
 
-__all__ = ["DEFAULT_SQLITE_FILE", "Settings", "absolute_tiktoken_cache_dir"]
+__all__ = ["DEFAULT_SQLITE_FILE", "Settings", "absolute_tiktoken_cache_dir", "split_stores"]
 
 DEFAULT_SQLITE_FILE = "contextledger.db"
 
@@ -26,7 +26,7 @@ OFFLINE_SUMMARIZER_TOPIC = "contextledger.infrastructure.offline_summarizer:Offl
 class Settings(BaseModel):
     """Every setting of contextledger. ``Settings.from_env()`` reads the environment.
 
-    Environment variables: ``CONTEXTLEDGER_DATABASE_URL``, ``OPENAI_API_KEY``,
+    Environment variables: ``CONTEXTLEDGER_DATABASE_URL``, ``CONTEXTLEDGER_STORES``, ``OPENAI_API_KEY``,
     ``OPENAI_BASE_URL``, ``CONTEXTLEDGER_SUMMARIZER_MODEL``,
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
     ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_COMPRESS``,
@@ -40,6 +40,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     database_url: str = f"sqlite:///{DEFAULT_SQLITE_FILE}"
+    #: Several stores (shards): conversations are spread over them by a stable hash of
+    #: their id (``docs/scale.md``). Empty: the one store ``database_url``. The list only
+    #: ever grows at its end; ``database_url`` is then its first store.
+    stores: tuple[str, ...] = ()
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     summarizer_model: str = "gpt-4o-mini"
@@ -83,6 +87,9 @@ class Settings(BaseModel):
     tracing: bool = False
 
     def __init__(self, **data: Any) -> None:
+        stores = data.get("stores")
+        if isinstance(stores, str):
+            data["stores"] = split_stores(stores)
         try:
             super().__init__(**data)
         except ValidationError as exc:
@@ -92,8 +99,31 @@ class Settings(BaseModel):
                 f"invalid setting {where}: {first['msg']}", setting=where or None
             ) from exc
 
+    @model_validator(mode="after")
+    def _first_store(self) -> Settings:
+        if self.stores:
+            if any(not isinstance(u, str) or not u.strip() for u in self.stores):
+                raise ValueError("every store must be a non-empty URL")
+            if len(set(self.stores)) != len(self.stores):
+                raise ValueError("a store is listed twice")
+            if "database_url" in self.model_fields_set and self.database_url != self.stores[0]:
+                raise ValueError("database_url must be the first of stores (or not given)")
+            object.__setattr__(self, "database_url", self.stores[0])
+        return self
+
+    @property
+    def store_urls(self) -> tuple[str, ...]:
+        """The URLs of every store, the first one first (one: not sharded)."""
+        return self.stores or (self.database_url,)
+
+    def for_store(self, url: str) -> Settings:
+        """These settings on the one store ``url`` (a shard's own settings)."""
+        return self.model_copy(update={"database_url": url, "stores": ()})
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
+            if name == "stores":
+                value = tuple(masked_url(u) for u in value)
             yield name, (masked_url(value) if name == "database_url" else value)
 
     @classmethod
@@ -104,6 +134,7 @@ class Settings(BaseModel):
         values: dict[str, Any] = {}
         mapping = {
             "CONTEXTLEDGER_DATABASE_URL": "database_url",
+            "CONTEXTLEDGER_STORES": "stores",
             "OPENAI_API_KEY": "openai_api_key",
             "OPENAI_BASE_URL": "openai_base_url",
             "CONTEXTLEDGER_SUMMARIZER_MODEL": "summarizer_model",
@@ -127,6 +158,11 @@ class Settings(BaseModel):
                 values[field] = None if env[key].lower() == "none" else env[key]
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def split_stores(text: str) -> tuple[str, ...]:
+    """The store URLs of ``CONTEXTLEDGER_STORES``: separated by commas or whitespace."""
+    return tuple(part for part in re.split(r"[\s,]+", text) if part)
 
 
 def absolute_tiktoken_cache_dir() -> str | None:

@@ -38,6 +38,7 @@ from contextledger.domain.errors import (
 )
 from contextledger.domain.events import ConversationEvent, DomainEvent, SummaryProvenance
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
+from contextledger.domain.placement import Placement
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.state import ConversationState, PendingRange
 
@@ -63,6 +64,7 @@ __all__ = [
     "Message",
     "MessageTooLargeError",
     "PendingRange",
+    "Placement",
     "ReductionPolicy",
     "RetractedPositionError",
     "StaleSummaryError",

@@ -153,22 +153,28 @@ def run_replay(args: argparse.Namespace) -> int:
                 render.out(_line(e, marks.get(e.version)))
             render.out(f"{len(events)} events")
             return 0
-        top = ledger.recorder.max_notification_id() or 0
         count = 0
         # Events printed to a terminal show the progress themselves.
         show = not render.is_terminal(sys.stdout)
-        with interruptible() as asked, Progress(
-            "replay", should_stop=asked, unit="event", show=show
-        ) as progress:
-            progress(0, top)
-            for notification_id, event in ledger.audit.export():
-                if args.json:
-                    print(render.dump({"notification_id": notification_id, **event.record()}))
-                else:
-                    render.out(f"{notification_id:<7} {event.conversation_id}  {_line(event)}")
-                count += 1
-                progress(min(notification_id, top), top)
-            progress(top, top)
+        several = len(ledger.shards) > 1
+        for index, shard in enumerate(ledger.shards):  # store by store, each in log order
+            top = shard.recorder.max_notification_id() or 0
+            label = f"replay store {index}" if several else "replay"
+            store = {"store": index} if several else {}
+            with interruptible() as asked, Progress(
+                label, should_stop=asked, unit="event", show=show
+            ) as progress:
+                progress(0, top)
+                for notification_id, event in shard.audit.export():
+                    if args.json:
+                        print(render.dump({**store, "notification_id": notification_id,
+                                           **event.record()}))
+                    else:
+                        where = f"{index}:" if several else ""
+                        render.out(f"{where}{notification_id:<7} {event.conversation_id}  {_line(event)}")
+                    count += 1
+                    progress(min(notification_id, top), top)
+                progress(top, top)
     if not args.json:
         render.out(f"{count} events")
     return 0
@@ -200,8 +206,12 @@ def run_export(args: argparse.Namespace) -> int:
             for event in events:
                 out.write(render.dump({**event.record(), **_marks_of(marks, event.version)}) + "\n")
             return 0
-        for notification_id, event in ledger.audit.export():
-            out.write(render.dump({"notification_id": notification_id, **event.record()}) + "\n")
+        several = len(ledger.shards) > 1
+        for index, shard in enumerate(ledger.shards):  # store by store, each in log order
+            store = {"store": index} if several else {}
+            for notification_id, event in shard.audit.export():
+                out.write(render.dump({**store, "notification_id": notification_id,
+                                       **event.record()}) + "\n")
     return 0
 
 

@@ -4,7 +4,7 @@ options every subcommand takes.
 The command-module convention: a module under ``contextledger.infrastructure.cli``
 defines ``register(subparsers)``, which adds its subcommand(s) with ``add_command``
 and ``set_defaults(handler=...)``; a handler takes the parsed ``args`` and returns
-the exit status. ``--database``, ``--json`` and ``--debug`` are global options: given
+the exit status. ``--database``, ``--store``, ``--json`` and ``--debug`` are global options: given
 before the subcommand or after it, they mean the same.
 """
 
@@ -97,6 +97,15 @@ def add_global_options(
         metavar="URL",
         default=None if top else argparse.SUPPRESS,
         help=DATABASE_HELP.format(default=database_default or _DEFAULT_DATABASE),
+    )
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        action="append",
+        dest="stores",
+        default=None if top else argparse.SUPPRESS,
+        help="one of several stores (shards), in their order; repeat it for each "
+        "(default: $CONTEXTLEDGER_STORES); not with --database",
     )
     parser.add_argument(
         "--json", action="store_true", default=False if top else argparse.SUPPRESS,

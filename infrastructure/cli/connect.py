@@ -21,7 +21,15 @@ from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.cli.common import Failure
 from contextledger.infrastructure.database import Database
 
-__all__ = ["CLI_CONNECT_TIMEOUT", "check_postgres", "database", "open_ledger", "settings_for"]
+__all__ = [
+    "CLI_CONNECT_TIMEOUT",
+    "check_postgres",
+    "database",
+    "databases",
+    "open_ledger",
+    "settings_for",
+    "settings_for_all",
+]
 
 _LIBPQ_PREFIX = re.compile(
     r'^(connection failed: )?connection to server (at|on) "[^"]*"( \([^)]*\))?(, port \d+)? failed: '
@@ -32,9 +40,25 @@ CLI_CONNECT_TIMEOUT = 3
 
 
 def database(args: argparse.Namespace, *, default: str | None = None) -> Database:
-    """The database of ``--database`` (else ``default``, else the settings')."""
-    url: str | None = getattr(args, "database", None) or default
-    return Database.parse(url if url is not None else Settings.from_env().database_url)
+    """The database of ``--database`` (else ``default``, else the settings'); with
+    several stores, the first of them."""
+    return databases(args, default=default)[0]
+
+
+def databases(args: argparse.Namespace, *, default: str | None = None) -> list[Database]:
+    """Every store: those of ``--store`` (repeated), else ``--database`` (else
+    ``default``), else ``CONTEXTLEDGER_STORES``, else ``CONTEXTLEDGER_DATABASE_URL``."""
+    stores: list[str] | None = getattr(args, "stores", None)
+    url: str | None = getattr(args, "database", None)
+    if stores and url:
+        raise Failure("give --database or --store, not both", code=2)
+    if stores:
+        if len(set(stores)) != len(stores):
+            raise Failure("a store is given twice with --store", code=2)
+        return [Database.parse(u) for u in stores]
+    if url is not None or default is not None:
+        return [Database.parse(url if url is not None else str(default))]
+    return [Database.parse(u) for u in Settings.from_env().store_urls]
 
 
 def require_existing(db: Database) -> None:
@@ -53,17 +77,27 @@ def settings_for(db: Database, **updates: Any) -> Settings:
     if db.kind == "postgresql" and "connect_timeout" not in url.query:
         url = url.update_query_dict({"connect_timeout": str(CLI_CONNECT_TIMEOUT)})
     rendered = "memory://" if db.kind == "memory" else url.render_as_string(hide_password=False)
-    return Settings.from_env().model_copy(update={"database_url": rendered, **updates})
+    return Settings.from_env().model_copy(update={"database_url": rendered, "stores": (), **updates})
+
+
+def settings_for_all(dbs: list[Database], **updates: Any) -> Settings:
+    """``settings_for`` over several stores (one: exactly ``settings_for``)."""
+    if len(dbs) == 1:
+        return settings_for(dbs[0], **updates)
+    urls = tuple(settings_for(db).database_url for db in dbs)
+    return settings_for(dbs[0], **{"stores": urls, **updates})
 
 
 def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **updates: Any) -> Ledger:
-    """The ledger at ``--database``, without a policy thread unless ``updates`` say so."""
-    db = database(args)
-    if must_exist:
-        require_existing(db)
-    if db.kind == "postgresql":
-        check_postgres(db)
-    return Ledger.open(settings=settings_for(db, **{"run_policy": False, **updates}))
+    """The ledger at ``--database`` (or over every ``--store``), without a policy
+    thread unless ``updates`` say so."""
+    dbs = databases(args)
+    for db in dbs:
+        if must_exist:
+            require_existing(db)
+        if db.kind == "postgresql":
+            check_postgres(db)
+    return Ledger.open(settings=settings_for_all(dbs, **{"run_policy": False, **updates}))
 
 
 def check_postgres(db: Database, *, timeout: float | None = None) -> None:

@@ -75,26 +75,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run_list(args: argparse.Namespace) -> int:
     """``list``: conversations, newest activity first."""
-    with open_ledger(args) as ledger, caught_up_read_models(ledger) as models:
-        records = sorted(
-            models.conversations.conversations(),
-            key=lambda r: (r.updated_at, str(r.conversation_id)),
-            reverse=True,
-        )[: args.limit]
-        rows: list[dict[str, Any]] = []
-        for record in records:
-            totals = models.token_totals.totals(record.conversation_id)
-            rows.append({
-                "conversation_id": str(record.conversation_id),
-                "messages": record.messages,
-                "tokens": totals.full_history_tokens if totals is not None else 0,
-                "summaries": record.summaries,
-                "last_activity": record.updated_at.isoformat(),
-                "model": record.model,
-                "key": record.key,
-                "forked_from": None if record.forked_from is None else str(record.forked_from),
-                "forked_at_version": record.forked_at_version,
-            })
+    rows: list[dict[str, Any]] = []
+    with open_ledger(args) as ledger:
+        for shard in ledger.shards:  # each store's read models
+            with caught_up_read_models(shard) as models:
+                records = sorted(
+                    models.conversations.conversations(),
+                    key=lambda r: (r.updated_at, str(r.conversation_id)),
+                    reverse=True,
+                )[: args.limit]
+                for record in records:
+                    totals = models.token_totals.totals(record.conversation_id)
+                    rows.append({
+                        "conversation_id": str(record.conversation_id),
+                        "messages": record.messages,
+                        "tokens": totals.full_history_tokens if totals is not None else 0,
+                        "summaries": record.summaries,
+                        "last_activity": record.updated_at.isoformat(),
+                        "model": record.model,
+                        "key": record.key,
+                        "forked_from": None if record.forked_from is None else str(record.forked_from),
+                        "forked_at_version": record.forked_at_version,
+                    })
+    rows.sort(key=lambda r: (r["last_activity"], r["conversation_id"]), reverse=True)
+    rows = rows[: args.limit]
     if args.json:
         print(render.dump(rows))
         return 0

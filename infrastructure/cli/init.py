@@ -12,7 +12,8 @@ import argparse
 from contextledger.application.ledger import Ledger
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command
-from contextledger.infrastructure.cli.connect import check_postgres, database, settings_for
+from contextledger.infrastructure.cli.connect import check_postgres, databases, settings_for
+from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodels import SQLReadModels
 
 __all__ = ["register"]
@@ -33,8 +34,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    """Create the database at ``--database``."""
-    db = database(args)
+    """Create the database at ``--database`` (or every ``--store``: a store added to
+    a running deployment is created this way before the processes are given it)."""
+    dbs = databases(args)
+    if len(dbs) == 1:
+        return _init(args, dbs[0])
+    for db in dbs:
+        _init(args, db)
+    return 0
+
+
+def _init(args: argparse.Namespace, db: Database) -> int:
     if db.kind == "memory":
         raise Failure("memory:// lives only as long as one command; nothing to create", code=2)
     existed = db.exists() if db.kind == "sqlite" else None

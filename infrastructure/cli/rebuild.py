@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "rebuild read models from the log",
         "Drops and recreates read model NAME (or all of them: "
         + ", ".join(READ_MODEL_NAMES)
-        + ") and replays the whole log into it, with progress on stderr. Safe while "
+        + ") and replays the whole log into it, with progress on stderr (with several "
+        "stores: each store's read models from its own log). Safe while "
         "writers and workers keep running. Ctrl-C stops between two events (exit 130); "
         "the read model keeps what was applied and the next rebuild, worker or stats "
         "carries on from there.",
@@ -39,19 +40,22 @@ def run(args: argparse.Namespace) -> int:
     names: Iterable[str] = [args.name] if args.name else READ_MODEL_NAMES
     applied_by_name: dict[str, int] = {}
     with open_ledger(args) as ledger, interruptible() as asked:
-        models = SQLReadModels.for_ledger(ledger)
-        try:
-            runner = models.runner(ledger, close_with_runner=False)
-            for name in names:
-                began = time.perf_counter()
-                with Progress(f"rebuild {name:<13}", should_stop=asked, unit="event") as progress:
-                    applied = runner.rebuild(name, progress=progress)
-                applied_by_name[name] = applied
-                if not args.json:
-                    render.out(f"rebuilt {name}: {applied} events applied in "
-                               f"{time.perf_counter() - began:.1f} s")
-        finally:
-            models.close()
+        several = len(ledger.shards) > 1
+        for index, shard in enumerate(ledger.shards):  # each store's own read models
+            where = f" (store {index})" if several else ""
+            models = SQLReadModels.for_ledger(shard)
+            try:
+                runner = models.runner(shard, close_with_runner=False)
+                for name in names:
+                    began = time.perf_counter()
+                    with Progress(f"rebuild {name:<13}", should_stop=asked, unit="event") as progress:
+                        applied = runner.rebuild(name, progress=progress)
+                    applied_by_name[name] = applied_by_name.get(name, 0) + applied
+                    if not args.json:
+                        render.out(f"rebuilt {name}{where}: {applied} events applied in "
+                                   f"{time.perf_counter() - began:.1f} s")
+            finally:
+                models.close()
     if args.json:
         print(render.dump({"rebuilt": applied_by_name}))
     return 0

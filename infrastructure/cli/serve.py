@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from contextledger.infrastructure.cli.common import Failure, add_command
-from contextledger.infrastructure.cli.connect import database, require_existing
+from contextledger.infrastructure.cli.connect import databases, require_existing
 
 __all__ = ["register"]
 
@@ -49,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    db = database(args)
+    dbs = databases(args)
+    if len(dbs) > 1:
+        raise Failure("the viewer serves one store: give it one store's URL with --database", code=2)
+    db = dbs[0]
     require_existing(db)
     try:
         from contextledger.infrastructure.web import run

@@ -39,10 +39,15 @@ def run(args: argparse.Namespace) -> int:
                       **{k: v for k, v in vars(totals).items() if k != "conversations"},
                       "estimate_error": totals.estimate_error}
         else:
-            with caught_up_read_models(ledger) as models:
-                found = models.token_totals.global_totals()
-            record = {k: v for k, v in vars(found).items() if k not in ("conversation_id", "key")}
-            record["estimate_error"] = found.estimate_error
+            record = {}
+            for shard in ledger.shards:  # each store's read models, summed
+                with caught_up_read_models(shard) as models:
+                    found = models.token_totals.global_totals()
+                for key, value in vars(found).items():
+                    if key not in ("conversation_id", "key"):
+                        record[key] = record.get(key, 0) + value
+            record["estimate_error"] = (record.get("estimated_prompt_tokens", 0)
+                                        - record.get("provider_prompt_tokens", 0))
             record["source"] = "token_totals read model"
     if args.json:
         print(render.dump(record))

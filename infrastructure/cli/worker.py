@@ -11,7 +11,7 @@ from contextledger.application.observability import traced
 from contextledger.application.summarization import SummarizationRunner
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, shard
-from contextledger.infrastructure.cli.connect import database, open_ledger
+from contextledger.infrastructure.cli.connect import databases, open_ledger
 from contextledger.infrastructure.cli.signals import stop_on_signals
 from contextledger.infrastructure.readmodels import SQLReadModels
 
@@ -27,9 +27,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "Follows the log: runs the summarization policy (bounded concurrency, retries with "
         "backoff) and keeps the read models up to date, until SIGTERM or SIGINT. For "
         "PostgreSQL deployments, run several with --shard I/N: shard I summarizes the "
-        "conversations whose id modulo N is I; shard 0 also runs the read models.",
+        "conversations whose id modulo N is I; shard 0 also runs the read models. With "
+        "several stores it follows each store's log (its own tracking and read models), "
+        "or only store J with --follow-store J; --shard I/N then applies inside each "
+        "followed store.",
     )
     worker.add_argument("--shard", type=shard, metavar="I/N", help="run shard I of N")
+    worker.add_argument("--follow-store", type=int, metavar="J", dest="follow_store",
+                        help="with several stores (--store): follow only store J (0 is the "
+                        "first); default: every store")
     worker.add_argument("--once", action="store_true", help="process until idle, then exit")
     worker.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                         help="with --once: give up (exit 1) if not idle after this long (default 300)")
@@ -50,23 +56,38 @@ def run(args: argparse.Namespace) -> int:
 
 def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> int:
     shard_: tuple[int, int] | None = args.shard
-    # Traced as the in-process policy is: each summarizer call a span (with tracing on).
-    policy = SummarizationRunner(ledger, traced(ledger.summarizer, ledger.tracer), shard=shard_)
-    ledger.attach(policy)
+    only: int | None = getattr(args, "follow_store", None)
+    several = len(ledger.shards) > 1
+    if only is not None and not 0 <= only < len(ledger.shards):
+        raise Failure(f"--follow-store {only}: there are {len(ledger.shards)} stores "
+                      f"(0 to {len(ledger.shards) - 1})", code=2)
+    followed = [only] if only is not None else list(range(len(ledger.shards)))
     with_read_models = shard_ is None or shard_[0] == 0
-    if with_read_models:
-        models = SQLReadModels.for_ledger(ledger)
-        ledger.attach(models.runner(ledger))
+    for index in followed:  # each store's log: its own policy, tracking and read models
+        store = ledger.shards[index]
+        # Traced as the in-process policy is: each summarizer call a span (with tracing on).
+        store.attach(SummarizationRunner(store, traced(ledger.summarizer, ledger.tracer), shard=shard_))
+        if with_read_models:
+            models = SQLReadModels.for_ledger(store)
+            store.attach(models.runner(store))
     where = f"shard {shard_[0]}/{shard_[1]}" if shard_ else "all conversations"
+    if several:
+        where += f" of store{'s' if len(followed) > 1 else ''} " + ", ".join(map(str, followed))
+    shown = ", ".join(db.masked for db in databases(args))
     render.out(f"contextledger worker: {where}, read models {'on' if with_read_models else 'off'}, "
-               f"summarizer {type(ledger.summarizer).__name__}, database {database(args).masked}",
+               f"summarizer {type(ledger.summarizer).__name__}, database {shown}",
                stream=sys.stderr)
     sys.stderr.flush()
     if args.once:
-        if not ledger.wait_idle(args.timeout):
-            raise Failure(f"not idle after {args.timeout:g} s (summaries still due?)")
-        top = ledger.recorder.max_notification_id() or 0
-        render.out(f"worker: idle at notification {top}")
+        for index in followed:
+            if not ledger.shards[index].wait_idle(args.timeout):
+                raise Failure(f"not idle after {args.timeout:g} s (summaries still due?)")
+        tops = [ledger.shards[i].recorder.max_notification_id() or 0 for i in followed]
+        if several:
+            render.out("worker: idle at notification " + ", ".join(
+                f"{top} of store {i}" for i, top in zip(followed, tops, strict=True)))
+        else:
+            render.out(f"worker: idle at notification {tops[0]}")
         return 0
     while not stop.wait(0.2):
         pass

@@ -181,7 +181,13 @@ class SQLReadModels:
 
 def attach_read_models(ledger: Ledger) -> SQLReadModels:
     """Put the built-in read models next to ``ledger``'s store and keep them up to
-    date in a background thread (stopped and closed with the ledger)."""
+    date in a background thread (stopped and closed with the ledger). With several
+    stores, each store's read models are kept beside it by a runner of its own log;
+    the first store's are returned (``SQLReadModels.for_ledger(ledger.shards[j])``
+    opens store ``j``'s)."""
     models = SQLReadModels.for_ledger(ledger)
     ledger.attach(models.runner(ledger))
+    for shard in ledger.shards[1:]:
+        others = SQLReadModels.for_ledger(shard)
+        shard.attach(others.runner(shard))
     return models

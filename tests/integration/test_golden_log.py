@@ -55,6 +55,7 @@ NEWER_THAN_V1 = {
     "contextledger.conversation.SystemPromptChanged",
     "contextledger.conversation.SummaryInvalidated",
     "contextledger.conversation.Forked",
+    "contextledger.placement.Recorded",
 }
 
 

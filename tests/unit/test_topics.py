@@ -27,13 +27,14 @@ PINNED: dict[str, str] = {
     "contextledger.conversation.SummaryInvalidated": "contextledger.domain.events.SummaryInvalidated",
     "contextledger.conversation.Forked": "contextledger.domain.events.Forked",
     "contextledger.client_message_id.Recorded": "contextledger.domain.client_ids.ClientMessageId.Recorded",
+    "contextledger.placement.Recorded": "contextledger.domain.placement.Placement.Recorded",
     "contextledger.conversation.Snapshot": "contextledger.domain.conversation.ConversationSnapshot",
 }
 
 #: Bases that are never stored themselves.
 ABSTRACT = {DomainEvent, *(c for c in DomainEvent.__subclasses__() if c.__name__ == "ConversationEvent")}
 
-MODULES = ["contextledger.domain.events", "contextledger.domain.client_ids", "contextledger.domain.conversation",
+MODULES = ["contextledger.domain.events", "contextledger.domain.client_ids", "contextledger.domain.placement", "contextledger.domain.conversation",
            "contextledger.domain"]
 
 
