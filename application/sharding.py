@@ -30,7 +30,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
 
-from contextledger.application.store import ConversationStore, store_errors
+from contextledger.application.store import ConversationStore, FairLock, store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import StoreError
 from contextledger.domain.placement import Placement
@@ -217,5 +217,5 @@ class ShardedStore(ConversationStore):
     def client_position(self, conversation_id: UUID, client_message_id: str) -> int | None:
         return self.store_for(conversation_id).client_position(conversation_id, client_message_id)
 
-    def lock(self, conversation_id: UUID) -> threading.Lock:
+    def lock(self, conversation_id: UUID) -> FairLock:
         return self.store_for(conversation_id).lock(conversation_id)
