@@ -62,7 +62,9 @@ def test_faults_are_recorded_retried_and_end_in_one_summary(fake_openai: FakeOpe
 def test_the_rate_limit_hint_is_honoured(fake_openai: FakeOpenAIServer, sqlite_url: str) -> None:
     fake_openai.script(Status(429, headers={"Retry-After": "0.6"}), Reply("Summary."))
     summarizer = OpenAISummarizer(api_key=KEY, base_url=fake_openai.base_url, timeout=2)
-    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+    # Retry-After is honoured up to retry_max_seconds (test_summarizer_refusals: the cap).
+    hinted = settings(sqlite_url).model_copy(update={"retry_max_seconds": 2.0})
+    with Ledger.open(settings=hinted, summarizer=summarizer) as ledger:
         fill(ledger)
         assert ledger.wait_idle(30)
     first, second = fake_openai.requests
