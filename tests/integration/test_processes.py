@@ -12,14 +12,18 @@ from uuid import UUID
 
 import pytest
 
-from contextledger.application import Ledger, ReductionPolicy
+from contextledger.application import Ledger, ReductionPolicy, Settings
 
 WRITERS = 4
 PER_WRITER = 30
 
 
 def _writer(url: str, cid: str, name: str, barrier: object) -> None:
-    with Ledger.open(url, run_policy=False) as ledger:
+    # Four processes appending to one conversation as fast as they can, on a shared
+    # machine: this checks that every append lands, not how long one waits (the
+    # default write_deadline of 5 s is for interactive callers; test_contention).
+    settings = Settings(database_url=url, run_policy=False, write_deadline=120)
+    with Ledger.open(settings=settings) as ledger:
         barrier.wait(60)  # type: ignore[attr-defined]
         for i in range(PER_WRITER):
             ledger.append(UUID(cid), {"role": "user", "content": f"{name}-{i}"},
