@@ -99,6 +99,10 @@ class _DeferredSummarizer:
     def model(self) -> str:
         return self._ledger.summarizer.model
 
+    @model.setter
+    def model(self, value: str) -> None:
+        self._ledger.summarizer.model = value
+
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         return self._ledger.summarizer.summarize(request)
 
