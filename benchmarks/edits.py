@@ -8,21 +8,33 @@ times, on the fork, the edit command(s) plus the ``context()`` that follows, the
 counts the summarizer calls the edit causes until nothing is pending. The first run
 of a scenario reads the source's log once (an edit that reaches summarized history
 folds the log); later runs fold only the events since, as repeated edits of a live
-conversation do. Prints a markdown table (later runs: medians).
+conversation do. Writes its section of docs/benchmarks.md (between
+``<!-- edits:begin -->`` and ``<!-- edits:end -->``; the rest is left alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
-from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sections import write_section
+
+from contextledger.application import (
+    Ledger,
+    ReductionPolicy,
+    SummaryRequest,
+    SummaryResult,
+)
 
 MESSAGES = 2000
 POLICIES = {
@@ -126,13 +138,26 @@ def main() -> None:
                             f"{statistics.median(calls):.0f} | {statistics.median(inputs):.0f} |"
                         )
                         print(rows[-1], file=sys.stderr)
-    print(f"Edits on a {MESSAGES}-message conversation (trigger 100, keep 10; "
-          f"first run, then medians of {args.runs - 1})\n")
-    print("| store | mode | edit | first run (ms) | later runs (ms) | summarizer calls caused "
-          "| messages re-summarized |")
-    print("|---|---|---|---:|---:|---:|---:|")
-    print("\n".join(rows))
-
+    load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        "## Edits: edit-and-regenerate on a summarized conversation", "",
+        f"Written by `benchmarks/edits.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
+        f"    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/edits.py "
+        f"--runs {args.runs}", "",
+        f"- machine: {platform.platform()}, {os.cpu_count()} cores, shared: load average "
+        f"{load_avg:.1f} at the end of the run", "",
+        f"A {MESSAGES}-message conversation (trigger 100, keep 10), summarized as it grew, is "
+        "forked for each run (forks share its summaries); the time is the edit command(s) plus "
+        "the `context()` after them, on the fork. The first run folds the source's log once; "
+        f"later runs are medians of {args.runs - 1}. *Summarizer calls caused* and *messages "
+        "re-summarized* count what the edit's invalidations cost until nothing is pending.", "",
+        "| store | mode | edit | first run (ms) | later runs (ms) | summarizer calls caused "
+        "| messages re-summarized |",
+        "|---|---|---|---:|---:|---:|---:|",
+        *rows,
+    ]
+    write_section("edits", lines)
+    print("\n".join(lines))
 
 if __name__ == "__main__":
     main()

@@ -189,9 +189,10 @@ def persistence_env(settings: Settings) -> dict[str, str]:
     }
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
-    elif env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+    elif env.get("PERSISTENCE_MODULE", "").endswith(":PostgresConversationFactory"):
+        # The lean recorder's factory extends TimedPostgresFactory: libpq connect_timeout
+        # and a session statement_timeout on every connection.
         database = Database.parse(settings.database_url)
-        env["PERSISTENCE_MODULE"] = "contextledger.infrastructure.pgstore:TimedPostgresFactory"
         seconds = database.option("connect_timeout", str(settings.connect_timeout))
         env["CL_PG_CONNECT_TIMEOUT"] = str(max(2, round(float(seconds))))
         env["CL_PG_STATEMENT_TIMEOUT_MS"] = str(int(settings.statement_timeout * 1000))

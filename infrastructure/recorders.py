@@ -39,8 +39,10 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Identifier
+
+from contextledger.infrastructure.pgstore import TimedPostgresFactory
 
 __all__ = [
     "GroupCommit",
@@ -276,8 +278,9 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             return call()
 
 
-class PostgresConversationFactory(PostgresFactory):
-    """eventsourcing's PostgreSQL factory with ``PostgresConversationRecorder``."""
+class PostgresConversationFactory(TimedPostgresFactory):
+    """eventsourcing's PostgreSQL factory with ``PostgresConversationRecorder``, and the
+    connect and statement timeouts of ``TimedPostgresFactory``."""
 
     application_recorder_class = PostgresConversationRecorder
 
