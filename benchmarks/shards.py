@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from sections import write_section  # benchmarks/sections.py (run as a script)
 
 import contextledger as cl
 from contextledger.application.sharding import home_store
 
 REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "benchmarks.md"
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-BEGIN, END = "<!-- shards:begin -->", "<!-- shards:end -->"
 WRITERS = 8
 SHARD_COUNTS = (1, 2, 4)
 #: Small pools: 8 processes x 4 stores must stay well under the server's connection limit.
@@ -181,7 +180,6 @@ def section(results: dict[int, list[Run]], runs: int, seconds: float, command: s
         )
     cores = os.cpu_count() or 1
     return "\n".join([
-        BEGIN,
         "## Shards: 8 writers over K = 1, 2, 4 stores (PostgreSQL)",
         "",
         f"Written by `benchmarks/shards.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
@@ -215,7 +213,6 @@ def section(results: dict[int, list[Run]], runs: int, seconds: float, command: s
         f"{cores} cores (see the load average), so more stores on this machine cannot "
         "add throughput once the lock waits shrink. On separate servers "
         "(docs/scale.md) each store brings its own cores, disk and lock.",
-        END,
     ])
 
 
@@ -226,17 +223,6 @@ WRITER_TEXT = (
     "connections per store and process), the conversations chosen so that each store "
     "gets 8/K writers; no policy thread (a worker would summarize)."
 )
-
-
-def write_section(text: str) -> None:
-    doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        doc = head + text + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    DOC.write_text(doc)
 
 
 def main() -> int:
@@ -260,7 +246,7 @@ def main() -> int:
     text = section(results, args.runs, args.seconds, command, load)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section("shards", text.split("\n"))
     return 0
 
 

@@ -50,12 +50,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from sections import write_section  # benchmarks/sections.py (run as a script)
 
 from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-BEGIN, END = "<!-- write_path:begin -->", "<!-- write_path:end -->"
 TEXT = ("The customer asked about the order status and the delivery window for the parcel; "
         "the assistant looked it up and answered with the tracking details. ") * 2
 POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
@@ -604,17 +604,6 @@ def machine(load_before: str) -> list[str]:
             f"PostgreSQL {row[0] if row else '?'}; {pkgs}"]
 
 
-def write_section(path: Path, body: list[str]) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    block = "\n".join([BEGIN, *body, END])
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -662,7 +651,7 @@ def main() -> None:
             "1 writer ≤ 2x a plain INSERT + commit on both stores; context() at 20k within 1.2x of 2k.", "",
             *FINDINGS]
     body.append(f"Run time: {time.perf_counter() - started:.0f} s.")
-    write_section(args.output, head + body)
+    write_section("write_path", head + body, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
 
 
