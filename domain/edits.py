@@ -163,28 +163,13 @@ class HistoryFold:
                 tool_name = self._calls.get(message.tool_call_id or "")
             else:
                 self._calls = {c.id: c.function.name for c in message.tool_calls or ()}
-            self.entries[event.position] = Entry(
-                position=event.position,
-                version=event.originator_version,
-                message=message,
-                tokens=event.tokens,
-                placeholder_tokens=event.placeholder_tokens,
-                tool_name=tool_name,
-                items=event.items,
-            )
+            self.entries[event.position] = event.entry(tool_name)
             self.next_position = event.position + 1
         elif isinstance(event, MessageEdited):
             old = self.entries.get(event.position)
             if old is not None:
                 self.replaced[old.version] = event.originator_version
-            self.entries[event.position] = Entry(
-                position=event.position,
-                version=event.originator_version,
-                message=event.message,
-                tokens=event.tokens,
-                placeholder_tokens=event.placeholder_tokens,
-                tool_name=old.tool_name if old is not None else None,
-            )
+            self.entries[event.position] = event.entry(old.tool_name if old is not None else None)
         elif isinstance(event, MessagesRetracted):
             for position in event.positions:
                 self.entries.pop(position, None)

@@ -110,6 +110,18 @@ class MessageAppended(ConversationEvent):
     #: The raw Responses-format items this message stands for (None: appended as a chat message).
     items: tuple[dict[str, Any], ...] | None = None
 
+    def entry(self, tool_name: str | None = None) -> Entry:
+        """The window entry this message becomes (``tool_name``: the call it answers)."""
+        return Entry(
+            position=self.position,
+            version=self.originator_version,
+            message=self.message,
+            tokens=self.tokens,
+            placeholder_tokens=self.placeholder_tokens,
+            tool_name=tool_name,
+            items=self.items,
+        )
+
 
 class ThresholdReached(ConversationEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.ThresholdReached"
@@ -208,6 +220,17 @@ class MessageEdited(ConversationEvent):
     #: Tokens of the replaced message.
     replaced_tokens: int
     digest: str
+
+    def entry(self, tool_name: str | None = None) -> Entry:
+        """The window entry the new version becomes (``tool_name`` kept from the old)."""
+        return Entry(
+            position=self.position,
+            version=self.originator_version,
+            message=self.message,
+            tokens=self.tokens,
+            placeholder_tokens=self.placeholder_tokens,
+            tool_name=tool_name,
+        )
 
 
 class SystemPromptChanged(ConversationEvent):

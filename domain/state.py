@@ -280,14 +280,7 @@ def _apply_edit(s: ConversationState, event: MessageEdited) -> None:
     message = event.message
     for index, entry in enumerate(s.window):
         if entry.position == event.position:
-            s.window[index] = Entry(
-                position=event.position,
-                version=event.originator_version,
-                message=message,
-                tokens=event.tokens,
-                placeholder_tokens=event.placeholder_tokens,
-                tool_name=entry.tool_name,
-            )
+            s.window[index] = event.entry(entry.tool_name)
             if message.tool_calls:
                 names = {c.id: c.function.name for c in message.tool_calls}
                 for j in range(index + 1, len(s.window)):
@@ -331,17 +324,7 @@ def _apply_message(s: ConversationState, event: MessageAppended) -> None:
         s.group_calls = {}
         s.open_calls = []
         s.open_group_index = None
-    s.window.append(
-        Entry(
-            position=event.position,
-            version=event.originator_version,
-            message=message,
-            tokens=event.tokens,
-            placeholder_tokens=event.placeholder_tokens,
-            tool_name=tool_name,
-            items=event.items,
-        )
-    )
+    s.window.append(event.entry(tool_name))
     if message.tool_calls:
         s.group_calls = {c.id: c.function.name for c in message.tool_calls}
         s.open_calls = [c.id for c in message.tool_calls]
