@@ -3,16 +3,19 @@
 ``PostgresConversationRecorder`` (selected by ``Database.persistence_env`` through
 ``PostgresConversationFactory``) keeps every guarantee of eventsourcing's
 ``PostgresApplicationRecorder`` -- optimistic concurrency on
-``(originator_id, originator_version)``, one transaction per save, notification ids
-that a follower reading up to ``max_notification_id()`` never sees filled in later --
-and costs less per append:
+``(originator_id, originator_version)``, one transaction per save, and a notification
+log whose readers never pass over an id that is filled in later -- and costs less per
+append:
 
-- **one round trip**: a save is one prepared call of a server-side function that
-  takes the table's ``EXCLUSIVE`` lock, notifies listeners and inserts the events, run
-  as one autocommit statement. The lock is held only while the server inserts and
-  commits, never while a client process waits for the CPU between statements (the
-  library sends four statements and holds the lock across their round trips);
-- **group commit**: concurrent saves in one process share one call, so one
+- **one round trip, no table lock**: a save is one prepared ``INSERT`` in autocommit
+  (one event: plain parameters; several: four arrays, sent in binary). The library
+  takes the table's ``EXCLUSIVE`` lock and sends ``NOTIFY`` in every inserting
+  transaction; both serialize commits (``NOTIFY`` through a cluster-wide lock held
+  until the commit is flushed), so concurrent writers could not share the server's
+  flushes. Here notification ids come from the sequence as rows are inserted, and
+  ``max_notification_id()`` returns the highest id up to which the log is *final*
+  (see its doc): readers stop before an id whose transaction is still open;
+- **group commit**: concurrent saves in one process share one statement, so one
   transaction and one commit (``GroupCommit``). The batch is one statement: all of it
   commits or none of it does. If it fails on a conflict, each save of the batch is run
   again alone, so only the conflicting one gets ``IntegrityError``;
@@ -21,6 +24,9 @@ and costs less per append:
   commit answer was lost and whose retry conflicts is recognised by the conversation
   store (``ConversationStore._landed``).
 
+Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
+``subscribe()`` returns a polling subscription.
+
 ``WindowedPOPORecorder`` (``memory://``) reads the events after a version in time
 proportional to the events read, not to the aggregate's history.
 """
@@ -28,6 +34,7 @@ proportional to the events read, not to the aggregate's history.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
@@ -35,8 +42,10 @@ from uuid import UUID
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InterfaceError,
+    ListenNotifySubscription,
     OperationalError,
     StoredEvent,
+    Subscription,
 )
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
@@ -176,37 +185,45 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
-        self.append_function_name = f"{events_table_name}_append"
-        self.check_identifier_length(self.append_function_name)
         schema = Identifier(self.datastore.schema)
         table = Identifier(self.events_table_name)
-        function = Identifier(self.append_function_name)
-        # Replaces the library's insert function (which takes no table lock).
-        self.sql_create_statements[self.create_insert_function_statement_index] = SQL(
-            "CREATE OR REPLACE FUNCTION {schema}.{function}(events {schema}.{event}[]) "
-            "RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ "
-            "BEGIN "
-            # Serialize inserting transactions so that notification ids are issued in
-            # commit order: a reader never passes over an id committed later.
-            "    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-            "    NOTIFY {channel}; "
-            "    RETURN QUERY INSERT INTO {schema}.{table} "
-            "        (originator_id, originator_version, topic, state) "
-            "        SELECT e.originator_id, e.originator_version, e.topic, e.state "
-            "        FROM unnest(events) WITH ORDINALITY AS e "
-            "        ORDER BY e.ordinality "
-            "        RETURNING notification_id; "
-            "END; $BODY$"
-        ).format(
-            schema=schema,
-            function=function,
-            event=Identifier(self.stored_event_type_name),
-            table=table,
-            channel=Identifier(self.channel_name),
-        )
-        self.append_statement = SQL("SELECT {schema}.{function}(%s) AS id").format(
-            schema=schema, function=function
-        )
+        # One prepared statement, four arrays of plain types (sent in binary: no
+        # per-row composite encoding). No table lock and no NOTIFY: both serialize
+        # committing transactions (NOTIFY takes a cluster-wide lock held through the
+        # commit). The filter takes the transaction id before the rows draw their
+        # notification ids, which is what ``max_notification_id`` relies on.
+        self.append_statement = SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT e.o, e.v, e.t, e.s "
+            "FROM unnest(%b::uuid[], %b::bigint[], %b::text[], %b::bytea[]) "
+            "WITH ORDINALITY AS e (o, v, t, s, n) "
+            "WHERE pg_current_xact_id() IS NOT NULL "
+            "ORDER BY e.n "
+            "RETURNING notification_id AS id"
+        ).format(schema=schema, table=table)
+        # The same for one event (most saves): plain parameters, no arrays to encode.
+        self.append_one_statement = SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT %b::uuid, %b::bigint, %b::text, %b::bytea "
+            "WHERE pg_current_xact_id() IS NOT NULL "
+            "RETURNING notification_id AS id"
+        ).format(schema=schema, table=table)
+        # One statement, one snapshot: the highest id, how many ids lie above the
+        # settled mark, the snapshot itself, and whether every transaction that was
+        # running at an earlier snapshot has ended as of this one.
+        self.horizon_statement = SQL(
+            "SELECT (SELECT max(notification_id) FROM {schema}.{table}) AS top, "
+            "(SELECT count(*) FROM {schema}.{table} WHERE notification_id > %s) AS newer, "
+            "pg_current_snapshot()::text AS snap, "
+            "(SELECT coalesce(bool_and(pg_visible_in_snapshot(x, pg_current_snapshot())), true) "
+            "FROM pg_snapshot_xip(%s::pg_snapshot) AS x) AS ended"
+        ).format(schema=schema, table=table)
+        self._horizon_lock = threading.Lock()
+        #: Every notification id up to this one is final: committed, or never to be.
+        self._settled = 0
+        #: ``(top, snapshot)``: ids up to ``top`` become final once every transaction
+        #: running at ``snapshot`` has ended.
+        self._pending: tuple[int, str] | None = None
         self.group_commit = GroupCommit(self._write)
 
     # -- writing ----------------------------------------------------------------------
@@ -220,14 +237,24 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         return self.group_commit.submit(stored_events)
 
     def _write(self, stored_events: Sequence[StoredEvent]) -> list[int]:
-        rows = [
-            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
-            for e in stored_events
-        ]
+        statement: Any
+        params: tuple[Any, ...]
+        if len(stored_events) == 1:
+            e = stored_events[0]
+            statement = self.append_one_statement
+            params = (e.originator_id, e.originator_version, e.topic, e.state)
+        else:
+            statement = self.append_statement
+            params = (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            )
 
         def write() -> list[int]:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute(self.append_statement, (rows,), prepare=True)
+                curs.execute(statement, params, prepare=True)
                 return [row["id"] for row in curs.fetchall()]
 
         return self._once_more(write)
@@ -258,15 +285,67 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Any]:
+        """The library's read, never past ``max_notification_id()``: an id above it may
+        still be filled in by a transaction that has not committed yet."""
+        if stop is None or stop > self._settled:
+            horizon = self.max_notification_id() or 0
+            stop = horizon if stop is None else min(stop, horizon)
         raw: Any = PostgresApplicationRecorder.select_notifications.__wrapped__
         return self._once_more(
             lambda: raw(self, start, limit, stop, topics, inclusive_of_start=inclusive_of_start)
         )
 
     def max_notification_id(self) -> int | None:
-        raw: Any = PostgresApplicationRecorder.max_notification_id.__wrapped__
-        top: int | None = self._once_more(lambda: raw(self))
+        """The highest notification id up to which the log is final: every lower id is
+        committed or will never be (a rolled-back or conflicting insert leaves a gap).
+
+        Notification ids come from a sequence, so transactions may commit out of id
+        order; a reader that passed over an id still in flight would miss it. Each
+        insert takes its transaction id before drawing ids, so a missing id below the
+        highest visible one belongs to a transaction that was running when that was
+        seen (in the snapshot's running set) or has already ended. The ids up to
+        that highest one are final once every transaction of that snapshot has ended.
+        None while the log is empty."""
+        top: int | None = self._once_more(self._horizon)
         return top
+
+    def _horizon(self) -> int | None:
+        with self._horizon_lock:
+            for _ in range(2):  # a gap seen for the first time is checked at once, once
+                top = self._advance()
+                if self._pending is None or top is None:
+                    break
+            return self._settled or None if top is not None else None
+
+    def _advance(self) -> int | None:
+        """One look at the log: move ``_settled`` as far as is safe; the log's top id."""
+        asked, pending = self._settled, self._pending
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                self.horizon_statement, (asked, pending[1] if pending else None), prepare=True
+            )
+            row = curs.fetchone()
+        assert row is not None
+        top, newer, snap, ended = row["top"], row["newer"], row["snap"], row["ended"]
+        if top is None:
+            return None
+        settled = asked
+        if pending is not None and ended:
+            settled, pending = max(settled, pending[0]), None
+        if newer == top - asked:
+            # Every id above the old mark up to the top is committed.
+            settled, pending = top, None
+        elif pending is None and top > settled:
+            pending = (top, snap)
+        self._settled, self._pending = settled, pending
+        return int(top)
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        """eventsourcing's subscription, woken by a poll instead of NOTIFY (saves do not
+        notify; see the class doc)."""
+        return PollingSubscription(self, gt=gt, topics=topics)
 
     def _once_more(self, call: Callable[[], T]) -> T:
         """``call()``; if the connection it used was dead (a server restart, a killed
@@ -276,6 +355,30 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         except (InterfaceError, OperationalError):
             self.datastore.pool.check()
             return call()
+
+
+class PollingSubscription(ListenNotifySubscription[PostgresConversationRecorder]):
+    """A subscription that looks for new notifications every ``interval`` seconds."""
+
+    interval = 0.1
+
+    def __init__(
+        self, recorder: PostgresConversationRecorder, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._ticker.start()
+
+    def __exit__(self, *args: object, **kwargs: Any) -> None:
+        try:
+            super().__exit__(*args, **kwargs)
+        finally:
+            self._ticker.join()
+
+    def _tick(self) -> None:
+        while not self._has_been_stopped:
+            time.sleep(self.interval)
+            self._has_been_notified.set()
 
 
 class PostgresConversationFactory(TimedPostgresFactory):

@@ -168,6 +168,79 @@ def test_concurrent_saves_share_one_statement_with_ordered_ids(schema: str) -> N
         datastore.close()
 
 
+class _InFlight:
+    """A save whose transaction stays open (holding its notification id) until
+    ``end(commit)``: the out-of-order commit a reader must not pass over."""
+
+    def __init__(self, recorder: PostgresConversationRecorder, event: StoredEvent) -> None:
+        self.ids: list[int] = []
+        self._inserted = threading.Event()
+        self._release = threading.Event()
+        self._commit = True
+        self._error: list[BaseException] = []
+        params = ([event.originator_id], [event.originator_version], [event.topic], [event.state])
+
+        def run() -> None:
+            try:
+                with recorder.datastore.get_connection() as conn, conn.transaction():
+                    cur = conn.execute(recorder.append_statement, params)
+                    self.ids = [r["id"] for r in cur.fetchall()]
+                    self._inserted.set()
+                    self._release.wait(30)
+                    if not self._commit:
+                        raise psycopg.Rollback()
+            except BaseException as exc:  # surfaced by end()
+                self._error.append(exc)
+                self._inserted.set()
+
+        self._thread = threading.Thread(target=run)
+        self._thread.start()
+        assert self._inserted.wait(30) and not self._error, self._error
+
+    def end(self, commit: bool) -> None:
+        self._commit = commit
+        self._release.set()
+        self._thread.join(30)
+        assert not self._error, self._error
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("commit", [True, False], ids=["commits", "rolls-back"])
+def test_a_reader_never_passes_an_id_whose_transaction_is_still_open(schema: str, commit: bool) -> None:
+    datastore, recorder = _recorder(schema)
+    try:
+        first = recorder.insert_events([_event(uuid.uuid4(), 1)])
+        assert first == [1] and recorder.max_notification_id() == 1
+        open_save = _InFlight(recorder, _event(uuid.uuid4(), 1))
+        assert open_save.ids == [2]
+        later = recorder.insert_events([_event(uuid.uuid4(), 1)])
+        assert later == [3]  # committed before id 2
+        for _ in range(3):  # however often it is asked, the log ends before the open id
+            assert recorder.max_notification_id() == 1
+            assert [n.id for n in recorder.select_notifications(1, 100)] == [1]
+            assert [n.id for n in recorder.select_notifications(1, 100, stop=3)] == [1]
+        open_save.end(commit)
+        assert recorder.max_notification_id() == 3
+        ids = [n.id for n in recorder.select_notifications(1, 100)]
+        assert ids == ([1, 2, 3] if commit else [1, 3])
+    finally:
+        datastore.close()
+
+
+@pytest.mark.postgres
+def test_a_subscription_sees_later_saves_without_notify(schema: str) -> None:
+    datastore, recorder = _recorder(schema)
+    try:
+        recorder.insert_events([_event(uuid.uuid4(), 1)])
+        with recorder.subscribe(gt=0) as subscription:
+            oid = uuid.uuid4()
+            recorder.insert_events([_event(oid, 1), _event(oid, 2)])
+            got = [next(subscription).id for _ in range(3)]
+        assert got == [1, 2, 3]
+    finally:
+        datastore.close()
+
+
 @pytest.mark.postgres
 def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(schema: str) -> None:
     datastore, recorder = _recorder(schema)
