@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID, uuid4
 
-from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.application import Application, ProcessingEvent
+from eventsourcing.persistence import IntegrityError, PersistenceError, Recording
 from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
@@ -314,6 +314,23 @@ class Ledger(LedgerEdits, Application[UUID]):
         waited for by ``wait_idle()`` and stopped by ``close()``."""
         follower.start()
         self._followers.append(follower)
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """eventsourcing's ``Application.save``; conversations alone (the ledger's own
+        saves) skip its generic collection, which checks each object against two
+        runtime protocols on every append."""
+        if kwargs or not all(isinstance(obj, Conversation) for obj in objs):
+            recorded: list[Recording[UUID]] = super().save(*objs, **kwargs)
+            return recorded
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        for conversation in objs:
+            processing.events.extend(conversation.collect_events())
+            processing.aggregates[conversation.id] = conversation
+        recordings = self._record(processing)
+        self._take_snapshots(processing)
+        self._notify(recordings)
+        self.notify(processing.events)  # eventsourcing's deprecated hook, kept
+        return recordings
 
     def close(self) -> None:
         for follower in reversed(self._followers):

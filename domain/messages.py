@@ -106,11 +106,19 @@ class Message(BaseModel):
         elif isinstance(self.content, tuple):
             _check_parts(role, self.content)
         try:
-            self.canonical_json().encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(
-                f"text must be valid Unicode (a lone surrogate at position {exc.start})"
-            ) from None
+            if isinstance(self.content, tuple) or self.tool_calls:
+                self.canonical_json().encode("utf-8")
+            else:  # the same check without building the JSON (pydantic runs it per copy)
+                for text in (self.content, self.name, self.tool_call_id):
+                    if text:
+                        text.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                self.canonical_json().encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"text must be valid Unicode (a lone surrogate at position {exc.start})"
+                ) from None
         return self
 
     # -- conversion ---------------------------------------------------------------

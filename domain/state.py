@@ -453,8 +453,13 @@ def fixed_tokens(s: ConversationState) -> int:
 
 def view_tokens(s: ConversationState, entries: list[Entry]) -> int:
     total = fixed_tokens(s)
-    for entry in entries:
-        total += (entry.placeholder_tokens or 0) if is_placeholder(s, entry) else entry.tokens
+    before = s.placeholder_before
+    for entry in entries:  # is_placeholder inlined: this runs for every append
+        placeholder = entry.placeholder_tokens
+        if placeholder is not None and entry.position < before and entry.message.role == "tool":
+            total += placeholder
+        else:
+            total += entry.tokens
     return total
 
 

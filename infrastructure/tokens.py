@@ -78,6 +78,7 @@ class TiktokenCounter:
         self.model = model
         self.encoding_name = encoding or encoding_for_model(model)
         self._encoding = _load(self.encoding_name)
+        self._role_tokens: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"TiktokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
@@ -87,7 +88,10 @@ class TiktokenCounter:
 
     def count_message(self, message: Message) -> int:
         count = self.count_text
-        tokens = TOKENS_PER_MESSAGE + count(message.role)
+        role = self._role_tokens.get(message.role)
+        if role is None:
+            role = self._role_tokens[message.role] = count(message.role)
+        tokens = TOKENS_PER_MESSAGE + role
         content = message.content
         if isinstance(content, str):
             tokens += count(content)
