@@ -8,7 +8,10 @@ ledger's notification log through ``read_notifications`` and acts on what it fin
   idempotent; a stopped follower can be started again);
 - the thread wakes at once when this process saves an event of ``wake_topics`` (all
   topics by default; ``ledger.add_listener``) and otherwise polls every
-  ``poll_interval`` seconds (a SQLite store cannot notify);
+  ``poll_interval`` seconds (a SQLite store cannot notify, and PostgreSQL saves do not
+  NOTIFY: it would serialize commits). While its steps find nothing to do the pause
+  doubles, up to ``MAX_IDLE_POLL`` (one second), so an idle follower costs the
+  writers next to nothing; the first step that finds work polls at once again;
 - a step that fails on the store is retried with backoff, and a failing step never
   ends the thread: ``health()`` shows the last error until a step succeeds;
 - ``shard=(i, n)`` follows only the conversations whose id modulo ``n`` is ``i``
@@ -51,6 +54,9 @@ Shard = tuple[int, int]
 
 #: The longest pause between two attempts after failures.
 MAX_BACKOFF = 1.0
+
+#: The longest pause between two polls of a follower that keeps finding nothing to do.
+MAX_IDLE_POLL = 1.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,8 @@ class LogFollower(ABC):
         self._listening = False
         self._head = 0
         self._failures = 0
+        #: Whether the last step found something to do (an idle follower polls less often).
+        self._active = True
         self.last_error: BaseException | None = None
 
     # -- what a subclass provides ------------------------------------------------
@@ -258,7 +266,7 @@ class LogFollower(ABC):
         """One step in the caller's thread, its outcome recorded for ``health()``;
         False if it failed (a store error, or a bug in a subclass)."""
         try:
-            self.step()
+            self._active = self.step() > 0
         except (ContextLedgerError, PersistenceError) as exc:
             self._failed(exc)
             log.warning("%s: %s; retrying", self.name, exc)
@@ -283,9 +291,18 @@ class LogFollower(ABC):
             return 0.0
         return min(MAX_BACKOFF, self.poll_interval * 10 * 2.0 ** (self._failures - 1))
 
+    def poll_wait(self, idle_steps: int) -> float:
+        """The pause before the next poll after ``idle_steps`` steps in a row that found
+        nothing to do: ``poll_interval``, doubling per idle step up to
+        ``MAX_IDLE_POLL`` (a save of ``wake_topics`` in this process, ``wake()`` and
+        ``wait_idle()`` wake the thread at once whatever the pause)."""
+        return min(max(self.poll_interval, MAX_IDLE_POLL), self.poll_interval * 2.0 ** min(idle_steps, 16))
+
     def _run(self) -> None:
+        idle = 0
         while not self._stop.is_set():
             if not self.run_once():
                 self._stop.wait(self.backoff())
-            self._wake.wait(self.poll_interval)
+            idle = 0 if self._active else idle + 1
+            self._wake.wait(self.poll_wait(idle))
             self._wake.clear()

@@ -238,16 +238,28 @@ class SummarizationRunner(LogFollower):
 
     def step(self) -> int:
         """Read new notifications, collect finished jobs, start due ones; returns the
-        number of jobs started."""
-        self._read_log()
-        self._collect()
+        number of jobs started, plus the thresholds read and the jobs collected (what
+        keeps the thread polling at ``poll_interval``)."""
+        found = self._read_log()
+        found += self._collect()
         started = self._dispatch()
         self._save_mark()
-        return started
+        return started + found
+
+    def poll_wait(self, idle_steps: int) -> float:
+        """As ``LogFollower.poll_wait``, but never past the next retry that falls due."""
+        wait = super().poll_wait(idle_steps)
+        with self._progress:
+            if self._due:
+                next_due = min(due for due, _ in self._due.values())
+                wait = min(wait, max(self.poll_interval, next_due - time.monotonic()))
+        return wait
 
     # -- the policy -------------------------------------------------------------------
 
-    def _read_log(self) -> None:
+    def _read_log(self) -> int:
+        """Read the thresholds up to the log's head; returns how many were read."""
+        found = 0
         head = self.head()
         for page in self.read(after=self._position, stop=head, topics=(events.ThresholdReached.TOPIC,)):
             now = time.monotonic()
@@ -256,6 +268,7 @@ class SummarizationRunner(LogFollower):
                     cid = UUID(str(notification.originator_id))
                     if not self.owns(cid):
                         continue
+                    found += 1
                     due, first = self._due.get(cid, (now, notification.id))
                     self._due[cid] = (min(due, now), min(first, notification.id))
                 self._position = page[-1].id
@@ -263,14 +276,18 @@ class SummarizationRunner(LogFollower):
             self._position = max(self._position, head)
             self._caught_up_to = self._position
             self._progress.notify_all()
+        return found
 
-    def _collect(self) -> None:
+    def _collect(self) -> int:
+        """Take the outcomes of finished jobs; returns how many finished."""
+        collected = 0
         now = time.monotonic()
         with self._progress:
             for cid, (future, first) in list(self._inflight.items()):
                 if not future.done():
                     continue
                 del self._inflight[cid]
+                collected += 1
                 try:
                     outcome = future.result()
                 except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
@@ -281,6 +298,7 @@ class SummarizationRunner(LogFollower):
                 elif outcome.recheck:
                     self._due[cid] = (now, first)
             self._progress.notify_all()
+        return collected
 
     def _dispatch(self) -> int:
         if self._executor is None:
