@@ -114,6 +114,12 @@ class _DeferredSummarizer:
         return self._ledger.summarizer.summarize(request)
 
 
+#: Seconds the in-process policy waits before summarizing a threshold that another
+#: process saved (that process's own policy summarizes it at once; the wait spares a
+#: second summarizer call for the same crossing). Workers wait for nothing.
+FOREIGN_THRESHOLD_DELAY = 2.0
+
+
 class Ledger(LedgerEdits, Application[UUID]):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
@@ -134,6 +140,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         self.settings = settings or Settings()
         self._clock = clock or _utc_now
         self._listeners: list[tuple[Callable[[], None], frozenset[str] | None]] = []
+        self._event_listeners: list[Callable[[Sequence[Any]], None]] = []
         self._runner: Any = None
         self._followers: list[Any] = []
         store_env = _resolve(STORE_ENV_TOPIC)
@@ -284,7 +291,10 @@ class Ledger(LedgerEdits, Application[UUID]):
             summarizer: Summarizer = _DeferredSummarizer(self)
             if not isinstance(self.tracer, NullTracer):
                 summarizer = TracedSummarizer(summarizer, self.tracer)
-            self._runner = SummarizationRunner(self, summarizer)
+            # Thresholds this process saved are summarized at once; those of other
+            # writer processes wait a little, so their own policy goes first and
+            # the summarizer is not called once per process for one crossing.
+            self._runner = SummarizationRunner(self, summarizer, foreign_delay=FOREIGN_THRESHOLD_DELAY)
             self._runner.start()
         if self.shards[0] is self:
             for shard in self.shards[1:]:
@@ -353,7 +363,14 @@ class Ledger(LedgerEdits, Application[UUID]):
         ``topics``, only after a save that stored an event of one of these topics."""
         self._listeners.append((listener, None if topics is None else frozenset(topics)))
 
+    def add_event_listener(self, listener: Callable[[Sequence[Any]], None]) -> None:
+        """Call ``listener`` with the events of every save of this process, before the
+        listeners of ``add_listener``."""
+        self._event_listeners.append(listener)
+
     def _saved(self, events: Sequence[Any] = ()) -> None:
+        for event_listener in self._event_listeners:
+            event_listener(events)
         saved: set[str] | None = None
         for listener, topics in self._listeners:
             if topics is not None:

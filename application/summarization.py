@@ -25,10 +25,10 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Tracking
@@ -71,15 +71,18 @@ def summarize_pending(
     *,
     backoff: Callable[[int], float],
     out_of_time: bool = False,
+    only_threshold: int | None = None,
 ) -> Outcome:
     """Summarize the conversation's pending range once; record success or failure.
 
     The offline fallback (when configured) takes over a range at once after a
     failure that retrying cannot mend (authentication, permission, invalid request),
     after ``fallback_after_attempts`` failures, or when ``out_of_time`` says the
-    range has been retried for ``retry_total_seconds`` already."""
+    range has been retried for ``retry_total_seconds`` already. With
+    ``only_threshold``, nothing is done unless the pending range is the one of the
+    threshold saved at that version (a later one has a threshold of its own)."""
     request = ledger.pending_summary(conversation_id)
-    if request is None:
+    if request is None or only_threshold not in (None, request.threshold_version):
         return Outcome()
     fallback = ledger.fallback_summarizer
     limit = ledger.settings.fallback_after_attempts
@@ -193,9 +196,18 @@ class SummarizationRunner(LogFollower):
         max_concurrent: int | None = None,
         shard: Shard | None = None,
         tracking_name: str | None = None,
+        foreign_delay: float = 0.0,
     ) -> None:
         super().__init__(ledger, shard=shard)
         self.summarizer = summarizer
+        #: Seconds before a threshold saved by another process falls due (0: at once).
+        self.foreign_delay = foreign_delay
+        #: Conversations whose thresholds this process saved and that are not yet due.
+        self._local: set[UUID] = set()
+        #: conversation -> version of the other process's threshold it waits for.
+        self._foreign: dict[UUID, int] = {}
+        if foreign_delay > 0:
+            ledger.add_event_listener(self._note_local)
         self.max_concurrent = max_concurrent or ledger.settings.max_concurrent_summaries
         # Each shard keeps its own progress row.
         self.tracking_name = tracking_name or (
@@ -269,14 +281,28 @@ class SummarizationRunner(LogFollower):
                     if not self.owns(cid):
                         continue
                     found += 1
-                    due, first = self._due.get(cid, (now, notification.id))
-                    self._due[cid] = (min(due, now), min(first, notification.id))
+                    when = now
+                    if self.foreign_delay > 0:
+                        if cid in self._local:
+                            self._local.discard(cid)
+                            self._foreign.pop(cid, None)
+                        elif cid not in self._due or cid in self._foreign:
+                            when = now + self.foreign_delay
+                            self._foreign[cid] = notification.originator_version
+                    due, first = self._due.get(cid, (when, notification.id))
+                    self._due[cid] = (min(due, when), min(first, notification.id))
                 self._position = page[-1].id
         with self._progress:
             self._position = max(self._position, head)
             self._caught_up_to = self._position
             self._progress.notify_all()
         return found
+
+    def _note_local(self, saved: Sequence[Any]) -> None:
+        for event in saved:
+            if isinstance(event, events.ThresholdReached):
+                with self._progress:
+                    self._local.add(event.originator_id)
 
     def _collect(self) -> int:
         """Take the outcomes of finished jobs; returns how many finished."""
@@ -312,19 +338,24 @@ class SummarizationRunner(LogFollower):
                 if due > now or cid in self._inflight:
                     continue
                 del self._due[cid]
-                future = self._executor.submit(self._job, cid)
+                future = self._executor.submit(self._job, cid, self._foreign.pop(cid, None))
                 future.add_done_callback(lambda _f: self.wake())
                 self._inflight[cid] = (future, first)
                 started += 1
         return started
 
-    def _job(self, cid: UUID) -> Outcome:
+    def _job(self, cid: UUID, only_threshold: int | None = None) -> Outcome:
         budget = self.ledger.settings.retry_total_seconds
         with self._progress:
             since = self._failing_since.get(cid)
         out_of_time = budget is not None and since is not None and time.monotonic() - since > budget
         outcome = summarize_pending(
-            self.ledger, self.summarizer, cid, backoff=self._backoff, out_of_time=out_of_time
+            self.ledger,
+            self.summarizer,
+            cid,
+            backoff=self._backoff,
+            out_of_time=out_of_time,
+            only_threshold=only_threshold,
         )
         if outcome.recheck and self.ledger.pending_summary(cid) is None:
             outcome = Outcome()

@@ -184,3 +184,46 @@ def test_after_repeated_failures_the_offline_summarizer_takes_over(sqlite_url: s
         assert len(summarizer.calls) == 3
         assert [e.data["attempt"] for e in ledger.replay(cid) if e.kind == "SummarizationFailed"] == [1, 2, 3]
         assert check_log(ledger, cid, appended) == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_writer_processes_with_their_own_policy_call_the_summarizer_once_per_crossing(
+    store: str, sqlite_url: str, request: pytest.FixtureRequest
+) -> None:
+    # Two ledgers on one store stand for two writer processes, each running its policy:
+    # each sees the other's thresholds in the shared log.
+    url = sqlite_url if store == "sqlite" else request.getfixturevalue("postgres_url")
+    mine, theirs = ScriptedSummarizer(), ScriptedSummarizer()
+    with Ledger.open(settings=settings(url), summarizer=mine) as writer, Ledger.open(
+        settings=settings(url), summarizer=theirs
+    ) as other:
+        cid = writer.start("sys", policy=POLICY)
+        other_cid = other.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        other_appended: list[dict[str, Any]] = []
+        for _ in range(4):
+            say(writer, cid, 12, appended)
+            say(other, other_cid, 12, other_appended)
+        assert writer.wait_idle(20) and other.wait_idle(20)  # the other's thresholds too
+        crossings = [e for e in writer.replay(cid) if e.kind == "ThresholdReached"]
+        other_crossings = [e for e in other.replay(other_cid) if e.kind == "ThresholdReached"]
+        assert len(crossings) >= 3 and len(other_crossings) >= 3
+        # every crossing summarized once, by the process that saved it
+        assert {c[0] for c in mine.calls} == {cid}
+        assert {c[0] for c in theirs.calls} == {other_cid}
+        assert len(mine.calls) == len(crossings) == len(writer.summaries(cid))
+        assert len(theirs.calls) == len(other_crossings) == len(other.summaries(other_cid))
+        assert check(writer, cid, appended, system="sys") == []
+        assert check(other, other_cid, other_appended, system="sys") == []
+
+
+def test_a_threshold_whose_writer_stopped_is_summarized_by_another_process(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer()
+    with Ledger.open(settings=settings(sqlite_url, run_policy=False)) as writer:
+        cid = writer.start("sys", policy=POLICY)
+        say(writer, cid, 12, [])
+    started = time.monotonic()
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as survivor:
+        assert survivor.wait_idle(20)
+        assert len(survivor.summaries(cid)) == 1 and len(summarizer.calls) == 1
+    assert time.monotonic() - started >= 2.0  # it waited for the writer's own policy first
