@@ -572,9 +572,20 @@ FINDINGS = [
     "function (lock, notify, insert) in autocommit: one round trip, no pre-ping, the lock held only "
     "while the server inserts and commits. Concurrent appends of one process share that call and its "
     "commit (group commit).",
-    "- **Across processes** each transaction still takes the lock through its commit's flush, so "
-    "separate writer processes are bounded by one flush at a time, where plain INSERTs from several "
-    "connections share flushes; threads of one process share them through group commit.",
+    "- **No table lock, no NOTIFY**: the lock, and NOTIFY's cluster-wide lock, were held through "
+    "every commit's flush, so separate writer processes committed one at a time where plain INSERTs "
+    "share flushes. The save is now one prepared INSERT (one event: plain parameters, no composite "
+    "array to encode in Python); ids come from the sequence and readers stop at the highest id up to "
+    "which the log is final (`max_notification_id`, see docs/architecture.md).",
+    "- **Python per append**: pydantic re-ran the message's shape check, which built its JSON, on "
+    "every copy (4 per append); eventsourcing's save checked each object against two runtime "
+    "protocols; the role's tokens were encoded per message. Those are gone; what remains is the "
+    "domain command (validation, token count, digest chain, events), the mapper and the driver.",
+    "- **Policy threads in every writer process** polled the log and saved a tracking row 20 times "
+    "a second each, and each summarized every threshold in the shared log: one crossing cost one "
+    "summarizer call and one conversation load per process, and the losers' saves conflicted. Idle "
+    "followers now back off to one poll a second; a threshold saved by another process waits 2 s "
+    "and is summarized only if it is still the pending one.",
     "- **An idle policy thread** was woken by every save and ran a step: `max(notification_id)` and "
     "a topic-filtered read of the new notifications, with the thread switches, on every append. Now "
     "only a save that stores a `ThresholdReached` wakes it; other writes are found by its poll.",
