@@ -96,13 +96,18 @@ def schema() -> Iterator[str]:
         admin.close()
 
 
-def _recorder(schema: str) -> tuple[PostgresDatastore, PostgresConversationRecorder]:
+@pytest.fixture
+def recorder(schema: str) -> Iterator[PostgresConversationRecorder]:
+    """The ledger's recorder on a fresh ``app_events`` table in ``schema``."""
     datastore = PostgresDatastore(
         "test", "127.0.0.1", 5432, "postgres", "", schema=schema, pool_size=2, max_overflow=4
     )
-    recorder = PostgresConversationRecorder(datastore, events_table_name="app_events")
-    recorder.create_table()
-    return datastore, recorder
+    try:
+        recorder = PostgresConversationRecorder(datastore, events_table_name="app_events")
+        recorder.create_table()
+        yield recorder
+    finally:
+        datastore.close()
 
 
 def _event(oid: UUID, version: int, topic: str = "t") -> StoredEvent:
@@ -147,25 +152,21 @@ def _stored(recorder: PostgresConversationRecorder) -> list[tuple[UUID, int]]:
 
 
 @pytest.mark.postgres
-def test_concurrent_saves_share_one_statement_with_ordered_ids(schema: str) -> None:
-    datastore, recorder = _recorder(schema)
-    try:
-        lock = _held(schema)
-        oids = [uuid.uuid4() for _ in range(6)]
-        threads, outcomes = _save_all(recorder, [[_event(o, 1), _event(o, 2)] for o in oids])
-        _wait_queued(recorder, 5)  # one in flight behind the lock, five queued
-        lock.rollback()
-        lock.close()
-        for t in threads:
-            t.join(30)
-        gc = recorder.group_commit
-        assert gc.saves == 6 and gc.batches == 2 and gc.largest == 5
-        ids = [i for o in outcomes for i in o]
-        assert all(len(o) == 2 and o[1] == o[0] + 1 for o in outcomes)  # each save's ids in order
-        assert sorted(ids) == list(range(1, 13))  # no gaps: one statement per batch
-        assert sorted(_stored(recorder)) == sorted((o, v) for o in oids for v in (1, 2))
-    finally:
-        datastore.close()
+def test_concurrent_saves_share_one_statement_with_ordered_ids(recorder: PostgresConversationRecorder, schema: str) -> None:
+    lock = _held(schema)
+    oids = [uuid.uuid4() for _ in range(6)]
+    threads, outcomes = _save_all(recorder, [[_event(o, 1), _event(o, 2)] for o in oids])
+    _wait_queued(recorder, 5)  # one in flight behind the lock, five queued
+    lock.rollback()
+    lock.close()
+    for t in threads:
+        t.join(30)
+    gc = recorder.group_commit
+    assert gc.saves == 6 and gc.batches == 2 and gc.largest == 5
+    ids = [i for o in outcomes for i in o]
+    assert all(len(o) == 2 and o[1] == o[0] + 1 for o in outcomes)  # each save's ids in order
+    assert sorted(ids) == list(range(1, 13))  # no gaps: one statement per batch
+    assert sorted(_stored(recorder)) == sorted((o, v) for o in oids for v in (1, 2))
 
 
 class _InFlight:
@@ -206,70 +207,59 @@ class _InFlight:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("commit", [True, False], ids=["commits", "rolls-back"])
-def test_a_reader_never_passes_an_id_whose_transaction_is_still_open(schema: str, commit: bool) -> None:
-    datastore, recorder = _recorder(schema)
-    try:
-        first = recorder.insert_events([_event(uuid.uuid4(), 1)])
-        assert first == [1] and recorder.max_notification_id() == 1
-        open_save = _InFlight(recorder, _event(uuid.uuid4(), 1))
-        assert open_save.ids == [2]
-        later = recorder.insert_events([_event(uuid.uuid4(), 1)])
-        assert later == [3]  # committed before id 2
-        for _ in range(3):  # however often it is asked, the log ends before the open id
-            assert recorder.max_notification_id() == 1
-            assert [n.id for n in recorder.select_notifications(1, 100)] == [1]
-            assert [n.id for n in recorder.select_notifications(1, 100, stop=3)] == [1]
-        open_save.end(commit)
-        assert recorder.max_notification_id() == 3
-        ids = [n.id for n in recorder.select_notifications(1, 100)]
-        assert ids == ([1, 2, 3] if commit else [1, 3])
-    finally:
-        datastore.close()
+def test_a_reader_never_passes_an_id_whose_transaction_is_still_open(recorder: PostgresConversationRecorder, commit: bool) -> None:
+    first = recorder.insert_events([_event(uuid.uuid4(), 1)])
+    assert first == [1] and recorder.max_notification_id() == 1
+    open_save = _InFlight(recorder, _event(uuid.uuid4(), 1))
+    assert open_save.ids == [2]
+    later = recorder.insert_events([_event(uuid.uuid4(), 1)])
+    assert later == [3]  # committed before id 2
+    for _ in range(3):  # however often it is asked, the log ends before the open id
+        assert recorder.max_notification_id() == 1
+        assert [n.id for n in recorder.select_notifications(1, 100)] == [1]
+        assert [n.id for n in recorder.select_notifications(1, 100, stop=3)] == [1]
+    open_save.end(commit)
+    assert recorder.max_notification_id() == 3
+    ids = [n.id for n in recorder.select_notifications(1, 100)]
+    assert ids == ([1, 2, 3] if commit else [1, 3])
 
 
 @pytest.mark.postgres
-def test_a_subscription_sees_later_saves_without_notify(schema: str) -> None:
-    datastore, recorder = _recorder(schema)
-    try:
-        recorder.insert_events([_event(uuid.uuid4(), 1)])
-        with recorder.subscribe(gt=0) as subscription:
-            oid = uuid.uuid4()
-            recorder.insert_events([_event(oid, 1), _event(oid, 2)])
-            got = [next(subscription).id for _ in range(3)]
-        assert got == [1, 2, 3]
-    finally:
-        datastore.close()
+def test_a_subscription_sees_later_saves_without_notify(recorder: PostgresConversationRecorder) -> None:
+    recorder.insert_events([_event(uuid.uuid4(), 1)])
+    with recorder.subscribe(gt=0) as subscription:
+        oid = uuid.uuid4()
+        recorder.insert_events([_event(oid, 1), _event(oid, 2)])
+        got = [next(subscription).id for _ in range(3)]
+    assert got == [1, 2, 3]
 
 
 @pytest.mark.postgres
-def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(schema: str) -> None:
-    datastore, recorder = _recorder(schema)
-    try:
-        taken = uuid.uuid4()
-        recorder.insert_events([_event(taken, 1)])
-        lock = _held(schema)
-        oids = [uuid.uuid4() for _ in range(4)]
-        saves = [[_event(uuid.uuid4(), 1)], *[[_event(o, 1)] for o in oids[:2]], [_event(taken, 1)],
-                 *[[_event(o, 1)] for o in oids[2:]]]
-        threads, outcomes = _save_all(recorder, saves)
-        _wait_queued(recorder, 5)
-        lock.rollback()
-        lock.close()
-        for t in threads:
-            t.join(30)
-        assert isinstance(outcomes[3], IntegrityError)
-        assert all(isinstance(o, list) and len(o) == 1 for i, o in enumerate(outcomes) if i != 3)
-        assert recorder.group_commit.largest == 5  # the conflict came in a shared batch
-        stored = _stored(recorder)
-        assert stored.count((taken, 1)) == 1
-        assert {(o, 1) for o in oids} <= set(stored)
-    finally:
-        datastore.close()
+def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(recorder: PostgresConversationRecorder, schema: str) -> None:
+    taken = uuid.uuid4()
+    recorder.insert_events([_event(taken, 1)])
+    lock = _held(schema)
+    oids = [uuid.uuid4() for _ in range(4)]
+    saves = [[_event(uuid.uuid4(), 1)], *[[_event(o, 1)] for o in oids[:2]], [_event(taken, 1)],
+             *[[_event(o, 1)] for o in oids[2:]]]
+    threads, outcomes = _save_all(recorder, saves)
+    _wait_queued(recorder, 5)
+    lock.rollback()
+    lock.close()
+    for t in threads:
+        t.join(30)
+    assert isinstance(outcomes[3], IntegrityError)
+    assert all(isinstance(o, list) and len(o) == 1 for i, o in enumerate(outcomes) if i != 3)
+    assert recorder.group_commit.largest == 5  # the conflict came in a shared batch
+    stored = _stored(recorder)
+    assert stored.count((taken, 1)) == 1
+    assert {(o, 1) for o in oids} <= set(stored)
 
 
 @pytest.mark.postgres
-def test_a_failing_statement_leaves_nothing_of_the_batch_half_written(schema: str) -> None:
-    datastore, recorder = _recorder(schema)
+def test_a_failing_statement_leaves_nothing_of_the_batch_half_written(
+    recorder: PostgresConversationRecorder, schema: str
+) -> None:
     admin: Any = _postgres_admin()
     admin.execute(
         f'CREATE FUNCTION "{schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$ '
@@ -281,43 +271,36 @@ def test_a_failing_statement_leaves_nothing_of_the_batch_half_written(schema: st
         f'FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse()'
     )
     admin.close()
-    try:
-        lock = _held(schema)
-        oids = [uuid.uuid4() for _ in range(5)]
-        bad = uuid.uuid4()
-        # The refused save's first event is fine: only its second one fails.
-        saves = [[_event(o, 1)] for o in oids[:3]] + [[_event(bad, 1), _event(bad, 2, "refused")]]
-        saves += [[_event(o, 1)] for o in oids[3:]]
-        threads, outcomes = _save_all(recorder, saves)
-        _wait_queued(recorder, 5)
-        lock.rollback()
-        lock.close()
-        for t in threads:
-            t.join(30)
-        assert isinstance(outcomes[3], PersistenceError) and "refused" in str(outcomes[3])
-        assert all(isinstance(o, list) for i, o in enumerate(outcomes) if i != 3)
-        assert recorder.group_commit.largest == 5
-        stored = _stored(recorder)
-        assert not [s for s in stored if s[0] == bad]  # nothing of the refused save
-        assert sorted(stored) == sorted((o, 1) for o in oids)
-    finally:
-        datastore.close()
+    lock = _held(schema)
+    oids = [uuid.uuid4() for _ in range(5)]
+    bad = uuid.uuid4()
+    # The refused save's first event is fine: only its second one fails.
+    saves = [[_event(o, 1)] for o in oids[:3]] + [[_event(bad, 1), _event(bad, 2, "refused")]]
+    saves += [[_event(o, 1)] for o in oids[3:]]
+    threads, outcomes = _save_all(recorder, saves)
+    _wait_queued(recorder, 5)
+    lock.rollback()
+    lock.close()
+    for t in threads:
+        t.join(30)
+    assert isinstance(outcomes[3], PersistenceError) and "refused" in str(outcomes[3])
+    assert all(isinstance(o, list) for i, o in enumerate(outcomes) if i != 3)
+    assert recorder.group_commit.largest == 5
+    stored = _stored(recorder)
+    assert not [s for s in stored if s[0] == bad]  # nothing of the refused save
+    assert sorted(stored) == sorted((o, 1) for o in oids)
 
 
 @pytest.mark.postgres
-def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(schema: str) -> None:
-    datastore, recorder = _recorder(schema)
-    try:
-        recorder.insert_events([_event(uuid.uuid4(), 1)])
-        with datastore.pool.connection() as conn:
-            pid = conn.info.backend_pid
-        admin: Any = _postgres_admin()
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        admin.close()
-        assert recorder.max_notification_id() == 1
-        assert len(recorder.insert_events([_event(uuid.uuid4(), 1)])) == 1
-    finally:
-        datastore.close()
+def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(recorder: PostgresConversationRecorder) -> None:
+    recorder.insert_events([_event(uuid.uuid4(), 1)])
+    with recorder.datastore.pool.connection() as conn:
+        pid = conn.info.backend_pid
+    admin: Any = _postgres_admin()
+    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    admin.close()
+    assert recorder.max_notification_id() == 1
+    assert len(recorder.insert_events([_event(uuid.uuid4(), 1)])) == 1
 
 
 # -- ledgers: threads and processes, followers that never miss a notification ------------------
