@@ -19,10 +19,18 @@ append:
   transaction and one commit (``GroupCommit``). The batch is one statement: all of it
   commits or none of it does. If it fails on a conflict, each save of the batch is run
   again alone, so only the conflicting one gets ``IntegrityError``;
-- **no pre-ping**: a pooled connection is used as it is; a failure on a dead one
-  checks the pool (dead connections are replaced) and tries once more. A save whose
-  commit answer was lost and whose retry conflicts is recognised by the conversation
-  store (``ConversationStore._landed``).
+- **one warm connection for saves**: the process's saves are written one statement at a
+  time (the group commit's leader), so they keep one connection of their own, outside
+  the pool, instead of checking one out per save (the pool hands its connections round
+  in turn, so each save would wake a server process that had gone cold). A process
+  holds the pool's connections plus this one. A lone event
+  is sent through libpq directly: a statement prepared once per connection, its four
+  parameters in binary, the id read back in binary -- no cursor, no query conversion;
+- **no pre-ping**: a connection is used as it is; a failure on a dead one drops it
+  (the save connection is opened again, the pool replaces its dead ones) and tries
+  once more on a fresh one.
+  A save whose commit answer was lost and whose retry conflicts is recognised by the
+  conversation store (``ConversationStore._landed``).
 
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
@@ -33,12 +41,16 @@ proportional to the events read, not to the aggregate's history.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from uuid import UUID
 
+import psycopg
+from eventsourcing import persistence as es
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InterfaceError,
@@ -49,6 +61,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg import generators, pq
 from psycopg.sql import SQL, Identifier
 
 from contextledger.infrastructure.pgstore import TimedPostgresFactory
@@ -65,6 +78,39 @@ T = TypeVar("T")
 
 #: Most events one group commit writes in one statement.
 MAX_BATCH_EVENTS = 1000
+
+#: The lone-event statement on the save connection: its name, its parameters' types
+#: (uuid, int8, text, bytea) and formats (all binary); the id comes back in binary.
+_ONE_NAME = b"contextledger_append_one"
+_ONE_TYPES = [2950, 20, 25, 17]
+_BINARY = [1, 1, 1, 1]
+_INT8 = struct.Struct("!q")
+
+#: psycopg's errors as eventsourcing's, the way ``PostgresDatastore.get_connection``
+#: maps them (the most specific first).
+_ERRORS: tuple[tuple[type[psycopg.Error], type[es.PersistenceError]], ...] = (
+    (psycopg.InterfaceError, es.InterfaceError),
+    (psycopg.OperationalError, es.OperationalError),
+    (psycopg.DataError, es.DataError),
+    (psycopg.IntegrityError, es.IntegrityError),
+    (psycopg.InternalError, es.InternalError),
+    (psycopg.ProgrammingError, es.ProgrammingError),
+    (psycopg.NotSupportedError, es.NotSupportedError),
+    (psycopg.DatabaseError, es.DatabaseError),
+    (psycopg.Error, es.PersistenceError),
+)
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """Raise psycopg's errors as eventsourcing's, as the library's recorders do."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        for theirs, ours in _ERRORS:
+            if isinstance(exc, theirs):
+                raise ours(str(exc)) from exc
+        raise
 
 
 class _Save:
@@ -201,13 +247,6 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             "ORDER BY e.n "
             "RETURNING notification_id AS id"
         ).format(schema=schema, table=table)
-        # The same for one event (most saves): plain parameters, no arrays to encode.
-        self.append_one_statement = SQL(
-            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
-            "SELECT %b::uuid, %b::bigint, %b::text, %b::bytea "
-            "WHERE pg_current_xact_id() IS NOT NULL "
-            "RETURNING notification_id AS id"
-        ).format(schema=schema, table=table)
         # One statement, one snapshot: the highest id, how many ids lie above the
         # settled mark, the snapshot itself, and whether every transaction that was
         # running at an earlier snapshot has ended as of this one.
@@ -224,6 +263,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         #: ``(top, snapshot)``: ids up to ``top`` become final once every transaction
         #: running at ``snapshot`` has ended.
         self._pending: tuple[int, str] | None = None
+        #: The connection saves are written on (see the module doc), once taken.
+        self._writer: psycopg.Connection[Any] | None = None
         self.group_commit = GroupCommit(self._write)
 
     # -- writing ----------------------------------------------------------------------
@@ -237,27 +278,84 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         return self.group_commit.submit(stored_events)
 
     def _write(self, stored_events: Sequence[StoredEvent]) -> list[int]:
-        statement: Any
-        params: tuple[Any, ...]
-        if len(stored_events) == 1:
-            e = stored_events[0]
-            statement = self.append_one_statement
-            params = (e.originator_id, e.originator_version, e.topic, e.state)
-        else:
-            statement = self.append_statement
+        """Write ``stored_events`` in one statement on the save connection; their ids.
+        Called by the group commit's leader only, so one save at a time."""
+        try:
+            return self._write_on(self._save_connection(), stored_events)
+        except (InterfaceError, OperationalError):
+            # The connection died (a server restart, a killed backend) or the statement
+            # was cancelled: drop it, check the pool, and try once more on a fresh one.
+            self.close_save_connection()
+            return self._write_on(self._save_connection(), stored_events)
+
+    def _write_on(self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent]) -> list[int]:
+        with _mapped():
+            if len(stored_events) == 1:
+                e = stored_events[0]
+                oid = e.originator_id
+                pg = conn.pgconn
+                pg.send_query_prepared(
+                    _ONE_NAME,
+                    [
+                        (oid if isinstance(oid, UUID) else UUID(oid)).bytes,
+                        _INT8.pack(e.originator_version),
+                        e.topic.encode(),
+                        e.state,
+                    ],
+                    param_formats=_BINARY,
+                    result_format=1,
+                )
+                res = conn.wait(generators.execute(pg))[-1]
+                if res.status != pq.ExecStatus.TUPLES_OK:
+                    raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+                value = res.get_value(0, 0)
+                assert value is not None
+                return [_INT8.unpack(value)[0]]
             params = (
                 [e.originator_id for e in stored_events],
                 [e.originator_version for e in stored_events],
                 [e.topic for e in stored_events],
                 [e.state for e in stored_events],
             )
-
-        def write() -> list[int]:
-            with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute(statement, params, prepare=True)
+            with conn.cursor() as curs:
+                curs.execute(self.append_statement, params, prepare=True)
                 return [row["id"] for row in curs.fetchall()]
 
-        return self._once_more(write)
+    def _save_connection(self) -> psycopg.Connection[Any]:
+        """The connection saves are written on: opened once, outside the pool (so the
+        pool's size is left to reads) and configured as the pool configures its own,
+        with the lone-event statement prepared on it."""
+        conn = self._writer
+        if conn is not None:
+            return conn
+        datastore = self.datastore
+        pool = datastore.pool
+        with _mapped():
+            kwargs = dict(pool.kwargs or {})
+            if pool.get_password_func:
+                kwargs["password"] = pool.get_password_func()
+            conn = pool.connection_class.connect(pool.conninfo, **kwargs)
+            try:
+                datastore.after_connect_func()(conn)
+                statement = SQL(
+                    "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+                    "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL "
+                    "RETURNING notification_id"
+                ).format(schema=Identifier(datastore.schema), table=Identifier(self.events_table_name))
+                res = conn.pgconn.prepare(_ONE_NAME, statement.as_bytes(conn), _ONE_TYPES)
+                if res.status != pq.ExecStatus.COMMAND_OK:
+                    raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+            except BaseException:
+                conn.close()
+                raise
+        self._writer = conn
+        return conn
+
+    def close_save_connection(self) -> None:
+        """Close the save connection (the next save opens another)."""
+        conn, self._writer = self._writer, None
+        if conn is not None:
+            conn.close()
 
     # -- reading (no library retry loop: one more try on a checked pool) ---------------
 
@@ -386,6 +484,21 @@ class PostgresConversationFactory(TimedPostgresFactory):
     connect and statement timeouts of ``TimedPostgresFactory``."""
 
     application_recorder_class = PostgresConversationRecorder
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self._recorders: list[PostgresConversationRecorder] = []
+
+    def application_recorder(self) -> ApplicationRecorder:
+        recorder = super().application_recorder()
+        if isinstance(recorder, PostgresConversationRecorder):
+            self._recorders.append(recorder)
+        return recorder
+
+    def close(self) -> None:
+        for recorder in self._recorders:
+            recorder.close_save_connection()
+        super().close()
 
 
 class WindowedPOPORecorder(POPOApplicationRecorder):

@@ -13,11 +13,14 @@ from contextledger.domain import StoreError
 
 
 def terminate_backends(admin_url: str, ledger: Ledger) -> int:
-    """Kill the server side of every pooled connection, as a server restart does."""
+    """Kill the server side of every connection (the pooled one, the one saves keep),
+    as a server restart does."""
     pool: Any = ledger.factory.datastore.pool  # type: ignore[attr-defined]
     pids = []
     with pool.connection() as conn:
         pids.append(conn.info.backend_pid)
+    writer = ledger.recorder._writer  # type: ignore[attr-defined]
+    pids.append(writer.info.backend_pid)
     with psycopg.connect(admin_url, autocommit=True) as admin:
         for pid in pids:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
@@ -30,7 +33,7 @@ def test_a_dropped_database_connection_is_replaced_and_nothing_is_lost(postgres_
     with Ledger.open(url, run_policy=False) as ledger:
         cid = ledger.start("s")
         ledger.append(cid, {"role": "user", "content": "before"})
-        assert terminate_backends(postgres_url.split("?")[0], ledger) == 1
+        assert terminate_backends(postgres_url.split("?")[0], ledger) == 2
         ledger.append(cid, {"role": "assistant", "content": "after"})
         assert [e.message["content"] for e in ledger.transcript(cid)] == ["before", "after"]
 

@@ -42,8 +42,11 @@ class TestPostgresConversationRecorderContract(ApplicationRecorderTestCase[Postg
         self.datastore = PostgresDatastore(
             "test", "127.0.0.1", 5432, "postgres", "", schema=self.schema, pool_size=4, max_overflow=8
         )
+        self.recorders: list[PostgresConversationRecorder] = []
 
     def tearDown(self) -> None:
+        for recorder in self.recorders:
+            recorder.close_save_connection()
         self.datastore.close()
         self.admin.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
         self.admin.close()
@@ -51,6 +54,7 @@ class TestPostgresConversationRecorderContract(ApplicationRecorderTestCase[Postg
     def create_recorder(self) -> PostgresConversationRecorder:
         recorder = PostgresConversationRecorder(self.datastore, events_table_name="contract_events")
         recorder.create_table()
+        self.recorders.append(recorder)
         return recorder
 
 
@@ -106,6 +110,7 @@ def recorder(schema: str) -> Iterator[PostgresConversationRecorder]:
         recorder = PostgresConversationRecorder(datastore, events_table_name="app_events")
         recorder.create_table()
         yield recorder
+        recorder.close_save_connection()
     finally:
         datastore.close()
 
@@ -301,6 +306,31 @@ def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(recorder: Post
     admin.close()
     assert recorder.max_notification_id() == 1
     assert len(recorder.insert_events([_event(uuid.uuid4(), 1)])) == 1
+
+
+@pytest.mark.postgres
+def test_saves_keep_one_connection_outside_the_pool_and_reopen_it_when_it_dies(
+    recorder: PostgresConversationRecorder,
+) -> None:
+    first, second = uuid.uuid4(), uuid.uuid4()
+    assert recorder.insert_events([_event(first, 1)]) == [1]
+    writer: Any = recorder._writer
+    pid = writer.info.backend_pid
+    with recorder.datastore.pool.connection() as conn:
+        assert conn is not writer
+    assert recorder.insert_events([_event(first, 2)]) == [2]
+    assert recorder._writer is writer  # kept, not checked out per save
+    admin: Any = _postgres_admin()
+    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    admin.close()
+    assert recorder.insert_events([_event(second, 1), _event(second, 2)]) == [3, 4]
+    assert recorder._writer is not writer and recorder._writer.info.backend_pid != pid
+    with pytest.raises(IntegrityError):  # a conflict on the lone-event path is the library's error
+        recorder.insert_events([_event(first, 2)])
+    assert sorted(_stored(recorder)) == sorted([(first, 1), (first, 2), (second, 1), (second, 2)])
+    current: Any = recorder._writer
+    recorder.close_save_connection()
+    assert writer.closed and current.closed and recorder._writer is None
 
 
 # -- ledgers: threads and processes, followers that never miss a notification ------------------
