@@ -22,6 +22,7 @@ from contextledger.application import Ledger, Settings
 from contextledger.application.notifications import read_notifications
 from contextledger.infrastructure.recorders import (
     PostgresConversationRecorder,
+    PostgresSnapshotRecorder,
     WindowedPOPORecorder,
 )
 from tests.conftest import POSTGRES_URL, _postgres_admin
@@ -392,3 +393,27 @@ def test_followers_miss_no_notification_under_concurrent_writers(postgres_url: s
                 assert [e.message["content"] for e in reader.transcript(cid)][-1].endswith(f"-{PER_THREAD - 1}")
                 assert len(reader.transcript(cid)) == PER_THREAD
         assert reader.verify().ok
+
+
+@pytest.mark.postgres
+def test_snapshots_are_written_in_binary_and_load_a_cold_ledger_as_the_events_do(postgres_url: str) -> None:
+    settings = Settings(database_url=postgres_url, snapshot_interval=4, run_policy=False)
+    with Ledger(settings) as ledger:
+        assert isinstance(ledger.snapshots.recorder, PostgresSnapshotRecorder)  # type: ignore[union-attr]
+        cid = ledger.start("s")
+        for i in range(10):
+            ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} \x00\\x"})
+        warm = ledger.context(cid)
+        stored = ledger.snapshots.recorder.select_events(cid)  # type: ignore[union-attr]
+        assert [s.originator_version for s in stored] == [4, 8]
+        with pytest.raises(IntegrityError):  # a snapshot is written once per version
+            ledger.snapshots.recorder.insert_events([stored[-1]])  # type: ignore[union-attr]
+    with Ledger(settings) as cold:
+        conversation = cold.store.load(cid)  # the snapshot at 8 and the events after it
+        assert conversation.version == 11
+        assert cold.context(cid) == warm
+        replayed: Any = None
+        for event in cold.store.events(cid):  # the events alone, folded
+            replayed = event.mutate(replayed)
+        assert replayed.version == 11
+        assert replayed.working_memory() == conversation.working_memory()
