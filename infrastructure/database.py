@@ -154,7 +154,8 @@ class Database:
                         f"the folder of the SQLite file does not exist: {folder}", url=self.masked
                     )
             return {
-                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                # eventsourcing's factory with a leaner save (the same statements).
+                "PERSISTENCE_MODULE": "contextledger.infrastructure.recorders:SQLiteConversationFactory",
                 "SQLITE_DBNAME": ":memory:" if self.path is None else str(self.path),
                 "SQLITE_LOCK_TIMEOUT": "30",
             }
@@ -187,7 +188,7 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         "IS_SNAPSHOTTING_ENABLED": "y",
         **Database.parse(settings.database_url).persistence_env(),
     }
-    if env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
+    if env.get("PERSISTENCE_MODULE", "").endswith(":SQLiteConversationFactory"):
         env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
     elif env.get("PERSISTENCE_MODULE", "").endswith(":PostgresConversationFactory"):
         # The lean recorder's factory extends TimedPostgresFactory: libpq connect_timeout

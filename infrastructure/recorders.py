@@ -35,12 +35,18 @@ append:
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
 
+``SQLiteConversationRecorder`` (``SQLiteConversationFactory``) writes a save as the
+library does -- the pool's writer connection, ``BEGIN``, one ``INSERT`` per event,
+``COMMIT`` -- without the library's four nested context managers and cursor wrappers
+around those three statements.
+
 ``WindowedPOPORecorder`` (``memory://``) reads the events after a version in time
 proportional to the events read, not to the aggregate's history.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import struct
 import threading
 import time
@@ -61,6 +67,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
 from psycopg import generators, pq
 from psycopg.sql import SQL, Identifier
 
@@ -72,6 +79,8 @@ __all__ = [
     "PostgresConversationFactory",
     "PostgresConversationRecorder",
     "PostgresSnapshotRecorder",
+    "SQLiteConversationFactory",
+    "SQLiteConversationRecorder",
     "WindowedPOPORecorder",
 ]
 
@@ -537,6 +546,64 @@ class PostgresConversationFactory(TimedPostgresFactory):
         for recorder in self._recorders:
             recorder.close_save_connection()
         super().close()
+
+
+#: sqlite3's errors as eventsourcing's, as ``SQLiteTransaction`` maps them.
+_SQLITE_ERRORS: tuple[tuple[type[sqlite3.Error], type[es.PersistenceError]], ...] = (
+    (sqlite3.InterfaceError, es.InterfaceError),
+    (sqlite3.DataError, es.DataError),
+    (sqlite3.OperationalError, es.OperationalError),
+    (sqlite3.IntegrityError, es.IntegrityError),
+    (sqlite3.InternalError, es.InternalError),
+    (sqlite3.ProgrammingError, es.ProgrammingError),
+    (sqlite3.NotSupportedError, es.NotSupportedError),
+    (sqlite3.DatabaseError, es.DatabaseError),
+    (sqlite3.Error, es.PersistenceError),
+)
+
+
+class SQLiteConversationRecorder(SQLiteApplicationRecorder):
+    """eventsourcing's SQLite application recorder with a leaner save (see the module
+    doc): the same connection, statements and transaction."""
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        if kwargs.get("tracking") is not None:  # a process application's save: the library's path
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
+        pool = self.datastore.pool
+        connection = pool.get_connection(is_writer=True)
+        try:
+            cursor = connection.cursor().sqlite_cursor
+            try:
+                cursor.execute("BEGIN")
+                try:
+                    ids = []
+                    statement = self.insert_events_statement
+                    for e in stored_events:
+                        oid = e.originator_id
+                        key = oid.hex if isinstance(oid, UUID) else oid
+                        cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
+                        ids.append(cursor.lastrowid)
+                    cursor.connection.commit()
+                except BaseException:
+                    cursor.connection.rollback()
+                    raise
+            finally:
+                cursor.close()
+        except sqlite3.Error as exc:
+            for theirs, ours in _SQLITE_ERRORS:
+                if isinstance(exc, theirs):
+                    raise ours(exc) from exc
+            raise
+        finally:
+            pool.put_connection(connection)
+        return ids
+
+
+class SQLiteConversationFactory(SQLiteFactory):
+    """eventsourcing's SQLite factory with ``SQLiteConversationRecorder``."""
+
+    application_recorder_class = SQLiteConversationRecorder
 
 
 class WindowedPOPORecorder(POPOApplicationRecorder):
