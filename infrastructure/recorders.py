@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import psycopg
@@ -348,10 +348,11 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         datastore = self.datastore
         pool = datastore.pool
         with _mapped():
-            kwargs = dict(pool.kwargs or {})
+            given, conninfo = pool.kwargs, pool.conninfo  # values, or callables giving them
+            kwargs = dict((given() if callable(given) else given) or {})
             if pool.get_password_func:
                 kwargs["password"] = pool.get_password_func()
-            conn = pool.connection_class.connect(pool.conninfo, **kwargs)
+            conn = pool.connection_class.connect(conninfo() if callable(conninfo) else conninfo, **kwargs)
             try:
                 datastore.after_connect_func()(conn)
                 statement = SQL(
@@ -568,8 +569,8 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if kwargs.get("tracking") is not None:  # a process application's save: the library's path
-            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
-            return ids
+            library: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return library
         pool = self.datastore.pool
         connection = pool.get_connection(is_writer=True)
         try:
@@ -577,13 +578,13 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             try:
                 cursor.execute("BEGIN")
                 try:
-                    ids = []
+                    ids: list[int] = []
                     statement = self.insert_events_statement
                     for e in stored_events:
                         oid = e.originator_id
                         key = oid.hex if isinstance(oid, UUID) else oid
                         cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
-                        ids.append(cursor.lastrowid)
+                        ids.append(cast(int, cursor.lastrowid))  # set by every INSERT
                     cursor.connection.commit()
                 except BaseException:
                     cursor.connection.rollback()

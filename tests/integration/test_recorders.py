@@ -5,9 +5,11 @@ followers that never miss a notification while writers race."""
 from __future__ import annotations
 
 import multiprocessing
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -16,6 +18,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
 from eventsourcing.tests.persistence import ApplicationRecorderTestCase
 
 from contextledger.application import Ledger, Settings
@@ -23,6 +26,7 @@ from contextledger.application.notifications import read_notifications
 from contextledger.infrastructure.recorders import (
     PostgresConversationRecorder,
     PostgresSnapshotRecorder,
+    SQLiteConversationRecorder,
     WindowedPOPORecorder,
 )
 from tests.conftest import POSTGRES_URL, _postgres_admin
@@ -57,6 +61,47 @@ class TestPostgresConversationRecorderContract(ApplicationRecorderTestCase[Postg
         recorder.create_table()
         self.recorders.append(recorder)
         return recorder
+
+
+class TestSQLiteConversationRecorderContract(ApplicationRecorderTestCase[SQLiteConversationRecorder]):
+    test_performance = None  # type: ignore[assignment]
+    test_concurrent_throughput = None  # type: ignore[assignment]
+
+    def setUp(self) -> None:
+        self.folder = tempfile.TemporaryDirectory()
+        self.datastore = SQLiteDatastore(str(Path(self.folder.name) / "contract.db"))
+
+    def tearDown(self) -> None:
+        # The library's concurrency test stops its reader threads without joining them;
+        # closing SQLite connections under a running query crashes the interpreter.
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join(10)
+        self.datastore.close()
+        self.folder.cleanup()
+
+    def create_recorder(self) -> SQLiteConversationRecorder:
+        recorder = SQLiteConversationRecorder(self.datastore, events_table_name="contract_events")
+        recorder.create_table()
+        return recorder
+
+
+def test_a_sqlite_save_that_conflicts_leaves_nothing_of_itself(tmp_path: Path) -> None:
+    datastore = SQLiteDatastore(str(tmp_path / "c.db"))
+    try:
+        recorder = SQLiteConversationRecorder(datastore, events_table_name="app_events")
+        recorder.create_table()
+        first, second = uuid.uuid4(), uuid.uuid4()
+        assert recorder.insert_events([_event(first, 1), _event(first, 2)]) == [1, 2]
+        with pytest.raises(IntegrityError):  # the second event conflicts: none of the save lands
+            recorder.insert_events([_event(second, 1), _event(first, 2)])
+        assert [(e.originator_version) for e in recorder.select_events(first)] == [1, 2]
+        assert recorder.select_events(second) == []
+        # SQLite hands out the rolled-back rowid again (as the library's recorder does).
+        assert recorder.insert_events([_event(second, 1)]) == [3]
+        assert recorder.max_notification_id() == 3
+    finally:
+        datastore.close()
 
 
 class TestWindowedPOPORecorderContract(ApplicationRecorderTestCase[WindowedPOPORecorder]):
