@@ -50,6 +50,7 @@ import sqlite3
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
@@ -601,10 +602,31 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
         return ids
 
 
+class _MostRecentFirst(deque[Any]):
+    """A connection pool's idle connections, handed out most recently returned first.
+
+    eventsourcing's pool hands its connections round in turn (``popleft``, and
+    returns go to the right). A SQLite connection's page cache is dropped whenever
+    another connection has written, so with connections taken in turn every save
+    read its pages again from the file (six reads per append); the connection used
+    last is warm."""
+
+    def popleft(self) -> Any:
+        return self.pop()
+
+
 class SQLiteConversationFactory(SQLiteFactory):
-    """eventsourcing's SQLite factory with ``SQLiteConversationRecorder``."""
+    """eventsourcing's SQLite factory with ``SQLiteConversationRecorder``, and a pool
+    that hands out its most recently used connection first (``_MostRecentFirst``)."""
 
     application_recorder_class = SQLiteConversationRecorder
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        pool: Any = self.datastore.pool
+        idle = getattr(pool, "_pool", None)
+        if isinstance(idle, deque):  # the library's pool as this version knows it
+            pool._pool = _MostRecentFirst(idle)
 
 
 class WindowedPOPORecorder(POPOApplicationRecorder):

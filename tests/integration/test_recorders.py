@@ -462,3 +462,19 @@ def test_snapshots_are_written_in_binary_and_load_a_cold_ledger_as_the_events_do
             replayed = event.mutate(replayed)
         assert replayed.version == 11
         assert replayed.working_memory() == conversation.working_memory()
+
+
+def test_the_sqlite_pool_hands_out_the_connection_used_last(tmp_path: Path) -> None:
+    with Ledger(Settings(database_url=f"sqlite:///{tmp_path / 'l.db'}", run_policy=False)) as ledger:
+        pool: Any = ledger.factory.datastore.pool  # type: ignore[attr-defined]
+        cid = ledger.start("s")
+        first = pool.get_connection(is_writer=False)
+        second = pool.get_connection(is_writer=False)  # two idle connections now
+        pool.put_connection(first)
+        pool.put_connection(second)
+        for i in range(3):
+            ledger.append(cid, {"role": "user", "content": f"m{i}"})
+            taken = pool.get_connection(is_writer=True)
+            assert taken is second  # returned last, so warm: handed out first every time
+            pool.put_connection(taken)
+        assert [e.message["content"] for e in ledger.transcript(cid)] == ["m0", "m1", "m2"]
