@@ -468,13 +468,12 @@ def test_the_sqlite_pool_hands_out_the_connection_used_last(tmp_path: Path) -> N
     with Ledger(Settings(database_url=f"sqlite:///{tmp_path / 'l.db'}", run_policy=False)) as ledger:
         pool: Any = ledger.factory.datastore.pool  # type: ignore[attr-defined]
         cid = ledger.start("s")
-        first = pool.get_connection(is_writer=False)
-        second = pool.get_connection(is_writer=False)  # two idle connections now
-        pool.put_connection(first)
-        pool.put_connection(second)
+        held = [pool.get_connection(is_writer=False) for _ in range(3)]
+        for conn in held:  # three idle connections, the last of them returned last
+            pool.put_connection(conn)
         for i in range(3):
-            ledger.append(cid, {"role": "user", "content": f"m{i}"})
+            ledger.append(cid, {"role": "user", "content": f"m{i}"})  # takes and returns one
             taken = pool.get_connection(is_writer=True)
-            assert taken is second  # returned last, so warm: handed out first every time
+            assert taken is held[-1]  # the save's connection, still warm, handed out again
             pool.put_connection(taken)
         assert [e.message["content"] for e in ledger.transcript(cid)] == ["m0", "m1", "m2"]
