@@ -23,14 +23,13 @@ append:
   time (the group commit's leader), so they keep one connection of their own, outside
   the pool, instead of checking one out per save (the pool hands its connections round
   in turn, so each save would wake a server process that had gone cold). A process
-  holds the pool's connections plus this one. A lone event
-  is sent through libpq directly: a statement prepared once per connection, its four
-  parameters in binary, the id read back in binary -- no cursor, no query conversion;
+  holds the pool's connections plus this one. A lone event is sent through libpq
+  directly: a statement prepared once per connection, its four parameters in binary,
+  the id read back in binary -- no cursor, no query conversion;
 - **no pre-ping**: a connection is used as it is; a failure on a dead one drops it
   (the save connection is opened again, the pool replaces its dead ones) and tries
-  once more on a fresh one.
-  A save whose commit answer was lost and whose retry conflicts is recognised by the
-  conversation store (``ConversationStore._landed``).
+  once more on a fresh one. A save whose commit answer was lost and whose retry
+  conflicts is recognised by the conversation store (``ConversationStore._landed``).
 
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
@@ -302,7 +301,7 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             return self._write_on(self._save_connection(), stored_events)
         except (InterfaceError, OperationalError):
             # The connection died (a server restart, a killed backend) or the statement
-            # was cancelled: drop it, check the pool, and try once more on a fresh one.
+            # was cancelled: drop it and try once more on a fresh one.
             self.close_save_connection()
             return self._write_on(self._save_connection(), stored_events)
 
