@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -368,6 +369,10 @@ def test_saves_keep_one_connection_outside_the_pool_and_reopen_it_when_it_dies(
     assert recorder._writer is writer  # kept, not checked out per save
     admin: Any = _postgres_admin()
     admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    for _ in range(500):  # the termination is asynchronous: wait until the backend is gone
+        if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            break
+        time.sleep(0.01)
     admin.close()
     assert recorder.insert_events([_event(second, 1), _event(second, 2)]) == [3, 4]
     assert recorder._writer is not writer and recorder._writer.info.backend_pid != pid
