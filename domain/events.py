@@ -99,6 +99,21 @@ class Started(ConversationEvent):
     tools_tokens: int = 0
 
 
+def _entry(
+    event: MessageAppended | MessageEdited, tool_name: str | None, items: tuple[dict[str, Any], ...] | None
+) -> Entry:
+    """The window entry of a message-carrying event at its position and version."""
+    return Entry(
+        position=event.position,
+        version=event.originator_version,
+        message=event.message,
+        tokens=event.tokens,
+        placeholder_tokens=event.placeholder_tokens,
+        tool_name=tool_name,
+        items=items,
+    )
+
+
 class MessageAppended(ConversationEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.MessageAppended"
     position: int
@@ -112,15 +127,7 @@ class MessageAppended(ConversationEvent):
 
     def entry(self, tool_name: str | None = None) -> Entry:
         """The window entry this message becomes (``tool_name``: the call it answers)."""
-        return Entry(
-            position=self.position,
-            version=self.originator_version,
-            message=self.message,
-            tokens=self.tokens,
-            placeholder_tokens=self.placeholder_tokens,
-            tool_name=tool_name,
-            items=self.items,
-        )
+        return _entry(self, tool_name, self.items)
 
 
 class ThresholdReached(ConversationEvent):
@@ -222,15 +229,9 @@ class MessageEdited(ConversationEvent):
     digest: str
 
     def entry(self, tool_name: str | None = None) -> Entry:
-        """The window entry the new version becomes (``tool_name`` kept from the old)."""
-        return Entry(
-            position=self.position,
-            version=self.originator_version,
-            message=self.message,
-            tokens=self.tokens,
-            placeholder_tokens=self.placeholder_tokens,
-            tool_name=tool_name,
-        )
+        """The window entry the new version becomes (``tool_name`` kept from the old;
+        an edited message stands for no raw Responses items)."""
+        return _entry(self, tool_name, None)
 
 
 class SystemPromptChanged(ConversationEvent):

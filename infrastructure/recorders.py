@@ -96,19 +96,28 @@ _ONE_TYPES = [2950, 20, 25, 17]
 _BINARY = [1, 1, 1, 1]
 _INT8 = struct.Struct("!q")
 
-#: psycopg's errors as eventsourcing's, the way ``PostgresDatastore.get_connection``
-#: maps them (the most specific first).
-_ERRORS: tuple[tuple[type[psycopg.Error], type[es.PersistenceError]], ...] = (
-    (psycopg.InterfaceError, es.InterfaceError),
-    (psycopg.OperationalError, es.OperationalError),
-    (psycopg.DataError, es.DataError),
-    (psycopg.IntegrityError, es.IntegrityError),
-    (psycopg.InternalError, es.InternalError),
-    (psycopg.ProgrammingError, es.ProgrammingError),
-    (psycopg.NotSupportedError, es.NotSupportedError),
-    (psycopg.DatabaseError, es.DatabaseError),
-    (psycopg.Error, es.PersistenceError),
+#: The DB-API error classes, most specific first: psycopg's and sqlite3's errors of
+#: each name become eventsourcing's of the same name (``Error``: ``PersistenceError``),
+#: the way the library's own recorders map them.
+_DBAPI_ERRORS = (
+    "InterfaceError",
+    "OperationalError",
+    "DataError",
+    "IntegrityError",
+    "InternalError",
+    "ProgrammingError",
+    "NotSupportedError",
+    "DatabaseError",
 )
+
+
+def _persistence_error(exc: Exception, driver: Any) -> es.PersistenceError:
+    """``exc``, an error of the DB-API module ``driver``, as eventsourcing's error."""
+    for name in _DBAPI_ERRORS:
+        if isinstance(exc, getattr(driver, name)):
+            error: es.PersistenceError = getattr(es, name)(str(exc))
+            return error
+    return es.PersistenceError(str(exc))
 
 
 @contextmanager
@@ -117,10 +126,17 @@ def _mapped() -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        for theirs, ours in _ERRORS:
-            if isinstance(exc, theirs):
-                raise ours(str(exc)) from exc
-        raise
+        raise _persistence_error(exc, psycopg) from exc
+
+
+def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
+    """The events as four arrays (ids, versions, topics, states), sent in binary."""
+    return (
+        [e.originator_id for e in stored_events],
+        [e.originator_version for e in stored_events],
+        [e.topic for e in stored_events],
+        [e.state for e in stored_events],
+    )
 
 
 class _Save:
@@ -328,14 +344,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
                 value = res.get_value(0, 0)
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
-            params = (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            )
             with conn.cursor() as curs:
-                curs.execute(self.append_statement, params, prepare=True)
+                curs.execute(self.append_statement, _columns(stored_events), prepare=True)
                 return [row["id"] for row in curs.fetchall()]
 
     def _save_connection(self) -> psycopg.Connection[Any]:
@@ -490,16 +500,7 @@ class PostgresSnapshotRecorder(PostgresAggregateRecorder):
         )
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any) -> None:
-        curs.execute(
-            self.insert_events_statement,
-            (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            ),
-            prepare=True,
-        )
+        curs.execute(self.insert_events_statement, _columns(stored_events), prepare=True)
 
 
 class PollingSubscription(ListenNotifySubscription[PostgresConversationRecorder]):
@@ -549,20 +550,6 @@ class PostgresConversationFactory(TimedPostgresFactory):
         super().close()
 
 
-#: sqlite3's errors as eventsourcing's, as ``SQLiteTransaction`` maps them.
-_SQLITE_ERRORS: tuple[tuple[type[sqlite3.Error], type[es.PersistenceError]], ...] = (
-    (sqlite3.InterfaceError, es.InterfaceError),
-    (sqlite3.DataError, es.DataError),
-    (sqlite3.OperationalError, es.OperationalError),
-    (sqlite3.IntegrityError, es.IntegrityError),
-    (sqlite3.InternalError, es.InternalError),
-    (sqlite3.ProgrammingError, es.ProgrammingError),
-    (sqlite3.NotSupportedError, es.NotSupportedError),
-    (sqlite3.DatabaseError, es.DatabaseError),
-    (sqlite3.Error, es.PersistenceError),
-)
-
-
 class SQLiteConversationRecorder(SQLiteApplicationRecorder):
     """eventsourcing's SQLite application recorder with a leaner save (see the module
     doc): the same connection, statements and transaction."""
@@ -592,10 +579,7 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             finally:
                 cursor.close()
         except sqlite3.Error as exc:
-            for theirs, ours in _SQLITE_ERRORS:
-                if isinstance(exc, theirs):
-                    raise ours(exc) from exc
-            raise
+            raise _persistence_error(exc, sqlite3) from exc
         finally:
             pool.put_connection(connection)
         return ids

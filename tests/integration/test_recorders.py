@@ -199,20 +199,40 @@ def _wait_queued(recorder: PostgresConversationRecorder, n: int) -> None:
     raise AssertionError("the saves did not queue")
 
 
+def _batched(recorder: PostgresConversationRecorder, schema: str, saves: list[list[StoredEvent]]) -> list[Any]:
+    """Each save from its own thread while the table is locked, so one is in flight
+    and the other five queue behind it; then the lock goes. Returns each save's ids
+    or error."""
+    lock = _held(schema)
+    threads, outcomes = _save_all(recorder, saves)
+    _wait_queued(recorder, 5)
+    lock.rollback()
+    lock.close()
+    for t in threads:
+        t.join(30)
+    return outcomes
+
+
+def _terminate(pid: int) -> None:
+    """Kill a server backend, as a server restart does, and wait until it is gone
+    (``pg_terminate_backend`` returns before the backend exits)."""
+    admin: Any = _postgres_admin()
+    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    for _ in range(500):
+        if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            break
+        time.sleep(0.01)
+    admin.close()
+
+
 def _stored(recorder: PostgresConversationRecorder) -> list[tuple[UUID, int]]:
     return [(n.originator_id, n.originator_version) for n in recorder.select_notifications(1, 10_000)]
 
 
 @pytest.mark.postgres
 def test_concurrent_saves_share_one_statement_with_ordered_ids(recorder: PostgresConversationRecorder, schema: str) -> None:
-    lock = _held(schema)
     oids = [uuid.uuid4() for _ in range(6)]
-    threads, outcomes = _save_all(recorder, [[_event(o, 1), _event(o, 2)] for o in oids])
-    _wait_queued(recorder, 5)  # one in flight behind the lock, five queued
-    lock.rollback()
-    lock.close()
-    for t in threads:
-        t.join(30)
+    outcomes = _batched(recorder, schema, [[_event(o, 1), _event(o, 2)] for o in oids])
     gc = recorder.group_commit
     assert gc.saves == 6 and gc.batches == 2 and gc.largest == 5
     ids = [i for o in outcomes for i in o]
@@ -290,16 +310,10 @@ def test_a_subscription_sees_later_saves_without_notify(recorder: PostgresConver
 def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(recorder: PostgresConversationRecorder, schema: str) -> None:
     taken = uuid.uuid4()
     recorder.insert_events([_event(taken, 1)])
-    lock = _held(schema)
     oids = [uuid.uuid4() for _ in range(4)]
     saves = [[_event(uuid.uuid4(), 1)], *[[_event(o, 1)] for o in oids[:2]], [_event(taken, 1)],
              *[[_event(o, 1)] for o in oids[2:]]]
-    threads, outcomes = _save_all(recorder, saves)
-    _wait_queued(recorder, 5)
-    lock.rollback()
-    lock.close()
-    for t in threads:
-        t.join(30)
+    outcomes = _batched(recorder, schema, saves)
     assert isinstance(outcomes[3], IntegrityError)
     assert all(isinstance(o, list) and len(o) == 1 for i, o in enumerate(outcomes) if i != 3)
     assert recorder.group_commit.largest == 5  # the conflict came in a shared batch
@@ -323,18 +337,12 @@ def test_a_failing_statement_leaves_nothing_of_the_batch_half_written(
         f'FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse()'
     )
     admin.close()
-    lock = _held(schema)
     oids = [uuid.uuid4() for _ in range(5)]
     bad = uuid.uuid4()
     # The refused save's first event is fine: only its second one fails.
     saves = [[_event(o, 1)] for o in oids[:3]] + [[_event(bad, 1), _event(bad, 2, "refused")]]
     saves += [[_event(o, 1)] for o in oids[3:]]
-    threads, outcomes = _save_all(recorder, saves)
-    _wait_queued(recorder, 5)
-    lock.rollback()
-    lock.close()
-    for t in threads:
-        t.join(30)
+    outcomes = _batched(recorder, schema, saves)
     assert isinstance(outcomes[3], PersistenceError) and "refused" in str(outcomes[3])
     assert all(isinstance(o, list) for i, o in enumerate(outcomes) if i != 3)
     assert recorder.group_commit.largest == 5
@@ -348,9 +356,7 @@ def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(recorder: Post
     recorder.insert_events([_event(uuid.uuid4(), 1)])
     with recorder.datastore.pool.connection() as conn:
         pid = conn.info.backend_pid
-    admin: Any = _postgres_admin()
-    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    admin.close()
+    _terminate(pid)
     assert recorder.max_notification_id() == 1
     assert len(recorder.insert_events([_event(uuid.uuid4(), 1)])) == 1
 
@@ -367,13 +373,7 @@ def test_saves_keep_one_connection_outside_the_pool_and_reopen_it_when_it_dies(
         assert conn is not writer
     assert recorder.insert_events([_event(first, 2)]) == [2]
     assert recorder._writer is writer  # kept, not checked out per save
-    admin: Any = _postgres_admin()
-    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    for _ in range(500):  # the termination is asynchronous: wait until the backend is gone
-        if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
-            break
-        time.sleep(0.01)
-    admin.close()
+    _terminate(pid)
     assert recorder.insert_events([_event(second, 1), _event(second, 2)]) == [3, 4]
     assert recorder._writer is not writer and recorder._writer.info.backend_pid != pid
     with pytest.raises(IntegrityError):  # a conflict on the lone-event path is the library's error
