@@ -81,7 +81,8 @@ def test_the_command_line_covers_every_store(three_stores: list[str], run: Calla
     assert made.returncode == 0, made.stderr
     policy = cl.ReductionPolicy(trigger_messages=6, keep_messages=2)
     with cl.Ledger.open(two, run_policy=False) as ledger:
-        old = [ledger.start("sys", policy=policy) for _ in range(8)]
+        # Keys make the ids, and so the stores they land in, the same on every run.
+        old = [ledger.start("sys", policy=policy, key=f"old-{i}") for i in range(8)]
         for cid in old:
             for n in range(7):
                 ledger.append(cid, {"role": "user", "content": f"line {n} of {cid}"})
@@ -105,7 +106,7 @@ def test_the_command_line_covers_every_store(three_stores: list[str], run: Calla
     assert run("init", "--database", grown[2]).returncode == 0
     env = {"CONTEXTLEDGER_STORES": ",".join(grown)}
     with cl.Ledger.open(grown, run_policy=False) as ledger:
-        new = [ledger.start("sys") for _ in range(30)]
+        new = [ledger.start("sys", key=f"new-{i}") for i in range(30)]
         for cid in new:
             ledger.append(cid, {"role": "user", "content": "new"})
         ledger.append(old[0], {"role": "user", "content": "old, appended after the third store came"})
@@ -148,7 +149,7 @@ def test_the_worker_runs_as_a_process_on_contextledger_stores(tmp_path: Path) ->
     urls = [f"sqlite:///{tmp_path / f'p{i}.db'}" for i in range(2)]
     policy = cl.ReductionPolicy(trigger_messages=6, keep_messages=2)
     with cl.Ledger.open(urls, run_policy=False) as ledger:
-        ids = [ledger.start("sys", policy=policy) for _ in range(6)]
+        ids = [ledger.start("sys", policy=policy, key=f"worker-{i}") for i in range(6)]
         for cid in ids:
             for n in range(7):
                 ledger.append(cid, {"role": "user", "content": f"line {n}"})

@@ -56,7 +56,8 @@ def test_sharded_workers_split_the_conversations_and_each_keeps_its_own_progress
     app = Ledger.open(postgres_url, run_policy=False)
     workers = [worker(postgres_url, s, shard=(i, 2)) for i, s in enumerate(summarizers)]
     try:
-        ids = [app.start("s", policy=POLICY) for _ in range(8)]
+        # keys make the ids, and so the shards they fall in (id modulo 2), the same on every run
+        ids = [app.start("s", policy=POLICY, key=f"split-{i}") for i in range(8)]
         for cid in ids:
             app.extend(cid, [{"role": "user", "content": f"m{i}"} for i in range(11)])
         assert all(w[0].wait_idle(20) for w in workers)
