@@ -50,7 +50,7 @@ class History(Protocol):
 class InvalidationPlan(BaseModel):
     """Which summaries an edit invalidates and what stands instead."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     #: Versions of the ``SummaryCreated`` events that no longer stand.
     invalidated_versions: tuple[int, ...]

@@ -43,7 +43,7 @@ __all__ = [
 class DomainEvent(BaseModel):
     """An immutable fact. ``class_version`` + ``upcast_vN_vN+1`` evolve its schema."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     TOPIC: ClassVar[str] = ""
     class_version: ClassVar[int] = 1
@@ -74,7 +74,7 @@ class ConversationEvent(DomainEvent):
 class SummaryProvenance(BaseModel):
     """Where a summary came from."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     model: str
     prompt_version: str
@@ -265,7 +265,7 @@ class SummaryInvalidated(ConversationEvent):
 class ForkOrigin(BaseModel):
     """Where a forked conversation's history comes from."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     conversation_id: UUID
     version: int

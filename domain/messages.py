@@ -29,7 +29,7 @@ _MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 class FunctionCall(BaseModel):
     """The function part of a tool call: a name and JSON-encoded arguments (kept verbatim)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, ser_json_inf_nan="constants")
 
     name: str
     arguments: str
@@ -45,7 +45,7 @@ class FunctionCall(BaseModel):
 class ToolCall(BaseModel):
     """One call of an assistant tool-call message."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, ser_json_inf_nan="constants")
 
     id: str
     type: Literal["function"] = "function"
@@ -66,7 +66,7 @@ Content = str | tuple[ContentPart, ...] | None
 class Message(BaseModel):
     """A chat message as the OpenAI Chat Completions API takes it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     role: Role
     content: str | tuple[dict[str, Any], ...] | None = None

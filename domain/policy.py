@@ -36,7 +36,7 @@ class ReductionPolicy(BaseModel):
     than ``keep_messages`` when the newest group is large.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     trigger_messages: int | None = None
     keep_messages: int | None = None

@@ -31,7 +31,7 @@ __all__ = [
 class Entry(BaseModel):
     """One unsummarized message as the aggregate keeps it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     position: int
     version: int
@@ -53,7 +53,7 @@ class Entry(BaseModel):
 class SummaryLink(BaseModel):
     """A reference to a recorded summary (its text stays in the log)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     #: The version of its ``SummaryCreated`` event.
     version: int
@@ -67,7 +67,7 @@ class SummaryLink(BaseModel):
 class SummaryLayer(BaseModel):
     """A summary standing in the working memory for positions ``from``..``through``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     from_position: int
     through_position: int
@@ -84,7 +84,7 @@ class SummaryLayer(BaseModel):
 class PlannedRange(BaseModel):
     """The range a threshold crossing pins for summarization."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     limit: Literal["messages", "tokens", "messages+tokens"]
     unsummarized_messages: int

@@ -53,7 +53,7 @@ __all__ = [
 class PendingRange(BaseModel):
     """A pinned range waiting for its summary (set by ThresholdReached)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     threshold_version: int
     from_position: int
@@ -67,7 +67,7 @@ class PendingRange(BaseModel):
 class ConversationState(BaseModel):
     """Everything the aggregate knows. Snapshots store exactly this."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, ser_json_inf_nan="constants")
 
     system_prompt: str | None
     system_tokens: int
