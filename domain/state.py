@@ -451,10 +451,13 @@ def fixed_tokens(s: ConversationState) -> int:
     return s.reply_priming + s.tools_tokens + system + summaries_tokens(s)
 
 
-def view_tokens(s: ConversationState, entries: list[Entry]) -> int:
+def view_tokens(s: ConversationState, entries: list[Entry], *, from_position: int = 0) -> int:
+    """What the prompt costs with ``entries`` (those from ``from_position`` on) as its messages."""
     total = fixed_tokens(s)
     before = s.placeholder_before
     for entry in entries:  # is_placeholder inlined: this runs for every append
+        if entry.position < from_position:
+            continue
         placeholder = entry.placeholder_tokens
         if placeholder is not None and entry.position < before and entry.message.role == "tool":
             total += placeholder
@@ -494,10 +497,12 @@ def refresh_view(s: ConversationState) -> None:
     cap = s.policy.max_context_tokens
     if cap is None:
         return
-    visible = [e for e in s.window[:visible_end] if e.position >= s.dropped_before]
-    total = view_tokens(s, visible)
+    # One pass over the window for the total; the visible entries are listed only
+    # when the cap is crossed (this runs for every append).
+    total = view_tokens(s, s.window[:visible_end], from_position=s.dropped_before)
     if total <= cap:
         return
+    visible = [e for e in s.window[:visible_end] if e.position >= s.dropped_before]
     fixed = fixed_tokens(s)
     low_water = cap - max(0, cap - fixed) // 4
     # Drop whole groups from the front until under the low-water mark, never the newest.
