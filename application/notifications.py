@@ -1,7 +1,7 @@
 """Reading the application's notification log: the one helper every reader uses.
 
 Followers (summarization, read models), rebuilds and audits read the log through
-eventsourcing's ``NotificationLogReader.select``, in pages of up to the ledger's
+the log's ``select``, in pages of up to the ledger's
 ``log_section_size``, filtered by topic in the database.
 """
 
@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 
 from eventsourcing.application import NotificationLog
 from eventsourcing.persistence import Notification
-from eventsourcing.system import NotificationLogReader
 
 __all__ = ["PAGE", "read_notifications"]
 
@@ -28,6 +27,17 @@ def read_notifications(
     page: int = PAGE,
 ) -> Iterator[Sequence[Notification]]:
     """Non-empty pages of notifications with ids above ``after`` and up to ``stop``
-    (inclusive; None: the end), of the given ``topics`` (all when empty), oldest first."""
-    reader = NotificationLogReader(log, section_size=page)
-    yield from reader.select(start=after + 1, stop=stop, topics=topics)
+    (inclusive; None: the end), of the given ``topics`` (all when empty), oldest first.
+
+    With a ``stop``, a page shorter than ``page`` (or one that reaches ``stop``) is
+    the last: the range is fixed, so the query that would find it empty is not sent.
+    Without one, pages are read until one comes back empty, as the log may grow."""
+    start = after + 1
+    while True:
+        notifications = log.select(start=start, limit=page, stop=stop, topics=topics)
+        if not notifications:
+            return
+        yield notifications
+        start = notifications[-1].id + 1
+        if stop is not None and (len(notifications) < page or start > stop):
+            return

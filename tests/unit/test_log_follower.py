@@ -218,3 +218,35 @@ def test_both_runners_are_log_followers_that_report_their_health(ledger: Ledger)
         assert views.health().lag == 0 and views.health().name == "contextledger-readmodels"
     finally:
         views.stop()
+
+
+class CountingLog:
+    """A notification log that counts the pages asked of it."""
+
+    def __init__(self, log: object) -> None:
+        self.log = log
+        self.asked: list[int] = []
+
+    def select(self, **kwargs: object) -> object:
+        got = self.log.select(**kwargs)  # type: ignore[attr-defined]
+        self.asked.append(len(got))
+        return got
+
+
+def test_a_bounded_read_sends_no_query_that_can_only_come_back_empty(tmp_path: Path) -> None:
+    from contextledger.application.notifications import read_notifications
+
+    with Ledger.open(f"sqlite:///{tmp_path / 'log.db'}", run_policy=False) as ledger:
+        cid = ledger.start("sys")
+        for i in range(4):
+            ledger.append(cid, {"role": "user", "content": f"m{i}"})
+        head = ledger.recorder.max_notification_id()
+        assert head == 5
+        for page, stop in [(2, head), (5, head), (7, head), (2, None), (2, 3)]:
+            log = CountingLog(ledger.notification_log)
+            ids = [n.id for p in read_notifications(log, stop=stop, page=page) for n in p]  # type: ignore[arg-type]
+            assert ids == list(range(1, (stop or head) + 1))
+            # pages of 2 up to 5: 2, 2, 1 (short: the last); a page that reaches stop is the
+            # last; without a stop the log may grow, so the read ends on an empty page
+            assert log.asked == {(2, head): [2, 2, 1], (5, head): [5], (7, head): [5],
+                                 (2, None): [2, 2, 1, 0], (2, 3): [2, 1]}[(page, stop)]
