@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import IntegrityError, Notification, Tracking
 
 from contextledger.application.follower import LogFollower, Shard
 from contextledger.application.ports import Summarizer, SummaryRequest
@@ -250,8 +250,8 @@ class SummarizationRunner(LogFollower):
 
     def step(self) -> int:
         """Read new notifications, collect finished jobs, start due ones; returns the
-        number of jobs started, plus the thresholds read and the jobs collected (what
-        keeps the thread polling at ``poll_interval``)."""
+        number of jobs started, plus the thresholds due now and the jobs collected
+        (what keeps the thread polling at ``poll_interval``)."""
         found = self._read_log()
         found += self._collect()
         started = self._dispatch()
@@ -270,17 +270,26 @@ class SummarizationRunner(LogFollower):
     # -- the policy -------------------------------------------------------------------
 
     def _read_log(self) -> int:
-        """Read the thresholds up to the log's head; returns how many were read."""
+        """Read the thresholds up to the log's head; returns how many are due now.
+
+        With a ``foreign_delay``, the summaries are read too: a summary that answers
+        the threshold another process saved settles it here, so this process does not
+        load that conversation to find it done."""
         found = 0
         head = self.head()
-        for page in self.read(after=self._position, stop=head, topics=(events.ThresholdReached.TOPIC,)):
+        topics: tuple[str, ...] = (events.ThresholdReached.TOPIC,)
+        if self.foreign_delay > 0:
+            topics += (events.SummaryCreated.TOPIC,)
+        for page in self.read(after=self._position, stop=head, topics=topics):
             now = time.monotonic()
             with self._progress:
                 for notification in page:
                     cid = UUID(str(notification.originator_id))
                     if not self.owns(cid):
                         continue
-                    found += 1
+                    if notification.topic == events.SummaryCreated.TOPIC:
+                        self._settle_foreign(cid, notification)
+                        continue
                     when = now
                     if self.foreign_delay > 0:
                         if cid in self._local:
@@ -289,6 +298,10 @@ class SummarizationRunner(LogFollower):
                         elif cid not in self._due or cid in self._foreign:
                             when = now + self.foreign_delay
                             self._foreign[cid] = notification.originator_version
+                    # Another process's threshold, not due for a while, does not keep
+                    # this thread polling at once: poll_wait wakes it when it falls due.
+                    if when <= now:
+                        found += 1
                     due, first = self._due.get(cid, (when, notification.id))
                     self._due[cid] = (min(due, when), min(first, notification.id))
                 self._position = page[-1].id
@@ -297,6 +310,18 @@ class SummarizationRunner(LogFollower):
             self._caught_up_to = self._position
             self._progress.notify_all()
         return found
+
+    def _settle_foreign(self, cid: UUID, notification: Notification) -> None:
+        """Drop the wait for another process's threshold once its summary is in the
+        log (called under ``_progress``). Any other summary leaves the wait, and the
+        check of the conversation when it falls due, as they are."""
+        version = self._foreign.get(cid)
+        if version is None or cid in self._inflight:
+            return
+        summary = self.ledger.mapper.to_domain_event(notification)
+        if isinstance(summary, events.SummaryCreated) and summary.threshold_version == version:
+            del self._foreign[cid]
+            self._due.pop(cid, None)
 
     def _note_local(self, saved: Sequence[Any]) -> None:
         for event in saved:

@@ -215,6 +215,9 @@ def test_writer_processes_with_their_own_policy_call_the_summarizer_once_per_cro
         assert len(theirs.calls) == len(other_crossings) == len(other.summaries(other_cid))
         assert check(writer, cid, appended, system="sys") == []
         assert check(other, other_cid, other_appended, system="sys") == []
+        # each settled the other's thresholds from the summaries in the log, without
+        # loading the other's conversation to find them done
+        assert cid not in other.store._cache and other_cid not in writer.store._cache
 
 
 def test_a_threshold_whose_writer_stopped_is_summarized_by_another_process(sqlite_url: str) -> None:
