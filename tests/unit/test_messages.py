@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextledger.domain import InvalidMessageError, Message
+from contextledger.domain.messages import FunctionCall, ToolCall
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}
 
@@ -77,3 +81,30 @@ def test_to_openai_returns_a_fresh_copy_each_time() -> None:
     first = message.to_openai()
     first["content"].append({"type": "text", "text": "mutated"})
     assert message.to_openai() == VALID[3]
+
+
+def _dumped(message: Message) -> str:
+    """The canonical JSON as digests were always computed: ``to_openai()`` dumped."""
+    return json.dumps(message.to_openai(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    role=st.sampled_from(["system", "developer", "user", "assistant"]),
+    content=st.text().filter(lambda t: t.strip() and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)),
+)
+def test_the_canonical_json_of_a_text_message_is_the_dumped_dict(role: str, content: str) -> None:
+    # text messages take a shorter path; digests (and verify over stored logs) need the same text
+    message = Message(role=role, content=content)  # type: ignore[arg-type]
+    assert message.canonical_json() == _dumped(message)
+
+
+@pytest.mark.parametrize("message", [
+    Message(role="assistant", content="x", name="bot"),
+    Message(role="assistant", content=None, tool_calls=(ToolCall(id="c1", function=FunctionCall(name="f", arguments="{}")),)),
+    Message(role="tool", content="é \u2028 \x00 \"q\"", tool_call_id="c1"),
+    Message(role="user", content=({"type": "text", "text": "hi"},)),
+    Message(role="user", content="line\nbreak\t\\ \U0001f600"),
+], ids=["name", "tool-calls", "tool", "parts", "escapes"])
+def test_the_canonical_json_of_every_other_shape_is_the_dumped_dict(message: Message) -> None:
+    assert message.canonical_json() == _dumped(message)
