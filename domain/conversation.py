@@ -61,6 +61,7 @@ from contextledger.domain.state import (
     newest_group_tokens,
     summaries_tokens,
     tail_index,
+    tail_tokens,
     view_tokens,
     visible_entries,
 )
@@ -573,6 +574,14 @@ class Conversation(EditCommands):
                     consolidate=False,
                     policy_version=s.policy_version,
                 )
+            return
+        # Whether a trigger fires, without passing over the window: the count is its
+        # length, the tokens a running sum (plan_range decides the same way).
+        policy = s.policy
+        count = len(s.window) - start
+        if not (policy.trigger_messages is not None and count > policy.trigger_messages) and not (
+            policy.trigger_tokens is not None and tokens_fire(policy, tail_tokens(s, start), s.tools_tokens)
+        ):
             return
         open_index = s.open_group_index - start if s.open_group_index is not None else None
         planned = plan_range(

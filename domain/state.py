@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from contextledger.domain.events import (
     ConversationEvent,
@@ -45,6 +45,7 @@ __all__ = [
     "newest_group_tokens",
     "summaries_tokens",
     "tail_index",
+    "tail_tokens",
     "view_tokens",
     "visible_entries",
 ]
@@ -114,6 +115,21 @@ class ConversationState(BaseModel):
     summaries_invalidated: int = 0
     #: Set in a forked conversation: where its shared history lives.
     fork_of: ForkOrigin | None = None
+
+    # Not state (never stored, never compared): running sums over the window, so that
+    # folding an append does not pass over every unsummarized message (see
+    # ``_visible_sum`` and ``tail_tokens``). Each holds the window list it was summed
+    # over: any change but an append replaces that list, or (an edit) drops the sums.
+    _view_sum: tuple[list[Entry], int, int, int, int] | None = PrivateAttr(default=None)
+    _tail_sum: tuple[list[Entry], int, int, int] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields (the running sums are a cache, not state)."""
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(other) is type(self) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as BaseModel's own
 
 
 def initial_state(event: Started) -> ConversationState:
@@ -278,6 +294,9 @@ def _intervals(positions: list[int]) -> list[tuple[int, int]]:
 
 def _apply_edit(s: ConversationState, event: MessageEdited) -> None:
     message = event.message
+    # Entries are replaced in place below: the running sums over them are void.
+    s._view_sum = None
+    s._tail_sum = None
     for index, entry in enumerate(s.window):
         if entry.position == event.position:
             s.window[index] = event.entry(entry.tool_name)
@@ -497,9 +516,9 @@ def refresh_view(s: ConversationState) -> None:
     cap = s.policy.max_context_tokens
     if cap is None:
         return
-    # One pass over the window for the total; the visible entries are listed only
-    # when the cap is crossed (this runs for every append).
-    total = view_tokens(s, s.window[:visible_end], from_position=s.dropped_before)
+    # The visible entries' sum runs on from the last refresh (this runs for every
+    # append); they are listed only when the cap is crossed.
+    total = fixed_tokens(s) + _visible_sum(s, visible_end)
     if total <= cap:
         return
     visible = [e for e in s.window[:visible_end] if e.position >= s.dropped_before]
@@ -517,6 +536,55 @@ def refresh_view(s: ConversationState) -> None:
         s.dropped_before = visible[start].position
         if total - dropped_tokens <= low_water:
             break
+
+
+def _visible_sum(s: ConversationState, end: int) -> int:
+    """What the window's first ``end`` entries from ``dropped_before`` on cost in the
+    prompt (``view_tokens`` less the fixed part), carried on from the last call when
+    only appends came since: the same window list, the same dropped and placeholder
+    lines, and an end no earlier than it was."""
+    window = s.window
+    dropped, before = s.dropped_before, s.placeholder_before
+    cached = s._view_sum
+    if (
+        cached is not None
+        and cached[0] is window
+        and cached[1] <= end
+        and cached[2] == dropped
+        and cached[3] == before
+    ):
+        start, total = cached[1], cached[4]
+    else:
+        start, total = 0, 0
+    for index in range(start, end):  # is_placeholder inlined, as in view_tokens
+        entry = window[index]
+        if entry.position < dropped:
+            continue
+        placeholder = entry.placeholder_tokens
+        if placeholder is not None and entry.position < before and entry.message.role == "tool":
+            total += placeholder
+        else:
+            total += entry.tokens
+    if cached is None or start != end or cached[0] is not window:
+        s._view_sum = (window, end, dropped, before, total)
+    return total
+
+
+def tail_tokens(s: ConversationState, start: int) -> int:
+    """The tokens of the window's entries from index ``start`` on (the unsummarized
+    messages after every summary), carried on from the last call when only appends
+    came since."""
+    window = s.window
+    end = len(window)
+    cached = s._tail_sum
+    if cached is not None and cached[0] is window and cached[1] == start and cached[2] <= end:
+        begin, total = cached[2], cached[3]
+    else:
+        begin, total = start, 0
+    for index in range(begin, end):
+        total += window[index].tokens
+    s._tail_sum = (window, start, end, total)
+    return total
 
 
 def visible_entries(s: ConversationState) -> list[Entry]:

@@ -22,6 +22,7 @@ from contextledger.domain import (
     SummaryQualityError,
     UnknownPositionError,
 )
+from contextledger.domain.state import _visible_sum, fixed_tokens, tail_index, tail_tokens, view_tokens
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import assert_valid_openai_context as assert_valid
 from tests.support.readmodel_checks import assert_conversation_matches
@@ -33,6 +34,8 @@ POLICIES = [
     ReductionPolicy(trigger_messages=3, keep_messages=1, summary_mode="layered",
                     max_summary_tokens=40, layered_max_tokens=60),
     ReductionPolicy(trigger_messages=6, keep_messages=2, keep_tool_results=1),
+    # A cap small enough to drop whole groups from the view between summaries.
+    ReductionPolicy(trigger_messages=14, keep_messages=2, max_context_tokens=150, max_summary_tokens=40),
 ]
 
 
@@ -188,7 +191,9 @@ class EditMachine(RuleBasedStateMachine):
     def edit(self, data: st.DataObject) -> None:
         choices = sorted(p for p, m in self.model.live.items() if m.get("content"))
         position = data.draw(st.sampled_from(choices))
-        new = {**self.model.live[position], "content": self.word()}
+        # one to four words: an edit changes what the message costs, too
+        words = data.draw(st.integers(1, 4))
+        new = {**self.model.live[position], "content": " ".join(self.word() for _ in range(words))}
         assert self.cid is not None
         assert self.ledger.edit(self.cid, position, new)
         self.model.dead.update(WORD.findall(str(self.model.live[position].get("content"))))
@@ -312,6 +317,22 @@ class EditMachine(RuleBasedStateMachine):
                 assert not covering and window[position] == message
             else:
                 assert len(covering) == 1, (position, covering)
+
+    @invariant()
+    def the_running_sums_are_what_a_full_pass_finds(self) -> None:
+        # The fold carries the view's cost and the unsummarized tokens on from append
+        # to append; every other change must start them afresh.
+        if self.cid is None:
+            return
+        s = self.ledger.conversation(self.cid).state
+        end = s.open_group_index if s.open_group_index is not None else len(s.window)
+        carried = s._view_sum is not None and s._view_sum[0] is s.window
+        full = view_tokens(s, s.window[:end], from_position=s.dropped_before)
+        assert fixed_tokens(s) + _visible_sum(s, end) == full
+        if carried:
+            event("view sum carried on")
+        start = tail_index(s)
+        assert tail_tokens(s, start) == sum(e.tokens for e in s.window[start:])
 
     def teardown(self) -> None:
         for cid in self.models:
