@@ -150,6 +150,19 @@ class FairLock:
         self.release()
 
 
+def snapshot_step(interval: int, window: int) -> int:
+    """Versions between snapshots of a conversation whose window holds ``window``
+    entries: ``interval``, doubled while it stays within a quarter of the window. A
+    snapshot holds the whole window, so a long window (a token trigger over short
+    messages) is snapshotted less often: its cost per append stays bounded, and a
+    load still folds at most about a quarter window of events after the snapshot.
+    Steps are ``interval`` times a power of two, so their boundaries nest."""
+    step = interval
+    while step * 2 <= window // 4:
+        step *= 2
+    return step
+
+
 class ConversationStore:
     """Conversations of one eventsourcing application, cached per process."""
 
@@ -257,7 +270,7 @@ class ConversationStore:
             raise
         except (OperationalError, PersistenceError) as exc:
             raise store_error(exc, conversation.id) from exc
-        interval = self.snapshot_interval
+        interval = snapshot_step(self.snapshot_interval, len(conversation.state.window))
         snapshots = self.app.snapshots
         if conversation.version // interval > before // interval and snapshots is not None:
             with contextlib.suppress(IntegrityError):  # another writer took the same one
