@@ -5,6 +5,7 @@ the events after it is the one the writer holds."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ def test_a_long_window_is_snapshotted_less_often_and_loads_cold_to_the_same_stat
     # At a fixed interval this would be 120 snapshots of an ever longer window; the
     # step grows with the window instead (10 versions apart at first, 160 at the end).
     assert 10 <= len(versions) <= 30, versions
-    gaps = [b - a for a, b in zip(versions, versions[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(versions)]
     assert gaps[0] <= 20 and max(gaps) >= 160
     assert live.version - versions[-1] <= snapshot_step(INTERVAL, len(live.state.window))
     with Ledger(Settings(database_url=url, snapshot_interval=INTERVAL, run_policy=False)) as cold:
