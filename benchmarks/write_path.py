@@ -16,6 +16,7 @@ of docs/benchmarks.md (appended if missing; the rest of the file is left alone):
   on the same PostgreSQL: 1, 4, 8 writer processes on separate conversations, 2 processes
   x 8 threads (one Ledger per process; the SDK: 8 tasks on one engine per process), and
   8 processes on one conversation;
+- *window*: an append's CPU with 100, 1,000 and 5,000 messages in the window, on every backend;
 - *context()*: latency at 2,000 and 20,000 messages on every backend, policy thread running;
 - *cold load*: a fresh process opens the store and reads a 20,000-message conversation's
   context, against ``SQLiteSession`` / ``SQLAlchemySession.get_items()`` of 20,000 items.
@@ -473,6 +474,50 @@ def fill(ledger: Ledger, cid: uuid.UUID, n: int) -> None:
         ledger.wait_idle(120)
 
 
+WINDOWS = (100, 1_000, 5_000)
+
+
+def section_window(lines: list[str], tmp: Path, schema: str, runs: int, n: int) -> None:
+    lines += ["### An append's cost by the window's length", "",
+              f"A trigger far above the message count keeps every message in the window (as a token trigger "
+              f"over short messages does): each conversation is filled to 100, 1,000 or 5,000 messages, "
+              f"then {n} more appends are timed (CPU of the process, policy thread running, default "
+              f"snapshot interval); {runs} interleaved runs, median. The ratio compares the longest window "
+              "with the shortest: an append that passed over the window, or snapshotted it at a fixed "
+              "interval, grew with it.", "",
+              "| store | " + " | ".join(f"{w:,} µs" for w in WINDOWS)
+              + f" | ratio {WINDOWS[-1]:,} / {WINDOWS[0]} |",
+              "|---|" + "---|" * (len(WINDOWS) + 1)]
+    for label, url in (("memory://", "memory://"), ("SQLite file", f"sqlite:///{tmp / 'window.db'}"),
+                       ("PostgreSQL", pg_url(schema))):
+        ledger = open_ledger(url)
+        try:
+            cids = {}
+            for w in WINDOWS:
+                policy = ReductionPolicy(trigger_messages=w + (runs + 1) * n + 10, keep_messages=10)
+                cid = ledger.start("s", policy=policy)
+                done = 0
+                while done < w:
+                    k = min(100, w - done)
+                    ledger.extend(cid, [message(done + j) for j in range(k)])
+                    done += k
+                cids[w] = cid
+            results: dict[int, list[float]] = {w: [] for w in WINDOWS}
+            for _ in range(runs):
+                for w in WINDOWS:
+                    cpu = time.process_time()
+                    for i in range(n):
+                        ledger.append(cids[w], message(i))
+                    results[w].append((time.process_time() - cpu) / n)
+            cells = [med(results[w]) * 1e6 for w in WINDOWS]
+            lines.append(f"| {label} | " + " | ".join(f"{c:.0f}" for c in cells)
+                         + f" | {cells[-1] / cells[0]:.2f} |")
+            print(lines[-1], flush=True)
+        finally:
+            ledger.close()
+    lines.append("")
+
+
 def section_context(lines: list[str], tmp: Path, schema: str, runs: int, n: int, big: int) -> dict[str, Any]:
     lines += [f"### context() at 2,000 and {big:,} messages", "",
               f"One ledger per backend with its policy thread running; two conversations filled to 2,000 and "
@@ -677,7 +722,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="short runs, for a fast check")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--only", choices=["profile", "latency", "throughput", "context"], default=None)
+    parser.add_argument("--only", choices=["profile", "latency", "throughput", "window", "context"],
+                        default=None)
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
     load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -705,6 +751,8 @@ def main() -> None:
                     section_latency(body, tmp, schema, args.runs, 60 if quick else 300)
                 if args.only in (None, "throughput"):
                     section_throughput(body, schema, args.runs, seconds)
+                if args.only in (None, "window"):
+                    section_window(body, tmp, schema, args.runs, 100 if quick else 400)
                 if args.only in (None, "context"):
                     kept = section_context(body, tmp, schema, args.runs, 100 if quick else 400, big)
                     section_cold(body, tmp, schema, kept, args.runs, big)
