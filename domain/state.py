@@ -472,13 +472,19 @@ def fixed_tokens(s: ConversationState) -> int:
 
 def view_tokens(s: ConversationState, entries: list[Entry], *, from_position: int = 0) -> int:
     """What the prompt costs with ``entries`` (those from ``from_position`` on) as its messages."""
-    total = fixed_tokens(s)
-    before = s.placeholder_before
-    for entry in entries:  # is_placeholder inlined: this runs for every append
+    return fixed_tokens(s) + _entries_cost(entries, from_position, s.placeholder_before)
+
+
+def _entries_cost(entries: list[Entry], from_position: int, placeholder_before: int) -> int:
+    """What ``entries`` from ``from_position`` on cost as messages, tool results before
+    ``placeholder_before`` as placeholders (is_placeholder inlined: this runs for
+    every append)."""
+    total = 0
+    for entry in entries:
         if entry.position < from_position:
             continue
         placeholder = entry.placeholder_tokens
-        if placeholder is not None and entry.position < before and entry.message.role == "tool":
+        if placeholder is not None and entry.position < placeholder_before and entry.message.role == "tool":
             total += placeholder
         else:
             total += entry.tokens
@@ -556,15 +562,8 @@ def _visible_sum(s: ConversationState, end: int) -> int:
         start, total = cached[1], cached[4]
     else:
         start, total = 0, 0
-    for index in range(start, end):  # is_placeholder inlined, as in view_tokens
-        entry = window[index]
-        if entry.position < dropped:
-            continue
-        placeholder = entry.placeholder_tokens
-        if placeholder is not None and entry.position < before and entry.message.role == "tool":
-            total += placeholder
-        else:
-            total += entry.tokens
+    if start < end:
+        total += _entries_cost(window[start:end], dropped, before)
     if cached is None or start != end or cached[0] is not window:
         s._view_sum = (window, end, dropped, before, total)
     return total
