@@ -623,7 +623,7 @@ class ConversationSnapshot(DomainEvent):
 
     def mutate(self, aggregate: Any) -> Conversation:
         conversation = Conversation(self.originator_id, self.created_on)
-        conversation.state = self.state.model_copy(deep=True)
+        conversation.state = self.state.clone()
         conversation.version = self.originator_version
         conversation.modified_on = self.timestamp
         return conversation

@@ -222,7 +222,7 @@ class EditCommands:
         """Command: a new conversation whose history is ``source``'s as it stands (pass a
         copy at a past version to fork from there). Its summaries are reused and its
         digest chain continues from the source's."""
-        state = source.state.model_copy(deep=True)
+        state = source.state.clone()
         state.summaries = [_from_origin(layer, source.id) for layer in state.summaries]
         state.pending = None
         state.fork_of = ForkOrigin(

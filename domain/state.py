@@ -7,6 +7,7 @@ functions below the fold read the state (what the view shows, what it costs).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -122,6 +123,24 @@ class ConversationState(BaseModel):
     # over: any change but an append replaces that list, or (an edit) drops the sums.
     _view_sum: tuple[list[Entry], int, int, int, int] | None = PrivateAttr(default=None)
     _tail_sum: tuple[list[Entry], int, int, int] | None = PrivateAttr(default=None)
+
+    def clone(self) -> ConversationState:
+        """A copy that shares nothing mutable with this one: lists and dicts are copied,
+        the frozen models in them (entries, summary layers and links, the pending
+        range, the policy) are shared, as they can never change. ``model_copy(deep=True)``
+        copied every one of them: most of a cold load's time, with a long chain of
+        summary links."""
+        copied = self.model_copy()
+        for name, value in self.__dict__.items():
+            if isinstance(value, list):
+                copied.__dict__[name] = list(value)
+            elif isinstance(value, dict):
+                copied.__dict__[name] = dict(value)
+        # tool definitions are plain JSON (tuples of dicts): copied whole, they are small
+        copied.__dict__["tools"] = copy.deepcopy(self.tools)
+        copied._view_sum = None
+        copied._tail_sum = None
+        return copied
 
     def __eq__(self, other: object) -> bool:
         """Equal fields (the running sums are a cache, not state)."""

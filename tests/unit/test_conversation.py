@@ -292,3 +292,21 @@ def test_a_snapshot_restores_the_same_state() -> None:
     restored = ConversationSnapshot.take(c).mutate(None)
     assert restored.state == c.state and restored.version == c.version
     assert restored.working_memory() == c.working_memory()
+
+
+def test_a_restored_state_shares_nothing_that_changes_with_its_snapshot() -> None:
+    c = new(ReductionPolicy(trigger_messages=40, keep_messages=1, keep_tool_results=1))
+    for data in [user(), calls("a", "b"), result("a")]:
+        add(c, data)
+    snapshot = ConversationSnapshot.take(c)
+    before = snapshot.state.model_dump()
+    restored = snapshot.mutate(None)
+    assert restored.state == c.state
+    # the lists and dicts are its own; the frozen models in them are shared (cheap to load)
+    for name in ("window", "summaries", "open_calls", "group_calls", "retracted"):
+        assert getattr(restored.state, name) is not getattr(snapshot.state, name), name
+    assert restored.state.window[0] is snapshot.state.window[0]
+    add(restored, result("b"))
+    add(restored, user())
+    assert snapshot.state.model_dump() == before and len(restored.state.window) == len(c.state.window) + 2
+    assert restored.state.open_calls == [] and c.state.open_calls == ["b"]
