@@ -37,6 +37,7 @@ __all__ = [
     "apply_event",
     "fixed_tokens",
     "folds_previous",
+    "full_tool_results",
     "gap_run",
     "initial_state",
     "is_placeholder",
@@ -123,6 +124,7 @@ class ConversationState(BaseModel):
     # over: any change but an append replaces that list, or (an edit) drops the sums.
     _view_sum: tuple[list[Entry], int, int, int, int] | None = PrivateAttr(default=None)
     _tail_sum: tuple[list[Entry], int, int, int] | None = PrivateAttr(default=None)
+    _full_results: tuple[list[Entry], int, int, list[int]] | None = PrivateAttr(default=None)
 
     def clone(self) -> ConversationState:
         """A copy that shares nothing mutable with this one: lists and dicts are copied,
@@ -140,6 +142,7 @@ class ConversationState(BaseModel):
         copied.__dict__["tools"] = copy.deepcopy(self.tools)
         copied._view_sum = None
         copied._tail_sum = None
+        copied._full_results = None
         return copied
 
     def __eq__(self, other: object) -> bool:
@@ -316,6 +319,7 @@ def _apply_edit(s: ConversationState, event: MessageEdited) -> None:
     # Entries are replaced in place below: the running sums over them are void.
     s._view_sum = None
     s._tail_sum = None
+    s._full_results = None
     for index, entry in enumerate(s.window):
         if entry.position == event.position:
             s.window[index] = event.entry(entry.tool_name)
@@ -529,15 +533,10 @@ def refresh_view(s: ConversationState) -> None:
     keep = s.policy.keep_tool_results
     visible_end = s.open_group_index if s.open_group_index is not None else len(s.window)
     if keep is not None:
-        full = [
-            e
-            for e in s.window[:visible_end]
-            if e.message.role == "tool"
-            and e.position >= s.placeholder_before
-            and e.placeholder_tokens is not None
-        ]
+        full = full_tool_results(s, visible_end)
         if len(full) > 2 * keep:
-            s.placeholder_before = full[-keep].position
+            s.placeholder_before = full[-keep]
+            s._full_results = (s.window, visible_end, s.placeholder_before, full[-keep:])
     cap = s.policy.max_context_tokens
     if cap is None:
         return
@@ -586,6 +585,25 @@ def _visible_sum(s: ConversationState, end: int) -> int:
     if cached is None or start != end or cached[0] is not window:
         s._view_sum = (window, end, dropped, before, total)
     return total
+
+
+def full_tool_results(s: ConversationState, end: int) -> list[int]:
+    """Positions of the tool results among the window's first ``end`` entries still
+    shown in full (at or after ``placeholder_before``, and with a placeholder to
+    stand for them), oldest first; carried on from the last call when only appends
+    came since."""
+    window, before = s.window, s.placeholder_before
+    cached = s._full_results
+    if cached is not None and cached[0] is window and cached[1] <= end and cached[2] == before:
+        start, positions = cached[1], cached[3]
+    else:
+        start, positions = 0, []
+    for index in range(start, end):
+        entry = window[index]
+        if entry.message.role == "tool" and entry.position >= before and entry.placeholder_tokens is not None:
+            positions.append(entry.position)
+    s._full_results = (window, end, before, positions)
+    return positions
 
 
 def tail_tokens(s: ConversationState, start: int) -> int:

@@ -22,7 +22,14 @@ from contextledger.domain import (
     SummaryQualityError,
     UnknownPositionError,
 )
-from contextledger.domain.state import _visible_sum, fixed_tokens, tail_index, tail_tokens, view_tokens
+from contextledger.domain.state import (
+    _visible_sum,
+    fixed_tokens,
+    full_tool_results,
+    tail_index,
+    tail_tokens,
+    view_tokens,
+)
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import assert_valid_openai_context as assert_valid
 from tests.support.readmodel_checks import assert_conversation_matches
@@ -333,6 +340,10 @@ class EditMachine(RuleBasedStateMachine):
             event("view sum carried on")
         start = tail_index(s)
         assert tail_tokens(s, start) == sum(e.tokens for e in s.window[start:])
+        assert full_tool_results(s, end) == [
+            e.position for e in s.window[:end]
+            if e.message.role == "tool" and e.position >= s.placeholder_before and e.placeholder_tokens is not None
+        ]
 
     def teardown(self) -> None:
         for cid in self.models:
