@@ -33,7 +33,11 @@ from contextledger.domain.errors import (
 from contextledger.domain.events import DomainEvent, Forked, Started
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from eventsourcing.application import Application
+
+    from contextledger.domain.state import ConversationState
 
 __all__ = ["ConversationStore", "FairLock", "failure_cause", "store_error", "store_errors"]
 
@@ -44,6 +48,10 @@ Command = Callable[[Conversation], tuple[T, list[Any]]]
 #: retries optimistic-concurrency conflicts, unless told (``Settings.write_deadline``).
 DEFAULT_DEADLINE_SECONDS = 5.0
 CACHE_SIZE = 2048
+#: Seconds a conversation counts as contended after a save of it conflicted: its
+#: commands then keep a copy of the state to return to, so that the retry catches up
+#: from the log instead of reloading the conversation from its latest snapshot.
+CONTENDED_SECONDS = 5.0
 
 #: What a database failure says -> ``StoreError.cause``.
 _CAUSES = (
@@ -183,6 +191,8 @@ class ConversationStore:
         self._cache_lock = threading.Lock()
         self._locks: dict[UUID, FairLock] = {}
         self._locks_lock = threading.Lock()
+        #: conversation -> monotonic time of its last conflicting save in this process
+        self._contended: dict[UUID, float] = {}
 
     # -- commands -------------------------------------------------------------------
 
@@ -216,6 +226,7 @@ class ConversationStore:
             attempt += 1
             try:
                 conversation = self.load(conversation_id, fresh=False)
+                backup = self._backup(conversation)
                 try:
                     result, others = command(conversation)
                 except BaseException:
@@ -227,7 +238,9 @@ class ConversationStore:
                 try:
                     self.save(conversation, *others)
                 except IntegrityError:
-                    self._cache_evict(conversation_id)
+                    self._note_contended(conversation_id)
+                    if backup is None or not self._catch_up(conversation, backup):
+                        self._cache_evict(conversation_id)
                     if self._landed(conversation_id, pending):
                         return result
                     if on_conflict is not None:
@@ -246,6 +259,37 @@ class ConversationStore:
             if remaining <= 0:
                 raise self._gave_up(conversation_id, attempt, started, "conflicting concurrent writes")
             time.sleep(min(remaining, min(0.1, 0.002 * (2 ** min(attempt, 6))) * random.random()))
+
+    def _backup(self, conversation: Conversation) -> tuple[ConversationState, int, datetime] | None:
+        """What a contended conversation returns to if its save conflicts (None for the
+        others: a copy of the state costs a little on every command)."""
+        since = self._contended.get(conversation.id)
+        if since is None or time.monotonic() - since > CONTENDED_SECONDS:
+            return None
+        return conversation.state.clone(), conversation.version, conversation.modified_on
+
+    def _note_contended(self, conversation_id: UUID) -> None:
+        now = time.monotonic()
+        if len(self._contended) > 4 * CACHE_SIZE:
+            self._contended = {k: t for k, t in self._contended.items() if now - t <= CONTENDED_SECONDS}
+        self._contended[conversation_id] = now
+
+    def _catch_up(
+        self, conversation: Conversation, backup: tuple[ConversationState, int, datetime]
+    ) -> bool:
+        """Return the cached conversation to its state before the command that
+        conflicted, then fold in what the other writers stored since; False (it is then
+        evicted) if the log cannot be read."""
+        state, version, modified_on = backup
+        conversation.state, conversation.version, conversation.modified_on = state, version, modified_on
+        conversation._pending_events = []
+        try:
+            with store_errors(conversation.id):
+                for event in self.app.events.get(conversation.id, gt=version):
+                    event.mutate(conversation)  # type: ignore[attr-defined]
+        except Exception:  # a store error or an unexpected event: reload from the log
+            return False
+        return True
 
     def _gave_up(self, conversation_id: UUID, attempts: int, started: float, why: str) -> ConcurrencyError:
         spent = time.monotonic() - started
