@@ -684,6 +684,10 @@ FINDINGS = [
     "versions, so with a long window (a token trigger over short messages) an append cost 151, 346 "
     "and 1,101 µs at 100, 1,000 and 5,000 messages (memory://). Both sums now run on from append to "
     "append and a long window is snapshotted about every quarter window: see the window table.",
+    "- **Several processes on one conversation**: a conflicting save evicted the cached conversation, so "
+    "every retry reloaded it from its snapshot. After a first conflict a conversation's commands now keep a "
+    "copy of the state (copied lists, shared frozen models) for five seconds, and a conflict returns the "
+    "cached copy to it and folds in the other writers' events from the log.",
     "- **Where the limit is now**: every cost left is CPU, spread thin. Sampled with py-spy (GIL "
     "held) in one of 8 writer processes: the domain command about a third (event models, the view "
     "refresh, the digest chain), the save path a third (eventsourcing's bookkeeping, the mapper, the "
