@@ -65,6 +65,12 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_url(request: pytest.FixtureRequest) -> str:
+    """Each store that several ledgers (processes) can share, in turn."""
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Each store the ledger supports, in turn."""

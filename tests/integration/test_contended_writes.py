@@ -5,17 +5,12 @@ snapshot), and nothing is lost, doubled or reordered."""
 
 from __future__ import annotations
 
-import pytest
-
 import contextledger as cl
 from contextledger.application import Ledger, Settings
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_a_contended_conversation_catches_up_from_the_log_after_a_conflict(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
-    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
+def test_a_contended_conversation_catches_up_from_the_log_after_a_conflict(shared_url: str) -> None:
+    url = shared_url
     policy = cl.ReductionPolicy(trigger_messages=6, keep_messages=2)
     with Ledger(Settings(database_url=url, run_policy=False)) as a, Ledger(
         Settings(database_url=url, run_policy=False)

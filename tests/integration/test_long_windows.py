@@ -32,11 +32,8 @@ def message(i: int) -> dict[str, Any]:
     return {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about the order"}
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_a_long_window_is_snapshotted_less_often_and_loads_cold_to_the_same_state(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
-    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
+def test_a_long_window_is_snapshotted_less_often_and_loads_cold_to_the_same_state(shared_url: str) -> None:
+    url = shared_url
     policy = cl.ReductionPolicy(trigger_messages=5000, keep_messages=10)
     with Ledger(Settings(database_url=url, snapshot_interval=INTERVAL, run_policy=False)) as ledger:
         cid = ledger.start("sys", policy=policy)
