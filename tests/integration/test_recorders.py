@@ -226,6 +226,18 @@ def _terminate(pid: int) -> None:
 
 
 def _stored(recorder: PostgresConversationRecorder) -> list[tuple[UUID, int]]:
+    """Every stored event, read through the log once it is final through the highest
+    committed id: a transaction of another session that was running when a gap was
+    seen (the other test worker's, on the same server) holds the final mark back
+    until it ends."""
+    with recorder.datastore.get_connection() as conn:
+        row = conn.execute(
+            f'SELECT coalesce(max(notification_id), 0) AS top FROM "{recorder.datastore.schema}".app_events'
+        ).fetchone()
+    top = row["top"] if row else 0
+    deadline = time.monotonic() + 30
+    while (recorder.max_notification_id() or 0) < top and time.monotonic() < deadline:
+        time.sleep(0.01)
     return [(n.originator_id, n.originator_version) for n in recorder.select_notifications(1, 10_000)]
 
 
