@@ -45,8 +45,8 @@ from contextledger.domain.reduction import (
     placeholder_message,
     plan_range,
     summary_message,
-    tokens_fire,
     tools_leave_room,
+    trigger_limit,
 )
 from contextledger.domain.state import (
     ConversationState,
@@ -557,14 +557,12 @@ class Conversation(EditCommands):
             unsummarized = [*gap, *s.window[start:]]
             count = len(unsummarized)
             tokens = sum(e.tokens for e in unsummarized)
-            by_messages = s.policy.trigger_messages is not None and count > s.policy.trigger_messages
-            by_tokens = tokens_fire(s.policy, tokens, s.tools_tokens)
-            if by_messages or by_tokens:
+            limit = trigger_limit(s.policy, count, tokens, s.tools_tokens)
+            if limit is not None:
                 self._trigger(
                     ThresholdReached,
                     at,
-                    limit="messages+tokens" if by_messages and by_tokens else
-                    "messages" if by_messages else "tokens",
+                    limit=limit,
                     unsummarized_messages=count,
                     unsummarized_tokens=tokens,
                     from_position=gap[0].position,
@@ -575,17 +573,15 @@ class Conversation(EditCommands):
                     policy_version=s.policy_version,
                 )
             return
-        # Whether a trigger fires, without passing over the window: the count is its
-        # length, the tokens a running sum (plan_range decides the same way).
-        policy = s.policy
-        count = len(s.window) - start
-        if not (policy.trigger_messages is not None and count > policy.trigger_messages) and not (
-            policy.trigger_tokens is not None and tokens_fire(policy, tail_tokens(s, start), s.tools_tokens)
-        ):
+        # The tail's tokens are a running sum: an append that crosses no trigger
+        # neither passes over the window nor copies it.
+        tokens = tail_tokens(s, start)
+        if trigger_limit(s.policy, len(s.window) - start, tokens, s.tools_tokens) is None:
             return
         open_index = s.open_group_index - start if s.open_group_index is not None else None
         planned = plan_range(
-            s.window[start:], s.policy, open_group_index=open_index, tools_tokens=s.tools_tokens
+            s.window[start:], s.policy, open_group_index=open_index, tools_tokens=s.tools_tokens,
+            tokens=tokens,
         )
         if planned is None:
             return

@@ -25,6 +25,7 @@ __all__ = [
     "summary_message",
     "tokens_fire",
     "tools_leave_room",
+    "trigger_limit",
 ]
 
 
@@ -81,12 +82,16 @@ class SummaryLayer(BaseModel):
     chain: tuple[SummaryLink, ...] = ()
 
 
+#: Which trigger a threshold crossing crossed.
+Limit = Literal["messages", "tokens", "messages+tokens"]
+
+
 class PlannedRange(BaseModel):
     """The range a threshold crossing pins for summarization."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
-    limit: Literal["messages", "tokens", "messages+tokens"]
+    limit: Limit
     unsummarized_messages: int
     unsummarized_tokens: int
     from_position: int
@@ -101,6 +106,7 @@ def plan_range(
     *,
     open_group_index: int | None,
     tools_tokens: int = 0,
+    tokens: int | None = None,
 ) -> PlannedRange | None:
     """Decide whether the policy fires over ``entries`` (all unsummarized messages,
     oldest first) and, if so, which leading range to summarize.
@@ -112,13 +118,14 @@ def plan_range(
     The kept suffix is the longest one that starts a tool-call group and satisfies
     ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
     turn the model answers next); an open (unanswered) group is never cut.
-    Returns None when the policy does not fire or nothing can be cut.
+    Returns None when the policy does not fire or nothing can be cut. ``tokens``:
+    the entries' tokens, when the caller keeps them as a running sum.
     """
     count = len(entries)
-    tokens = sum(e.tokens for e in entries)
-    by_messages = policy.trigger_messages is not None and count > policy.trigger_messages
-    by_tokens = tokens_fire(policy, tokens, tools_tokens)
-    if not (by_messages or by_tokens):
+    if tokens is None:
+        tokens = sum(e.tokens for e in entries)
+    limit = trigger_limit(policy, count, tokens, tools_tokens)
+    if limit is None:
         return None
     keep_n = policy.keep_messages_limit
     keep_t = policy.keep_tokens_limit
@@ -138,9 +145,6 @@ def plan_range(
         cut = min(cut, open_group_index)
     if cut <= 0:
         return None
-    limit: Literal["messages", "tokens", "messages+tokens"] = (
-        "messages+tokens" if by_messages and by_tokens else "messages" if by_messages else "tokens"
-    )
     return PlannedRange(
         limit=limit,
         unsummarized_messages=count,
@@ -150,6 +154,18 @@ def plan_range(
         from_version=entries[0].version,
         through_version=entries[cut - 1].version,
     )
+
+
+def trigger_limit(policy: ReductionPolicy, count: int, tokens: int, tools_tokens: int) -> Limit | None:
+    """Which trigger ``count`` unsummarized messages of ``tokens`` tokens (sent with
+    tool definitions of ``tools_tokens``) cross; None: neither."""
+    by_messages = policy.trigger_messages is not None and count > policy.trigger_messages
+    by_tokens = tokens_fire(policy, tokens, tools_tokens)
+    if by_messages and by_tokens:
+        return "messages+tokens"
+    if by_messages:
+        return "messages"
+    return "tokens" if by_tokens else None
 
 
 def tokens_fire(policy: ReductionPolicy, message_tokens: int, tools_tokens: int) -> bool:
