@@ -8,6 +8,7 @@ functions below the fold read the state (what the view shows, what it costs).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -118,13 +119,11 @@ class ConversationState(BaseModel):
     #: Set in a forked conversation: where its shared history lives.
     fork_of: ForkOrigin | None = None
 
-    # Not state (never stored, never compared): running sums over the window, so that
-    # folding an append does not pass over every unsummarized message (see
-    # ``_visible_sum`` and ``tail_tokens``). Each holds the window list it was summed
-    # over: any change but an append replaces that list, or (an edit) drops the sums.
-    _view_sum: tuple[list[Entry], int, int, int, int] | None = PrivateAttr(default=None)
-    _tail_sum: tuple[list[Entry], int, int, int] | None = PrivateAttr(default=None)
-    _full_results: tuple[list[Entry], int, int, list[int]] | None = PrivateAttr(default=None)
+    # Not state (never stored, never compared): running sums over the window by name,
+    # so that folding an append does not pass over every unsummarized message (see
+    # ``_carried``). Each holds the window list it was summed over: any change but an
+    # append replaces that list, and an edit, which replaces entries in it, clears them.
+    _sums: dict[str, tuple[list[Entry], Any, int, Any]] = PrivateAttr(default_factory=dict)
 
     def clone(self) -> ConversationState:
         """A copy that shares nothing mutable with this one: lists and dicts are copied,
@@ -140,9 +139,7 @@ class ConversationState(BaseModel):
                 copied.__dict__[name] = dict(value)
         # tool definitions are plain JSON (tuples of dicts): copied whole, they are small
         copied.__dict__["tools"] = copy.deepcopy(self.tools)
-        copied._view_sum = None
-        copied._tail_sum = None
-        copied._full_results = None
+        copied._sums = {}
         return copied
 
     def __eq__(self, other: object) -> bool:
@@ -317,9 +314,7 @@ def _intervals(positions: list[int]) -> list[tuple[int, int]]:
 def _apply_edit(s: ConversationState, event: MessageEdited) -> None:
     message = event.message
     # Entries are replaced in place below: the running sums over them are void.
-    s._view_sum = None
-    s._tail_sum = None
-    s._full_results = None
+    s._sums.clear()
     for index, entry in enumerate(s.window):
         if entry.position == event.position:
             s.window[index] = event.entry(entry.tool_name)
@@ -493,9 +488,9 @@ def fixed_tokens(s: ConversationState) -> int:
     return s.reply_priming + s.tools_tokens + system + summaries_tokens(s)
 
 
-def view_tokens(s: ConversationState, entries: list[Entry], *, from_position: int = 0) -> int:
-    """What the prompt costs with ``entries`` (those from ``from_position`` on) as its messages."""
-    return fixed_tokens(s) + _entries_cost(entries, from_position, s.placeholder_before)
+def view_tokens(s: ConversationState, entries: list[Entry]) -> int:
+    """What the prompt costs with ``entries`` as its messages."""
+    return fixed_tokens(s) + _entries_cost(entries, 0, s.placeholder_before)
 
 
 def _entries_cost(entries: list[Entry], from_position: int, placeholder_before: int) -> int:
@@ -536,7 +531,8 @@ def refresh_view(s: ConversationState) -> None:
         full = full_tool_results(s, visible_end)
         if len(full) > 2 * keep:
             s.placeholder_before = full[-keep]
-            s._full_results = (s.window, visible_end, s.placeholder_before, full[-keep:])
+            # the results still in full from the new line on: the last ``keep``
+            _carry(s, "full", s.placeholder_before, visible_end, full[-keep:])
     cap = s.policy.max_context_tokens
     if cap is None:
         return
@@ -555,71 +551,74 @@ def refresh_view(s: ConversationState) -> None:
     dropped_tokens = 0
     previous = 0
     for start in starts[1:]:
-        dropped_tokens += view_tokens(s, visible[previous:start]) - fixed
+        dropped_tokens += _entries_cost(visible[previous:start], 0, s.placeholder_before)
         previous = start
         s.dropped_before = visible[start].position
         if total - dropped_tokens <= low_water:
             break
 
 
+def _carried(
+    s: ConversationState,
+    name: str,
+    key: Any,
+    begin: int,
+    end: int,
+    add: Callable[[Any, list[Entry]], Any],
+    empty: Any,
+) -> Any:
+    """The running sum ``name``: ``add(sum, entries)`` over the window's entries from
+    ``begin`` to ``end``, starting from ``empty``; carried on from its last value when
+    only appends came since (the same window list and ``key``, an end no earlier)."""
+    window = s.window
+    cached = s._sums.get(name)
+    value = empty
+    if cached is not None and cached[0] is window and cached[1] == key and cached[2] <= end:
+        begin, value = cached[2], cached[3]
+    if begin < end:
+        value = add(value, window[begin:end])
+    _carry(s, name, key, end, value)
+    return value
+
+
+def _carry(s: ConversationState, name: str, key: Any, end: int, value: Any) -> None:
+    """Record the running sum ``name`` as ``value`` over the window up to ``end``."""
+    s._sums[name] = (s.window, key, end, value)
+
+
 def _visible_sum(s: ConversationState, end: int) -> int:
     """What the window's first ``end`` entries from ``dropped_before`` on cost in the
-    prompt (``view_tokens`` less the fixed part), carried on from the last call when
-    only appends came since: the same window list, the same dropped and placeholder
-    lines, and an end no earlier than it was."""
-    window = s.window
+    prompt (``view_tokens`` less the fixed part)."""
     dropped, before = s.dropped_before, s.placeholder_before
-    cached = s._view_sum
-    if (
-        cached is not None
-        and cached[0] is window
-        and cached[1] <= end
-        and cached[2] == dropped
-        and cached[3] == before
-    ):
-        start, total = cached[1], cached[4]
-    else:
-        start, total = 0, 0
-    if start < end:
-        total += _entries_cost(window[start:end], dropped, before)
-    if cached is None or start != end or cached[0] is not window:
-        s._view_sum = (window, end, dropped, before, total)
+    total: int = _carried(
+        s, "view", (dropped, before), 0, end, lambda v, es: v + _entries_cost(es, dropped, before), 0
+    )
     return total
 
 
 def full_tool_results(s: ConversationState, end: int) -> list[int]:
     """Positions of the tool results among the window's first ``end`` entries still
     shown in full (at or after ``placeholder_before``, and with a placeholder to
-    stand for them), oldest first; carried on from the last call when only appends
-    came since."""
-    window, before = s.window, s.placeholder_before
-    cached = s._full_results
-    if cached is not None and cached[0] is window and cached[1] <= end and cached[2] == before:
-        start, positions = cached[1], cached[3]
-    else:
-        start, positions = 0, []
-    for index in range(start, end):
-        entry = window[index]
-        if entry.message.role == "tool" and entry.position >= before and entry.placeholder_tokens is not None:
-            positions.append(entry.position)
-    s._full_results = (window, end, before, positions)
+    stand for them), oldest first."""
+    before = s.placeholder_before
+
+    def add(positions: list[int], entries: list[Entry]) -> list[int]:
+        return positions + [
+            e.position
+            for e in entries
+            if e.message.role == "tool" and e.position >= before and e.placeholder_tokens is not None
+        ]
+
+    positions: list[int] = _carried(s, "full", before, 0, end, add, [])
     return positions
 
 
 def tail_tokens(s: ConversationState, start: int) -> int:
     """The tokens of the window's entries from index ``start`` on (the unsummarized
-    messages after every summary), carried on from the last call when only appends
-    came since."""
-    window = s.window
-    end = len(window)
-    cached = s._tail_sum
-    if cached is not None and cached[0] is window and cached[1] == start and cached[2] <= end:
-        begin, total = cached[2], cached[3]
-    else:
-        begin, total = start, 0
-    for index in range(begin, end):
-        total += window[index].tokens
-    s._tail_sum = (window, start, end, total)
+    messages after every summary)."""
+    total: int = _carried(
+        s, "tail", start, start, len(s.window), lambda v, es: v + sum(e.tokens for e in es), 0
+    )
     return total
 
 

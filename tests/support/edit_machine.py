@@ -333,8 +333,8 @@ class EditMachine(RuleBasedStateMachine):
             return
         s = self.ledger.conversation(self.cid).state
         end = s.open_group_index if s.open_group_index is not None else len(s.window)
-        carried = s._view_sum is not None and s._view_sum[0] is s.window
-        full = view_tokens(s, s.window[:end], from_position=s.dropped_before)
+        carried = "view" in s._sums and s._sums["view"][0] is s.window
+        full = view_tokens(s, [e for e in s.window[:end] if e.position >= s.dropped_before])
         assert fixed_tokens(s) + _visible_sum(s, end) == full
         if carried:
             event("view sum carried on")
