@@ -239,9 +239,13 @@ class ConversationStore:
                     self.save(conversation, *others)
                 except IntegrityError:
                     self._note_contended(conversation_id)
-                    if backup is None or not self._catch_up(conversation, backup):
+                    newer = None if backup is None else self._catch_up(conversation, backup)
+                    if newer is None:
                         self._cache_evict(conversation_id)
-                    if self._landed(conversation_id, pending):
+                        landed = self._landed(conversation_id, pending)
+                    else:  # what the catch-up read starts where these events would stand
+                        landed = newer[: len(pending)] == pending
+                    if landed:
                         return result
                     if on_conflict is not None:
                         found = on_conflict()
@@ -276,20 +280,21 @@ class ConversationStore:
 
     def _catch_up(
         self, conversation: Conversation, backup: tuple[ConversationState, int, datetime]
-    ) -> bool:
+    ) -> list[DomainEvent] | None:
         """Return the cached conversation to its state before the command that
-        conflicted, then fold in what the other writers stored since; False (it is then
-        evicted) if the log cannot be read."""
+        conflicted, then fold in what was stored since; those events, or None (it is
+        then evicted) if the log cannot be read."""
         state, version, modified_on = backup
         conversation.state, conversation.version, conversation.modified_on = state, version, modified_on
         conversation._pending_events = []
         try:
             with store_errors(conversation.id):
-                for event in self.app.events.get(conversation.id, gt=version):
+                newer = list(self.app.events.get(conversation.id, gt=version))
+                for event in newer:
                     event.mutate(conversation)  # type: ignore[attr-defined]
         except Exception:  # a store error or an unexpected event: reload from the log
-            return False
-        return True
+            return None
+        return newer
 
     def _gave_up(self, conversation_id: UUID, attempts: int, started: float, why: str) -> ConcurrencyError:
         spent = time.monotonic() - started
