@@ -495,13 +495,8 @@ def section_window(lines: list[str], tmp: Path, schema: str, runs: int, n: int) 
             cids = {}
             for w in WINDOWS:
                 policy = ReductionPolicy(trigger_messages=w + (runs + 1) * n + 10, keep_messages=10)
-                cid = ledger.start("s", policy=policy)
-                done = 0
-                while done < w:
-                    k = min(100, w - done)
-                    ledger.extend(cid, [message(done + j) for j in range(k)])
-                    done += k
-                cids[w] = cid
+                cids[w] = ledger.start("s", policy=policy)
+                fill(ledger, cids[w], w)
             results: dict[int, list[float]] = {w: [] for w in WINDOWS}
             for _ in range(runs):
                 for w in WINDOWS:
