@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -289,9 +289,9 @@ class ConversationStore:
         conversation._pending_events = []
         try:
             with store_errors(conversation.id):
-                newer = list(self.app.events.get(conversation.id, gt=version))
+                newer = cast(list[DomainEvent], list(self.app.events.get(conversation.id, gt=version)))
                 for event in newer:
-                    event.mutate(conversation)  # type: ignore[attr-defined]
+                    event.mutate(conversation)
         except Exception:  # a store error or an unexpected event: reload from the log
             return None
         return newer
