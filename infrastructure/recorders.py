@@ -281,20 +281,23 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             "RETURNING notification_id AS id"
         ).format(schema=schema, table=table)
         # One statement, one snapshot: the highest id, how many ids lie above the
-        # settled mark, the snapshot itself, and whether every transaction that was
-        # running at an earlier snapshot has ended as of this one.
+        # settled mark, and whether every transaction that had an xid when a gap was
+        # first seen has ended (the oldest running xid is above the bound taken then).
+        # On a gap with no bound pending, it takes a new bound: an xid of its own, drawn
+        # after its snapshot, so above every xid assigned before the gap was seen.
         self.horizon_statement = SQL(
-            "SELECT (SELECT max(notification_id) FROM {schema}.{table}) AS top, "
-            "(SELECT count(*) FROM {schema}.{table} WHERE notification_id > %s) AS newer, "
-            "pg_current_snapshot()::text AS snap, "
-            "(SELECT coalesce(bool_and(pg_visible_in_snapshot(x, pg_current_snapshot())), true) "
-            "FROM pg_snapshot_xip(%s::pg_snapshot) AS x) AS ended"
+            "WITH h AS (SELECT (SELECT max(notification_id) FROM {schema}.{table}) AS top, "
+            "(SELECT count(*) FROM {schema}.{table} WHERE notification_id > %(asked)s) AS newer, "
+            "coalesce(pg_snapshot_xmin(pg_current_snapshot()) > %(bound)s::text::xid8, true) AS ended) "
+            "SELECT top, newer, ended, "
+            "CASE WHEN top > %(asked)s AND newer < top - %(asked)s AND ended "
+            "THEN pg_current_xact_id()::text END AS bound FROM h"
         ).format(schema=schema, table=table)
         self._horizon_lock = threading.Lock()
         #: Every notification id up to this one is final: committed, or never to be.
         self._settled = 0
-        #: ``(top, snapshot)``: ids up to ``top`` become final once every transaction
-        #: running at ``snapshot`` has ended.
+        #: ``(top, bound)``: ids up to ``top`` become final once every transaction with
+        #: an xid up to ``bound`` has ended.
         self._pending: tuple[int, str] | None = None
         #: The connection saves are written on (see the module doc), once taken.
         self._writer: psycopg.Connection[Any] | None = None
@@ -428,9 +431,12 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         Notification ids come from a sequence, so transactions may commit out of id
         order; a reader that passed over an id still in flight would miss it. Each
         insert takes its transaction id before drawing ids, so a missing id below the
-        highest visible one belongs to a transaction that was running when that was
-        seen (in the snapshot's running set) or has already ended. The ids up to
-        that highest one are final once every transaction of that snapshot has ended.
+        highest visible one belongs to a transaction that already had an xid when that
+        was seen. The mark then draws an xid of its own (the bound, above every xid
+        assigned before), and the ids up to that highest one are final once the oldest
+        running xid is above the bound. A snapshot's running set would not do: it lists
+        only xids below its ``xmax`` (the newest *ended* xid + 1), and the open insert's
+        xid can be newer than that of the insert that committed the highest id.
         None while the log is empty."""
         top: int | None = self._once_more(self._horizon)
         return top
@@ -448,11 +454,11 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         asked, pending = self._settled, self._pending
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
-                self.horizon_statement, (asked, pending[1] if pending else None), prepare=True
+                self.horizon_statement, {"asked": asked, "bound": pending[1] if pending else None}, prepare=True
             )
             row = curs.fetchone()
         assert row is not None
-        top, newer, snap, ended = row["top"], row["newer"], row["snap"], row["ended"]
+        top, newer, ended, bound = row["top"], row["newer"], row["ended"], row["bound"]
         if top is None:
             return None
         settled = asked
@@ -461,8 +467,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         if newer == top - asked:
             # Every id above the old mark up to the top is committed.
             settled, pending = top, None
-        elif pending is None and top > settled:
-            pending = (top, snap)
+        elif pending is None and top > settled and bound is not None:
+            pending = (top, bound)
         self._settled, self._pending = settled, pending
         return int(top)
 

@@ -309,6 +309,38 @@ def test_a_reader_never_passes_an_id_whose_transaction_is_still_open(recorder: P
 
 
 @pytest.mark.postgres
+def test_a_reader_never_passes_an_open_save_whose_transaction_is_newer_than_the_top(
+    recorder: PostgresConversationRecorder, schema: str
+) -> None:
+    """The race two concurrent saves can run: the later transaction (a higher xid)
+    draws the lower notification id, and the earlier one commits the higher id first.
+    A snapshot's running set lists only xids below its ``xmax`` (the newest *ended*
+    xid + 1), so the open save's xid is in no snapshot's list while nothing newer has
+    ended: the mark must still wait for it."""
+    assert recorder.insert_events([_event(uuid.uuid4(), 1)]) == [1]
+    assert recorder.max_notification_id() == 1
+    params = lambda: ([uuid.uuid4()], [1], ["t"], [b"{}"])  # noqa: E731
+    earlier: Any = psycopg.connect(POSTGRES_URL.split("?")[0])
+    later: Any = psycopg.connect(POSTGRES_URL.split("?")[0])
+    try:
+        (a,) = earlier.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+        (b,) = later.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+        assert b > a
+        assert [r[0] for r in later.execute(recorder.append_statement, params())] == [2]
+        assert [r[0] for r in earlier.execute(recorder.append_statement, params())] == [3]
+        earlier.commit()  # id 3 is visible, id 2 is not, and xid b is above every ended one
+        for _ in range(3):
+            assert recorder.max_notification_id() == 1
+            assert [n.id for n in recorder.select_notifications(1, 100)] == [1]
+        later.commit()
+    finally:
+        earlier.close()
+        later.close()
+    assert recorder.max_notification_id() == 3
+    assert [n.id for n in recorder.select_notifications(1, 100)] == [1, 2, 3]
+
+
+@pytest.mark.postgres
 def test_a_subscription_sees_later_saves_without_notify(recorder: PostgresConversationRecorder) -> None:
     recorder.insert_events([_event(uuid.uuid4(), 1)])
     with recorder.subscribe(gt=0) as subscription:
