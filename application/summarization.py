@@ -16,7 +16,12 @@ result, so a retry after a crash, or two workers racing, still leaves one
   hands the range to the offline fallback at once, when one is configured; so do
   ``fallback_after_attempts`` failures, or ``retry_total_seconds`` of them.
 - Progress is a tracking row: the lowest notification id whose work is not done, so
-  a restarted worker resumes where its unfinished work began.
+  a restarted worker resumes where its unfinished work began. While the log keeps
+  bringing work the row is written at most every ``MARK_INTERVAL`` seconds (each write
+  is a transaction and a flush on the store, and a busy writer's policy steps twenty
+  times a second); it is written at once when a step finds nothing to do and when
+  the policy stops. A crash can cost re-reading that second of the log: a threshold
+  read twice finds its range summarized, and nothing is summarized twice.
 """
 
 from __future__ import annotations
@@ -31,13 +36,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, Notification, Tracking
+from eventsourcing.persistence import IntegrityError, Notification, PersistenceError, Tracking
 
 from contextledger.application.follower import LogFollower, Shard
 from contextledger.application.ports import Summarizer, SummaryRequest
 from contextledger.domain import events
 from contextledger.domain.conversation import SummaryFailure
 from contextledger.domain.errors import (
+    ContextLedgerError,
     StaleSummaryError,
     SummarizerError,
     SummarizerRateLimitedError,
@@ -52,6 +58,14 @@ __all__ = ["SummarizationRunner", "summarize_pending"]
 log = logging.getLogger("contextledger.summarization")
 
 TRACKING_NAME = "summarizer"
+
+#: Seconds between two writes of the progress row while every step finds work.
+MARK_INTERVAL = 1.0
+
+#: Seconds between two reads of the log by a policy that learns of its own process's
+#: thresholds from its saves (``foreign_delay`` > 0): the log then brings it only the
+#: thresholds of other processes, which wait ``foreign_delay`` anyway.
+LOG_READ_INTERVAL = 1.0
 
 
 @dataclass(frozen=True)
@@ -202,8 +216,15 @@ class SummarizationRunner(LogFollower):
         self.summarizer = summarizer
         #: Seconds before a threshold saved by another process falls due (0: at once).
         self.foreign_delay = foreign_delay
-        #: Conversations whose thresholds this process saved and that are not yet due.
-        self._local: set[UUID] = set()
+        #: conversation -> versions of the thresholds this process saved that the log
+        #: has not brought yet.
+        self._local: dict[UUID, set[int]] = {}
+        #: Conversations whose thresholds this process saved since the last step.
+        self._arrived: set[UUID] = set()
+        #: Callers of ``wait_idle`` now (each step reads the log while there are any).
+        self._waiters = 0
+        #: When the log is read next (with a ``foreign_delay``; else at every step).
+        self._next_read = 0.0
         #: conversation -> version of the other process's threshold it waits for.
         self._foreign: dict[UUID, int] = {}
         if foreign_delay > 0:
@@ -222,6 +243,7 @@ class SummarizationRunner(LogFollower):
         self._tracking = ledger.factory.tracking_recorder()
         self._position = self._tracking.max_tracking_id(self.tracking_name) or 0
         self._saved_mark = self._position
+        self._saved_at = time.monotonic()
         self._caught_up_to = -1
 
     @property
@@ -239,6 +261,11 @@ class SummarizationRunner(LogFollower):
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
+        # The progress the last steps made, written now (a busy policy writes it at
+        # most every MARK_INTERVAL); a store that cannot answer leaves it behind.
+        with contextlib.suppress(ContextLedgerError, PersistenceError):
+            self._collect()
+            self._save_mark()
 
     def log_position(self) -> int:
         return self._position
@@ -251,16 +278,29 @@ class SummarizationRunner(LogFollower):
     def step(self) -> int:
         """Read new notifications, collect finished jobs, start due ones; returns the
         number of jobs started, plus the thresholds due now and the jobs collected
-        (what keeps the thread polling at ``poll_interval``)."""
-        found = self._read_log()
+        (what keeps the thread polling at ``poll_interval``).
+
+        With a ``foreign_delay`` (the ledger's own policy), the thresholds this process
+        saves are taken from its saves at once, and the log -- which then brings only
+        other processes' thresholds, due ``foreign_delay`` later -- is read every
+        ``LOG_READ_INTERVAL`` and while someone waits in ``wait_idle``: a busy writer's
+        policy does not query the store on every threshold and every finished job."""
+        found = 0
+        if self.foreign_delay <= 0 or self._waiters > 0 or time.monotonic() >= self._next_read:
+            found = self._read_log()
+        found += self._take_local()
         found += self._collect()
         started = self._dispatch()
-        self._save_mark()
+        self._save_mark(idle=started + found == 0)
         return started + found
 
     def poll_wait(self, idle_steps: int) -> float:
-        """As ``LogFollower.poll_wait``, but never past the next retry that falls due."""
+        """As ``LogFollower.poll_wait``, but never past the next retry that falls due;
+        with a ``foreign_delay``, until the next read of the log (its own thresholds
+        and finished jobs wake the thread)."""
         wait = super().poll_wait(idle_steps)
+        if self.foreign_delay > 0:
+            wait = max(self.poll_interval, self._next_read - time.monotonic())
         with self._progress:
             if self._due:
                 next_due = min(due for due, _ in self._due.values())
@@ -280,6 +320,7 @@ class SummarizationRunner(LogFollower):
         topics: tuple[str, ...] = (events.ThresholdReached.TOPIC,)
         if self.foreign_delay > 0:
             topics += (events.SummaryCreated.TOPIC,)
+            self._next_read = time.monotonic() + LOG_READ_INTERVAL
         for page in self.read(after=self._position, stop=head, topics=topics):
             now = time.monotonic()
             with self._progress:
@@ -292,10 +333,13 @@ class SummarizationRunner(LogFollower):
                         continue
                     when = now
                     if self.foreign_delay > 0:
-                        if cid in self._local:
-                            self._local.discard(cid)
-                            self._foreign.pop(cid, None)
-                        elif cid not in self._due or cid in self._foreign:
+                        if self._was_local(cid, notification.originator_version):
+                            # This process's own threshold, taken from its save: its
+                            # job is due, in flight, or done; hold the mark back for it
+                            # until that job is collected.
+                            self._hold(cid, notification.id)
+                            continue
+                        if cid not in self._due or cid in self._foreign:
                             when = now + self.foreign_delay
                             self._foreign[cid] = notification.originator_version
                     # Another process's threshold, not due for a while, does not keep
@@ -323,11 +367,61 @@ class SummarizationRunner(LogFollower):
             del self._foreign[cid]
             self._due.pop(cid, None)
 
+    def _was_local(self, cid: UUID, version: int) -> bool:
+        """Whether the threshold at ``version`` was taken from this process's save
+        (called under ``_progress``, as the log brings it). A conversation's events
+        come in version order, so lower versions not brought yet were read before
+        their save's listener ran: they are forgotten."""
+        versions = self._local.get(cid)
+        if versions is None:
+            return False
+        local = version in versions
+        versions.difference_update([v for v in versions if v <= version])
+        if not versions:
+            del self._local[cid]
+        return local
+
+    def _hold(self, cid: UUID, notification_id: int) -> None:
+        """Keep the mark below ``notification_id`` while ``cid`` has a job due or in
+        flight (called under ``_progress``)."""
+        if cid in self._due:
+            due, first = self._due[cid]
+            self._due[cid] = (due, min(first, notification_id))
+        if cid in self._inflight:
+            future, first = self._inflight[cid]
+            self._inflight[cid] = (future, min(first, notification_id))
+
     def _note_local(self, saved: Sequence[Any]) -> None:
+        """An event listener: the thresholds of this process's saves."""
         for event in saved:
-            if isinstance(event, events.ThresholdReached):
+            if isinstance(event, events.ThresholdReached) and self.owns(event.originator_id):
                 with self._progress:
-                    self._local.add(event.originator_id)
+                    cid = event.originator_id
+                    self._local.setdefault(cid, set()).add(event.originator_version)
+                    self._arrived.add(cid)
+
+    def _take_local(self) -> int:
+        """Make the thresholds this process saved since the last step due now; returns
+        how many conversations that is. Until the log brings a threshold, its job
+        holds the mark at the log position of the moment it was taken (the
+        threshold's notification id can only be higher)."""
+        with self._progress:
+            arrived, self._arrived = self._arrived, set()
+            now = time.monotonic()
+            for cid in arrived:
+                self._foreign.pop(cid, None)
+                _, first = self._due.get(cid, (now, self._position + 1))
+                self._due[cid] = (now, min(first, self._position + 1))
+            return len(arrived)
+
+    def wait_idle(self, timeout: float | None = 30.0) -> bool:
+        with self._progress:
+            self._waiters += 1
+        try:
+            return super().wait_idle(timeout)
+        finally:
+            with self._progress:
+                self._waiters -= 1
 
     def _collect(self) -> int:
         """Take the outcomes of finished jobs; returns how many finished."""
@@ -339,6 +433,9 @@ class SummarizationRunner(LogFollower):
                     continue
                 del self._inflight[cid]
                 collected += 1
+                if future.cancelled():  # the policy stopped before it ran: still to do
+                    self._due[cid] = (now, first)
+                    continue
                 try:
                     outcome = future.result()
                 except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
@@ -396,12 +493,18 @@ class SummarizationRunner(LogFollower):
         delay = min(s.retry_max_seconds, s.retry_base_seconds * 2.0 ** max(0, attempt - 1))
         return float(delay * (0.5 + random.random() / 2))
 
-    def _save_mark(self) -> None:
+    def _save_mark(self, *, idle: bool = True) -> None:
+        """Write the progress row if it moved: at once when ``idle`` (a step that found
+        nothing to do, or the policy stopping), else at most every ``MARK_INTERVAL``."""
         with self._progress:
             pending = [first for _, first in self._due.values()]
             pending += [first for _, first in self._inflight.values()]
             mark = min([self._position, *(p - 1 for p in pending)])
-        if mark > self._saved_mark:
-            with contextlib.suppress(IntegrityError):  # another process moved it first
-                self._tracking.insert_tracking(Tracking(self.tracking_name, mark))
-            self._saved_mark = mark
+        if mark <= self._saved_mark:
+            return
+        now = time.monotonic()
+        if not idle and now - self._saved_at < MARK_INTERVAL:
+            return
+        with contextlib.suppress(IntegrityError):  # another process moved it first
+            self._tracking.insert_tracking(Tracking(self.tracking_name, mark))
+        self._saved_mark, self._saved_at = mark, now

@@ -230,3 +230,70 @@ def test_a_threshold_whose_writer_stopped_is_summarized_by_another_process(sqlit
         assert survivor.wait_idle(20)
         assert len(survivor.summaries(cid)) == 1 and len(summarizer.calls) == 1
     assert time.monotonic() - started >= 2.0  # it waited for the writer's own policy first
+
+
+def _reads_of_the_log(ledger: Ledger) -> list[float]:
+    """Record when the ledger's log is read (the policy's reads go through it)."""
+    seen: list[float] = []
+    recorder: Any = ledger.recorder
+    select = recorder.select_notifications
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(time.monotonic())
+        return select(*args, **kwargs)
+
+    recorder.select_notifications = counted
+    return seen
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_the_policy_takes_its_own_thresholds_from_its_saves_not_from_the_log(
+    store: str, sqlite_url: str, request: pytest.FixtureRequest
+) -> None:
+    url = sqlite_url if store == "sqlite" else request.getfixturevalue("postgres_url")
+    summarizer = ScriptedSummarizer()
+    with Ledger.open(settings=settings(url), summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        assert ledger.wait_idle(20)
+        reads = _reads_of_the_log(ledger)
+        started = time.monotonic()
+        appended: list[dict[str, Any]] = []
+        for _ in range(5):  # five crossings, each summarized before the next
+            say(ledger, cid, 12, appended)
+            assert wait_until(lambda: ledger.totals(cid).summaries == len(summarizer.calls) >= 1
+                              and ledger.pending_summary(cid) is None)
+        elapsed = time.monotonic() - started
+        crossings = [e for e in ledger.replay(cid) if e.kind == "ThresholdReached"]
+        assert len(crossings) == len(summarizer.calls) == ledger.totals(cid).summaries >= 5
+        # The log is read on a clock (once a second), not once per threshold and per
+        # finished job as when every step read it.
+        assert len(reads) <= 1 + elapsed / 1.0 + 1 < 2 * len(crossings)
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_the_progress_row_never_passes_a_threshold_whose_summary_is_in_flight(sqlite_url: str) -> None:
+    from contextledger.application.notifications import read_notifications
+
+    cid = uuid4()
+    release = threading.Event()
+    summarizer = ScriptedSummarizer(hold={cid: release})
+    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
+        ledger.start("sys", policy=POLICY, conversation_id=cid)
+        say(ledger, cid, 5, [])
+        assert ledger.wait_idle(20)  # the log is read this far
+        say(ledger, cid, 7, [])
+        assert wait_until(lambda: summarizer.in_flight[cid] == 1)
+        say(ledger, cid, 3, [])  # more of the log after the threshold
+        [threshold] = [n.id for page in read_notifications(ledger.notification_log) for n in page
+                       if n.topic.endswith("ThresholdReached")]
+        tracking = ledger.factory.tracking_recorder()
+        # Waiting reads the log past the threshold (and writes the row: nothing else to do).
+        assert not ledger.wait_idle(0.5)
+        assert ledger._runner.log_position() > threshold
+        assert 0 < (tracking.max_tracking_id("summarizer") or 0) < threshold
+        release.set()
+        assert ledger.wait_idle(20)
+    # Stopping writes the row as far as the log was read.
+    with Ledger.open(sqlite_url, run_policy=False) as reopened:
+        last = max(n.id for page in read_notifications(reopened.notification_log) for n in page)
+        assert reopened.factory.tracking_recorder().max_tracking_id("summarizer") == last
