@@ -34,10 +34,11 @@ append:
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
 
-``SQLiteConversationRecorder`` (``SQLiteConversationFactory``) writes a save as the
-library does -- the pool's writer connection, ``BEGIN``, one ``INSERT`` per event,
+``SQLiteConversationRecorder`` (``SQLiteConversationFactory``) writes a save on the
+pool's writer connection as the library does -- ``BEGIN``, one ``INSERT`` per event,
 ``COMMIT`` -- without the library's four nested context managers and cursor wrappers
-around those three statements.
+around those statements; a save of one event (the usual append) is its ``INSERT``
+alone, in autocommit, which SQLite runs as its own transaction.
 
 ``WindowedPOPORecorder`` (``memory://``) reads the events after a version in time
 proportional to the events read, not to the aggregate's history.
@@ -569,6 +570,15 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
         try:
             cursor = connection.cursor().sqlite_cursor
             try:
+                if len(stored_events) == 1 and not cursor.connection.in_transaction:
+                    # One event: one INSERT in autocommit is its own transaction. The
+                    # library's connections cache one compiled statement, so a BEGIN
+                    # before it would evict it and every save would compile it again.
+                    e = stored_events[0]
+                    oid = e.originator_id
+                    key = oid.hex if isinstance(oid, UUID) else oid
+                    cursor.execute(self.insert_events_statement, (key, e.originator_version, e.topic, e.state))
+                    return [cast(int, cursor.lastrowid)]
                 cursor.execute("BEGIN")
                 try:
                     ids: list[int] = []

@@ -5,6 +5,7 @@ followers that never miss a notification while writers race."""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import tempfile
 import threading
 import time
@@ -101,6 +102,34 @@ def test_a_sqlite_save_that_conflicts_leaves_nothing_of_itself(tmp_path: Path) -
         # SQLite hands out the rolled-back rowid again (as the library's recorder does).
         assert recorder.insert_events([_event(second, 1)]) == [3]
         assert recorder.max_notification_id() == 3
+    finally:
+        datastore.close()
+
+
+def test_a_lone_sqlite_save_is_one_insert_in_autocommit_and_several_share_a_transaction(tmp_path: Path) -> None:
+    datastore = SQLiteDatastore(str(tmp_path / "c.db"))
+    try:
+        recorder = SQLiteConversationRecorder(datastore, events_table_name="app_events")
+        recorder.create_table()
+        statements: list[str] = []
+        connection: Any = datastore.pool.get_connection(is_writer=True)
+        sqlite_conn = connection.cursor().sqlite_cursor.connection
+        sqlite_conn.set_trace_callback(statements.append)
+        datastore.pool.put_connection(connection)
+        oid = uuid.uuid4()
+        assert recorder.insert_events([_event(oid, 1)]) == [1]
+        # No BEGIN: the one compiled statement the connection caches stays the INSERT.
+        assert [s.split()[0] for s in statements] == ["INSERT"]
+        with pytest.raises(IntegrityError):
+            recorder.insert_events([_event(oid, 1)])
+        statements.clear()
+        assert recorder.insert_events([_event(oid, 2), _event(oid, 3)]) == [2, 3]
+        assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+        sqlite_conn.set_trace_callback(None)
+        # Each save is committed: another connection sees all of them, the conflict none.
+        other = sqlite3.connect(tmp_path / "c.db")
+        assert other.execute("SELECT originator_version FROM app_events ORDER BY rowid").fetchall() == [(1,), (2,), (3,)]
+        other.close()
     finally:
         datastore.close()
 
