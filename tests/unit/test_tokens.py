@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextledger.domain import ConfigurationError, Message
 from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
@@ -64,3 +66,11 @@ def test_a_missing_encoding_names_tiktoken_cache_dir(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "ERR" in out.stdout and "TIKTOKEN_CACHE_DIR" in out.stdout
     assert issubclass(ConfigurationError, Exception)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text() | st.sampled_from(["<|endoftext|>", "a <|im_start|> b", "\ud800 lone", "é" * 40, ""]))
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4"])
+def test_text_is_counted_as_tiktoken_encodes_it_with_special_tokens_as_plain_text(model: str, text: str) -> None:
+    counter = TiktokenCounter(model)
+    assert counter.count_text(text) == len(counter._encoding.encode(text, disallowed_special=()))
