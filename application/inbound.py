@@ -93,10 +93,21 @@ def _clean(data: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+#: Roles whose ``{"role", "content": str}`` dict is a whole message (a tool message
+#: needs its ``tool_call_id``).
+_TEXT_ROLES = frozenset({"system", "developer", "user", "assistant"})
+
+
 def inbound(obj: Any) -> Inbound:
     """Convert whatever ``append`` was given into a ``Message`` (and usage, if any)."""
     if isinstance(obj, Message):
         return Inbound(obj)
+    if type(obj) is dict and len(obj) == 2:
+        # The usual turn, {"role": ..., "content": "..."}: nothing to drop or convert,
+        # so it is validated as a Message at once (the same checks and errors).
+        role, content = obj.get("role"), obj.get("content")
+        if type(content) is str and role in _TEXT_ROLES:
+            return Inbound(Message(role=role, content=content))
     data = _dump(obj)
     if isinstance(data, Mapping) and _is_completion(data):
         choices = data.get("choices")

@@ -53,3 +53,21 @@ def test_a_response_only_field_with_a_value_is_refused(name: str) -> None:
     with pytest.raises(InvalidMessageError) as caught:
         inbound({"role": "assistant", "content": "x", name: {"id": "1"}})
     assert caught.value.field == name
+
+
+def _outcome(make: object) -> tuple[str, object]:
+    try:
+        return "ok", make()  # type: ignore[operator]
+    except InvalidMessageError as exc:
+        return "error", (str(exc), exc.field, exc.role)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    role=st.sampled_from(["system", "developer", "user", "assistant", "tool", "robot", ""]),
+    content=st.text() | st.sampled_from(["", " ", "\ud800", "<script>", "é" * 50]),
+)
+def test_a_role_and_text_dict_becomes_what_the_general_path_makes_of_it(role: str, content: str) -> None:
+    data = {"role": role, "content": content}
+    general = _outcome(lambda: Message.from_openai(dict(data)))
+    assert _outcome(lambda: inbound(data).message) == general
