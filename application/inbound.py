@@ -106,7 +106,7 @@ def inbound(obj: Any) -> Inbound:
         # The usual turn, {"role": ..., "content": "..."}: nothing to drop or convert,
         # so it is validated as a Message at once (the same checks and errors).
         role, content = obj.get("role"), obj.get("content")
-        if type(content) is str and role in _TEXT_ROLES:
+        if type(content) is str and type(role) is str and role in _TEXT_ROLES:
             return Inbound(Message(role=role, content=content))
     data = _dump(obj)
     if isinstance(data, Mapping) and _is_completion(data):

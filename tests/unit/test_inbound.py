@@ -64,10 +64,11 @@ def _outcome(make: object) -> tuple[str, object]:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    role=st.sampled_from(["system", "developer", "user", "assistant", "tool", "robot", ""]),
+    role=st.sampled_from(["system", "developer", "user", "assistant", "tool", "robot", ""])
+    | st.sampled_from([["user"], {"user": 1}, None, 3]),
     content=st.text() | st.sampled_from(["", " ", "\ud800", "<script>", "é" * 50]),
 )
-def test_a_role_and_text_dict_becomes_what_the_general_path_makes_of_it(role: str, content: str) -> None:
+def test_a_role_and_text_dict_becomes_what_the_general_path_makes_of_it(role: object, content: str) -> None:
     data = {"role": role, "content": content}
     general = _outcome(lambda: Message.from_openai(dict(data)))
     assert _outcome(lambda: inbound(data).message) == general
