@@ -190,13 +190,13 @@ class LogFollower(ABC):
         self._wake.set()
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
-        """True once the log is read to its end as of this call and nothing is left to
-        do; False if ``timeout`` seconds pass first, or if the follower is not running
-        (or stops) with work left."""
+        """True once the log is read through what was committed as of this call
+        (``committed_head``) and nothing is left to do; False if ``timeout`` seconds
+        pass first, or if the follower is not running (or stops) with work left."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:  # a store that cannot answer yet (a restart): ask again until the deadline
             try:
-                head = self.head()
+                head = self.committed_head()
                 break
             except (ContextLedgerError, PersistenceError) as exc:
                 self._failed(exc)
@@ -238,6 +238,17 @@ class LogFollower(ABC):
         """The log's last notification id (0 while it is empty)."""
         self._head = self.ledger.recorder.max_notification_id() or 0
         return self._head
+
+    def committed_head(self) -> int:
+        """The highest notification id committed now (0 while the log is empty). On
+        PostgreSQL it can be above ``head()``: the log is final only once every
+        transaction that may still fill in a lower id has ended (another session's
+        included), and ``wait_idle`` waits for that, so that what was written before
+        the call has been read when it returns True."""
+        recorder = self.ledger.recorder
+        committed = getattr(recorder, "max_committed_notification_id", None)
+        top = committed() if committed is not None else recorder.max_notification_id()
+        return int(top or 0)
 
     def owns(self, conversation_id: UUID) -> bool:
         """True if this follower's shard covers the conversation (always, unsharded;

@@ -442,6 +442,18 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         top: int | None = self._once_more(self._horizon)
         return top
 
+    def max_committed_notification_id(self) -> int | None:
+        """The highest notification id committed now (None while the log is empty): above
+        ``max_notification_id()`` while a lower id's transaction may still commit."""
+        def top() -> int | None:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(self.max_notification_id_statement)
+                row = curs.fetchone()
+            return None if row is None else row["max"]
+
+        committed: int | None = self._once_more(top)
+        return committed
+
     def _horizon(self) -> int | None:
         with self._horizon_lock:
             for _ in range(2):  # a gap seen for the first time is checked at once, once

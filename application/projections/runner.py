@@ -116,9 +116,16 @@ class ReadModelRunner(LogFollower):
         return all(position >= head for position in list(self._scanned.values()))
 
     def _settle(self, head: int, timeout: float | None) -> bool:
-        """Without a thread, ``wait_idle`` processes in the caller's thread."""
-        self.catch_up(timeout=timeout)
-        return self.idle_at(head)
+        """Without a thread, ``wait_idle`` processes in the caller's thread (until the
+        log is final through ``head``, or the timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.catch_up(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if self.idle_at(head):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     # -- processing -----------------------------------------------------------------
 

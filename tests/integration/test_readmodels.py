@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 from eventsourcing.persistence import Tracking
@@ -330,3 +330,37 @@ def test_counters_for_a_conversation_the_log_never_started_get_a_row_of_their_ow
         assert models.token_totals.global_totals().messages == 3
     finally:
         models.close()
+
+
+@pytest.mark.postgres
+def test_wait_idle_returns_once_what_was_written_before_it_is_read_even_behind_an_open_insert(
+    postgres_url: str,
+) -> None:
+    import psycopg
+
+    from contextledger.infrastructure.recorders import PostgresConversationRecorder
+    from tests.conftest import POSTGRES_URL
+
+    with Ledger.open(postgres_url, run_policy=False) as ledger:
+        models = attach_read_models(ledger)
+        cid = ledger.start("s")
+        assert ledger.wait_idle(20)
+        recorder = ledger.recorder
+        assert isinstance(recorder, PostgresConversationRecorder)
+        # Another session draws the next id and keeps its transaction open.
+        open_insert: Any = psycopg.connect(POSTGRES_URL.split("?")[0])
+        try:
+            open_insert.execute(recorder.append_statement, ([uuid4()], [1], ["t"], [b"{}"]))
+            ledger.append(cid, {"role": "user", "content": "written after the open insert's id"})
+            assert (recorder.max_committed_notification_id() or 0) > (recorder.max_notification_id() or 0)
+            # The append cannot be read while the lower id may still commit.
+            assert not ledger.wait_idle(0.5)
+            assert models.transcript.transcript(cid) == []
+            open_insert.rollback()
+        finally:
+            open_insert.close()
+        assert ledger.wait_idle(20)
+        assert [e.message["content"] for e in models.transcript.transcript(cid)] == [
+            "written after the open insert's id"
+        ]
+        assert_read_models_match(models, ledger)

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from contextledger.application import Ledger
 from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels
 from tests.support.edit_machine import EditMachine
-from tests.support.readmodel_checks import assert_read_models_equal_ledger
+from tests.support.readmodel_checks import assert_read_models_equal_ledger, catch_up_through_committed
 
 EXAMPLES = {"memory": 40, "sqlite": 25, "postgres": 15}
 
@@ -45,7 +45,7 @@ def test_any_sequence_of_edits_and_summaries_keeps_the_invariants(store_url: str
                 ),
             )
             assert ledger.verify().ok
-            runner.catch_up()
+            catch_up_through_committed(ledger, runner)
             assert_read_models_equal_ledger(models, ledger)
             live = {name: rows(models, name) for name in READ_MODEL_NAMES}
             for name in READ_MODEL_NAMES:
