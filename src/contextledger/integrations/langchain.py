@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -77,9 +77,9 @@ def from_langchain(message: BaseMessage) -> Message:
     return Message(role=role, content=text)
 
 
-def to_langchain(message: dict[str, Any]) -> BaseMessage:
+def to_langchain(message: Mapping[str, Any]) -> BaseMessage:
     """A chat-completions dict (as ``Ledger.context`` returns) as a LangChain message."""
-    m = Message.from_openai(message)
+    m = Message.from_openai(dict(message))
     if m.role == "assistant":
         calls, invalid = [], []
         for call in m.tool_calls or ():
