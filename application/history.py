@@ -32,6 +32,7 @@ __all__ = [
     "shared_history",
     "summary_infos",
     "transcript_entries",
+    "transcript_order",
 ]
 
 
@@ -154,6 +155,14 @@ class LogHistory:
         return found[0].text
 
 
+def transcript_order(entry: TranscriptEntry) -> tuple[Any, ...]:
+    """How a transcript is ordered: by position, a fork's inherited rows first, then by
+    version; rows of one position and version inherited from different ancestors (a
+    fork of a fork that edited it) by time, then digest, so that every reader of the
+    same rows (the ledger, the transcript read model) lists them alike."""
+    return (entry.position, entry.inherited_from is None, entry.version, entry.timestamp, entry.digest)
+
+
 def transcript_entries(
     store: ConversationStore, conversation_id: UUID, *, through_version: int | None = None
 ) -> list[TranscriptEntry]:
@@ -190,7 +199,7 @@ def transcript_entries(
                         retracted_version=event.originator_version,
                         retracted_reason=event.reason,
                     )
-    return sorted(out, key=lambda e: (e.position, e.inherited_from is None, e.version))
+    return sorted(out, key=transcript_order)
 
 
 def summary_infos(store: ConversationStore, conversation_id: UUID) -> list[SummaryInfo]:

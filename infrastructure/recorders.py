@@ -466,9 +466,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         """One look at the log: move ``_settled`` as far as is safe; the log's top id."""
         asked, pending = self._settled, self._pending
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(
-                self.horizon_statement, {"asked": asked, "bound": pending[1] if pending else None}, prepare=True
-            )
+            bound = pending[1] if pending else None
+            curs.execute(self.horizon_statement, {"asked": asked, "bound": bound}, prepare=True)
             row = curs.fetchone()
         assert row is not None
         top, newer, ended, bound = row["top"], row["newer"], row["ended"], row["bound"]
@@ -589,7 +588,8 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
                     e = stored_events[0]
                     oid = e.originator_id
                     key = oid.hex if isinstance(oid, UUID) else oid
-                    cursor.execute(self.insert_events_statement, (key, e.originator_version, e.topic, e.state))
+                    row = (key, e.originator_version, e.topic, e.state)
+                    cursor.execute(self.insert_events_statement, row)
                     return [cast(int, cursor.lastrowid)]
                 cursor.execute("BEGIN")
                 try:

@@ -8,6 +8,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, Table, and_, func, insert, or_, select, update
 
+from contextledger.application.history import transcript_order
 from contextledger.application.results import TranscriptEntry, TranscriptVersion
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
@@ -137,7 +138,7 @@ class SQLTranscriptView(SQLView):
         t = self.table
         rows = self._select(select(t).where(t.c.conversation_id == conversation_id))
         entries = [_entry(row._mapping, conversation_id) for row in rows]
-        return sorted(entries, key=lambda e: (e.position, e.inherited_from is None, e.version))
+        return sorted(entries, key=transcript_order)
 
     def count(self) -> int:
         """Message versions held for all conversations (a fork's shared rows included)."""

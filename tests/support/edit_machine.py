@@ -32,7 +32,7 @@ from contextledger.domain.state import (
 )
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import assert_valid_openai_context as assert_valid
-from tests.support.readmodel_checks import assert_conversation_matches
+from tests.support.readmodel_checks import assert_conversation_matches, catch_up_through_committed
 
 WORD = re.compile(r"w\d+")
 
