@@ -230,6 +230,15 @@ SCENARIOS = [
 SYSTEMS = [("ledger", "contextledger"), ("plain", "plain INSERT"), ("sdk", "SQLAlchemySession")]
 
 
+def checkpoint() -> None:
+    """A CHECKPOINT before a timed run (skipped for a role that may not take one)."""
+    try:
+        with psycopg.connect(pg_base(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        pass
+
+
 def throughput(system: str, schema: str, processes: int, threads: int, shared: bool,
                seconds: float) -> tuple[float, float]:
     """Appends per second of ``processes`` x ``threads`` writers, and the writer
@@ -436,7 +445,8 @@ def section_latency(lines: list[str], tmp: Path, schema: str, runs: int, n: int)
 def section_throughput(lines: list[str], schema: str, runs: int, seconds: float) -> None:
     lines += ["### Writers on one PostgreSQL: appends per second", "",
               f"Each cell: writers start together (a barrier) and append for {seconds:g} s, one message per "
-              f"transaction; the median of {runs} interleaved runs. contextledger: one `Ledger` per process "
+              f"transaction; the median of {runs} interleaved runs (the three systems take turns going "
+              "first, and each run starts after a CHECKPOINT). contextledger: one `Ledger` per process "
               "(policy thread running), the recorder's group commit shares a statement among the "
               "process's concurrent appends. plain INSERT: a connection per writer, a commit per message. "
               "SQLAlchemySession (openai-agents, `postgresql+psycopg://`): one engine per process; "
@@ -451,7 +461,11 @@ def section_throughput(lines: list[str], schema: str, runs: int, seconds: float)
     cpus: dict[tuple[str, str], list[float]] = {}
     for run in range(runs):
         for label, procs, threads, shared in SCENARIOS:
-            for system, _ in SYSTEMS:
+            # The systems take turns going first, and each run starts after a checkpoint:
+            # a run that follows another inherits its dirty pages and autovacuum work.
+            order = SYSTEMS[run % len(SYSTEMS):] + SYSTEMS[:run % len(SYSTEMS)]
+            for system, _ in order:
+                checkpoint()
                 rate, cpu = throughput(system, schema, procs, threads, shared, seconds)
                 results.setdefault((label, system), []).append(rate)
                 cpus.setdefault((label, system), []).append(cpu)
