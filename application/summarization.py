@@ -219,8 +219,9 @@ class SummarizationRunner(LogFollower):
         #: conversation -> versions of the thresholds this process saved that the log
         #: has not brought yet.
         self._local: dict[UUID, set[int]] = {}
-        #: Conversations whose thresholds this process saved since the last step.
-        self._arrived: set[UUID] = set()
+        #: conversation -> the log position + 1 when this process saved a threshold of
+        #: it, since the last step (the threshold's notification id is no lower).
+        self._arrived: dict[UUID, int] = {}
         #: Callers of ``wait_idle`` now (each step reads the log while there are any).
         self._waiters = 0
         #: When the log is read next (with a ``foreign_delay``; else at every step).
@@ -335,9 +336,8 @@ class SummarizationRunner(LogFollower):
                     if self.foreign_delay > 0:
                         if self._was_local(cid, notification.originator_version):
                             # This process's own threshold, taken from its save: its
-                            # job is due, in flight, or done; hold the mark back for it
-                            # until that job is collected.
-                            self._hold(cid, notification.id)
+                            # job is due, in flight or done, and holds the mark below
+                            # this id until it is collected (``_note_local``).
                             continue
                         if cid not in self._due or cid in self._foreign:
                             when = now + self.foreign_delay
@@ -346,8 +346,7 @@ class SummarizationRunner(LogFollower):
                     # this thread polling at once: poll_wait wakes it when it falls due.
                     if when <= now:
                         found += 1
-                    due, first = self._due.get(cid, (when, notification.id))
-                    self._due[cid] = (min(due, when), min(first, notification.id))
+                    self._make_due(cid, when, notification.id)
                 self._position = page[-1].id
         with self._progress:
             self._position = max(self._position, head)
@@ -381,15 +380,11 @@ class SummarizationRunner(LogFollower):
             del self._local[cid]
         return local
 
-    def _hold(self, cid: UUID, notification_id: int) -> None:
-        """Keep the mark below ``notification_id`` while ``cid`` has a job due or in
-        flight (called under ``_progress``)."""
-        if cid in self._due:
-            due, first = self._due[cid]
-            self._due[cid] = (due, min(first, notification_id))
-        if cid in self._inflight:
-            future, first = self._inflight[cid]
-            self._inflight[cid] = (future, min(first, notification_id))
+    def _make_due(self, cid: UUID, when: float, first: int) -> None:
+        """``cid`` is due at ``when`` (or earlier, if it already was), and its work
+        begins at notification ``first`` (or lower). Called under ``_progress``."""
+        due, earliest = self._due.get(cid, (when, first))
+        self._due[cid] = (min(due, when), min(earliest, first))
 
     def _note_local(self, saved: Sequence[Any]) -> None:
         """An event listener: the thresholds of this process's saves."""
@@ -398,20 +393,20 @@ class SummarizationRunner(LogFollower):
                 with self._progress:
                     cid = event.originator_id
                     self._local.setdefault(cid, set()).add(event.originator_version)
-                    self._arrived.add(cid)
+                    # The log has not been read past this threshold unless it was read
+                    # since the save, and then it made the threshold due with its id.
+                    self._arrived.setdefault(cid, self._position + 1)
 
     def _take_local(self) -> int:
         """Make the thresholds this process saved since the last step due now; returns
-        how many conversations that is. Until the log brings a threshold, its job
-        holds the mark at the log position of the moment it was taken (the
-        threshold's notification id can only be higher)."""
+        how many conversations that is. Each job holds the mark at the log position
+        of the moment its threshold was saved (its notification id is no lower)."""
         with self._progress:
-            arrived, self._arrived = self._arrived, set()
+            arrived, self._arrived = self._arrived, {}
             now = time.monotonic()
-            for cid in arrived:
+            for cid, first in arrived.items():
                 self._foreign.pop(cid, None)
-                _, first = self._due.get(cid, (now, self._position + 1))
-                self._due[cid] = (now, min(first, self._position + 1))
+                self._make_due(cid, now, first)
             return len(arrived)
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
