@@ -581,17 +581,12 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
         try:
             cursor = connection.cursor().sqlite_cursor
             try:
-                if len(stored_events) == 1 and not cursor.connection.in_transaction:
-                    # One event: one INSERT in autocommit is its own transaction. The
-                    # library's connections cache one compiled statement, so a BEGIN
-                    # before it would evict it and every save would compile it again.
-                    e = stored_events[0]
-                    oid = e.originator_id
-                    key = oid.hex if isinstance(oid, UUID) else oid
-                    row = (key, e.originator_version, e.topic, e.state)
-                    cursor.execute(self.insert_events_statement, row)
-                    return [cast(int, cursor.lastrowid)]
-                cursor.execute("BEGIN")
+                # One event alone is one INSERT in autocommit, its own transaction: the
+                # library's connections cache one compiled statement, so a BEGIN before
+                # it would evict it and every save would compile it again. (commit()
+                # and rollback() do nothing where no transaction is open.)
+                if len(stored_events) != 1 or cursor.connection.in_transaction:
+                    cursor.execute("BEGIN")
                 try:
                     ids: list[int] = []
                     statement = self.insert_events_statement
