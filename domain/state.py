@@ -314,7 +314,7 @@ def _intervals(positions: list[int]) -> list[tuple[int, int]]:
 def _apply_edit(s: ConversationState, event: MessageEdited) -> None:
     message = event.message
     # Entries are replaced in place below: the running sums over them are void.
-    s._sums.clear()
+    _sums(s).clear()
     for index, entry in enumerate(s.window):
         if entry.position == event.position:
             s.window[index] = event.entry(entry.tool_name)
