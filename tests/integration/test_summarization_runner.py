@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -16,6 +17,7 @@ from contextledger.application import (
     ReductionPolicy,
     Settings,
 )
+from contextledger.application.notifications import read_notifications
 from contextledger.domain import (
     SummarizerRateLimitedError,
     SummarizerTimeoutError,
@@ -49,6 +51,21 @@ def say(ledger: Ledger, cid: UUID, n: int, appended: list[dict[str, Any]]) -> No
         appended.append(message)
 
 
+@contextmanager
+def held_conversation(url: str) -> Iterator[tuple[Ledger, UUID, ScriptedSummarizer, threading.Event]]:
+    """A ledger with its policy running and one conversation whose summarizer calls
+    block until the event is set (set on the way out, so a failure does not hang)."""
+    cid = uuid4()
+    release = threading.Event()
+    summarizer = ScriptedSummarizer(hold={cid: release})
+    with Ledger.open(settings=settings(url), summarizer=summarizer) as ledger:
+        ledger.start("sys", policy=POLICY, conversation_id=cid)
+        try:
+            yield ledger, cid, summarizer, release
+        finally:
+            release.set()
+
+
 def test_summaries_happen_in_the_background_once_per_crossing(sqlite_url: str) -> None:
     summarizer = ScriptedSummarizer()
     with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
@@ -64,11 +81,7 @@ def test_summaries_happen_in_the_background_once_per_crossing(sqlite_url: str) -
 
 
 def test_appends_never_wait_for_the_summarizer(sqlite_url: str) -> None:
-    cid = uuid4()
-    release = threading.Event()
-    summarizer = ScriptedSummarizer(hold={cid: release})
-    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
-        ledger.start("sys", policy=POLICY, conversation_id=cid)
+    with held_conversation(sqlite_url) as (ledger, cid, summarizer, release):
         appended: list[dict[str, Any]] = []
         say(ledger, cid, 12, appended)
         assert wait_until(lambda: summarizer.in_flight[cid] == 1)
@@ -272,13 +285,7 @@ def test_the_policy_takes_its_own_thresholds_from_its_saves_not_from_the_log(
 
 
 def test_the_progress_row_never_passes_a_threshold_whose_summary_is_in_flight(sqlite_url: str) -> None:
-    from contextledger.application.notifications import read_notifications
-
-    cid = uuid4()
-    release = threading.Event()
-    summarizer = ScriptedSummarizer(hold={cid: release})
-    with Ledger.open(settings=settings(sqlite_url), summarizer=summarizer) as ledger:
-        ledger.start("sys", policy=POLICY, conversation_id=cid)
+    with held_conversation(sqlite_url) as (ledger, cid, summarizer, release):
         say(ledger, cid, 5, [])
         assert ledger.wait_idle(20)  # the log is read this far
         say(ledger, cid, 7, [])
