@@ -55,7 +55,7 @@ class Audit:
             return [
                 UUID(str(n.originator_id))
                 for page in read_notifications(
-                    self.app.notification_log, topics=(Started.TOPIC, Forked.TOPIC)
+                    self.app.notification_log, topics=(Started.TOPIC, Forked.TOPIC), committed=True
                 )
                 for n in page
             ]
@@ -68,7 +68,7 @@ class Audit:
     def export(self) -> Iterator[tuple[int, AuditEvent]]:
         """Every stored event of every conversation, with its notification id."""
         with store_errors():
-            for page in read_notifications(self.app.notification_log):
+            for page in read_notifications(self.app.notification_log, committed=True):
                 for notification in page:
                     event = self.app.mapper.to_domain_event(notification)
                     yield notification.id, AuditEvent.from_event(event)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ the log's ``select``, in pages of up to the ledger's
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from eventsourcing.application import NotificationLog
 from eventsourcing.persistence import Notification
@@ -25,16 +26,27 @@ def read_notifications(
     stop: int | None = None,
     topics: Sequence[str] = (),
     page: int = PAGE,
+    committed: bool = False,
 ) -> Iterator[Sequence[Notification]]:
     """Non-empty pages of notifications with ids above ``after`` and up to ``stop``
     (inclusive; None: the end), of the given ``topics`` (all when empty), oldest first.
 
     With a ``stop``, a page shorter than ``page`` (or one that reaches ``stop``) is
     the last: the range is fixed, so the query that would find it empty is not sent.
-    Without one, pages are read until one comes back empty, as the log may grow."""
+    Without one, pages are read until one comes back empty, as the log may grow.
+
+    ``committed``: a one-off read of everything committed now, for a store whose
+    readers otherwise stop where the log is final (PostgreSQL: an id below may still
+    be filled in by an open transaction; a follower must wait for it, a listing need
+    not)."""
+    recorder: Any = getattr(log, "recorder", None)
+    past_mark = committed and hasattr(recorder, "max_committed_notification_id")
     start = after + 1
     while True:
-        notifications = log.select(start=start, limit=page, stop=stop, topics=topics)
+        if past_mark:
+            notifications = recorder.select_notifications(start, page, stop, topics, committed=True)
+        else:
+            notifications = log.select(start=start, limit=page, stop=stop, topics=topics)
         if not notifications:
             return
         yield notifications

@@ -414,10 +414,13 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         topics: Sequence[str] = (),
         *,
         inclusive_of_start: bool = True,
+        committed: bool = False,
     ) -> Sequence[Any]:
         """The library's read, never past ``max_notification_id()``: an id above it may
-        still be filled in by a transaction that has not committed yet."""
-        if stop is None or stop > self._settled:
+        still be filled in by a transaction that has not committed yet. With
+        ``committed``, a one-off read of everything committed now (an audit's listing,
+        not a follower's position to resume from): it does not wait for the mark."""
+        if not committed and (stop is None or stop > self._settled):
             horizon = self.max_notification_id() or 0
             stop = horizon if stop is None else min(stop, horizon)
         raw: Any = PostgresApplicationRecorder.select_notifications.__wrapped__

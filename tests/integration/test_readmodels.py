@@ -353,6 +353,9 @@ def test_wait_idle_returns_once_what_was_written_before_it_is_read_even_behind_a
             open_insert.execute(recorder.append_statement, ([uuid4()], [1], ["t"], [b"{}"]))
             ledger.append(cid, {"role": "user", "content": "written after the open insert's id"})
             assert (recorder.max_committed_notification_id() or 0) > (recorder.max_notification_id() or 0)
+            # An audit's listing reads what is committed; it does not wait for the mark.
+            later = ledger.start("started behind the open insert")
+            assert ledger.conversation_ids() == [cid, later]
             # The append cannot be read while the lower id may still commit.
             assert not ledger.wait_idle(0.5)
             assert models.transcript.transcript(cid) == []
