@@ -77,6 +77,7 @@ from contextledger.domain.errors import (
 )
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.infrastructure import database as _database  # noqa: F401  (see below)
 from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.tokens import TiktokenCounter
 
@@ -84,6 +85,8 @@ if TYPE_CHECKING:
     from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
     from contextledger.infrastructure.readmodels import SQLReadModels, attach_read_models
 
+# Every ledger opens its store through ``infrastructure.database`` (its URL parsing is
+# SQLAlchemy's), so it loads with the package, not inside the first ``Ledger.open()``.
 #: Names whose modules load on first use: the openai SDK and SQLAlchemy are large (an
 #: import of contextledger took 0.6 s and left 113,000 objects for every full garbage
 #: collection to walk); a process that never uses them never loads them.
