@@ -720,9 +720,18 @@ FINDINGS = [
     "to sleep 200 µs per append, as a round trip or a commit's flush does, the same code costs 166 µs "
     "(the tokenizer 8.9 -> 14.8 µs, building the event 3.4 -> 7.5, the digest 2.7 -> 7.3: cold "
     "caches). So on a store every microsecond of Python saved is worth about two. The table's last "
-    "column shows the writers' CPU per append against the plain writer's; the server's CPU, read from "
-    "/proc over a whole 8-process run (start-up included), was about 210 µs per append against the "
-    "plain INSERT's 110 µs (two indexes and a sequence, a larger row, snapshots and summaries).",
+    "column shows the writers' CPU per append against the plain writer's. The server's CPU, read from "
+    "/proc over the timed part of 8-process runs (backends alive at both readings), was 104-146 µs "
+    "per append against the plain INSERT's 58-65 µs; most of it in the save connections' backends. "
+    "The same INSERT into a table of the event table's shape (two indexes, a sequence, the ~600-byte "
+    "row), sent by 8 light processes, accounts for about 11 µs of that gap (75 against 64 µs); "
+    "snapshots, summaries and the followers' reads for a few more; the rest is the same work run "
+    "with colder caches beside heavier client processes. Without snapshots and without the policy "
+    "thread the server still spent 107 µs per append and the writers 209 µs.",
+    "- **A process's footprint**: `import contextledger` loaded the openai SDK (71,000 objects) for "
+    "the OpenAI summarizer, so every full garbage collection of a writer walked them too, a pause "
+    "its appends wait out now and then (more than twice as long: see benchmarks/footprint.py's "
+    "section). The SDK now loads on first use.",
     "- **An idle policy thread** was woken by every save and ran a step: `max(notification_id)` and "
     "a topic-filtered read of the new notifications, with the thread switches, on every append. Now "
     "only a save that stores a `ThresholdReached` wakes it; other writes are found by its poll.",
