@@ -31,7 +31,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -454,8 +454,19 @@ class SummarizationRunner(LogFollower):
                     break
                 if due > now or cid in self._inflight:
                     continue
+                try:
+                    future = self._executor.submit(self._job, cid, self._foreign.get(cid))
+                except BrokenExecutor:
+                    raise
+                except RuntimeError:
+                    # The executor takes no more work: the policy is stopping, or the
+                    # interpreter is exiting with the ledger left open (it shuts every
+                    # executor down first). The threshold stays in the log for the next
+                    # run; the thread ends without a step failing.
+                    self._stop.set()
+                    break
                 del self._due[cid]
-                future = self._executor.submit(self._job, cid, self._foreign.pop(cid, None))
+                self._foreign.pop(cid, None)
                 future.add_done_callback(lambda _f: self.wake())
                 self._inflight[cid] = (future, first)
                 started += 1

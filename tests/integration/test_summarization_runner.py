@@ -304,3 +304,31 @@ def test_the_progress_row_never_passes_a_threshold_whose_summary_is_in_flight(sq
     with Ledger.open(sqlite_url, run_policy=False) as reopened:
         last = max(n.id for page in read_notifications(reopened.notification_log) for n in page)
         assert reopened.factory.tracking_recorder().max_tracking_id("summarizer") == last
+
+
+def test_a_ledger_left_open_at_exit_ends_its_policy_quietly_and_loses_nothing(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # At exit the interpreter shuts every thread pool down before it stops the policy's
+    # (daemon) thread, which then found its executor refusing work: each step failed with
+    # a traceback until the process ended. Here the executor is shut down the same way.
+    summarizer = ScriptedSummarizer()
+    ledger = Ledger.open(settings=settings(sqlite_url), summarizer=summarizer)
+    try:
+        runner = ledger._runner
+        assert runner is not None and runner._executor is not None and runner.running
+        cid = ledger.start("sys", policy=POLICY)
+        runner._executor.shutdown(wait=True)
+        with caplog.at_level("WARNING", logger="contextledger"):
+            say(ledger, cid, 15, [])  # crosses the trigger: its threshold falls due
+            assert wait_until(lambda: not runner.running, timeout=10)
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("contextledger")] == []
+        assert summarizer.calls == [] and ledger.pending_summary(cid) is not None
+    finally:
+        ledger.close()
+    # The threshold is in the log: the next run's policy makes its summary.
+    again = ScriptedSummarizer()
+    with Ledger.open(settings=settings(sqlite_url), summarizer=again) as ledger:
+        assert ledger.wait_idle(20)
+        assert ledger.pending_summary(cid) is None and ledger.totals(cid).summaries == 1
+        assert len(again.calls) == 1
