@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -49,12 +48,27 @@ class _NullSpan:
 _NULL_SPAN = _NullSpan()
 
 
+class _NullSpanContext:
+    """The one context manager every span of ``NullTracer`` is (no generator per call:
+    an append opens a span)."""
+
+    def __enter__(self) -> Span:
+        return _NULL_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL_SPAN_CONTEXT = _NullSpanContext()
+
+
 class NullTracer:
     """The tracer when tracing is off: spans cost a context manager and nothing else."""
 
-    @contextlib.contextmanager
-    def span(self, name: str, **attributes: Attribute | UUID | None) -> Iterator[Span]:
-        yield _NULL_SPAN
+    def span(
+        self, name: str, **attributes: Attribute | UUID | None
+    ) -> contextlib.AbstractContextManager[Span]:
+        return _NULL_SPAN_CONTEXT
 
 
 class TracedSummarizer:

@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
@@ -99,15 +99,21 @@ def store_error(exc: BaseException, conversation_id: UUID | None = None) -> Stor
     )
 
 
-@contextlib.contextmanager
-def store_errors(conversation_id: UUID | None = None) -> Iterator[None]:
-    """Map the event store's failures to ``StoreError`` (the cause chained)."""
-    try:
-        yield
-    except ContextLedgerError:
-        raise
-    except (OperationalError, PersistenceError) as exc:
-        raise store_error(exc, conversation_id) from exc
+class store_errors:
+    """Map the event store's failures to ``StoreError`` (the cause chained). A plain
+    context manager: every load enters it."""
+
+    __slots__ = ("conversation_id",)
+
+    def __init__(self, conversation_id: UUID | None = None) -> None:
+        self.conversation_id = conversation_id
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, (OperationalError, PersistenceError)) and not isinstance(exc, ContextLedgerError):
+            raise store_error(exc, self.conversation_id) from exc
 
 
 class FairLock:
@@ -359,9 +365,7 @@ class ConversationStore:
                     return cached
                 conversation: Conversation = self.app.repository.get(conversation_id)
         except AggregateNotFoundError:
-            raise ConversationNotFoundError(
-                "no such conversation", conversation_id=conversation_id
-            ) from None
+            raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id) from None
         if not isinstance(conversation, Conversation):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         self._cache_put(conversation)

@@ -51,8 +51,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
@@ -121,13 +120,23 @@ def _persistence_error(exc: Exception, driver: Any) -> es.PersistenceError:
     return es.PersistenceError(str(exc))
 
 
-@contextmanager
-def _mapped() -> Iterator[None]:
-    """Raise psycopg's errors as eventsourcing's, as the library's recorders do."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise _persistence_error(exc, psycopg) from exc
+class _Mapped:
+    """Raise psycopg's errors as eventsourcing's, as the library's recorders do (a plain
+    context manager: every save enters it)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, psycopg.Error):
+            raise _persistence_error(exc, psycopg) from exc
+
+
+_MAPPED = _Mapped()
+
+
+def _mapped() -> _Mapped:
+    return _MAPPED
 
 
 def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
@@ -448,6 +457,7 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
     def max_committed_notification_id(self) -> int | None:
         """The highest notification id committed now (None while the log is empty): above
         ``max_notification_id()`` while a lower id's transaction may still commit."""
+
         def top() -> int | None:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 curs.execute(self.max_notification_id_statement)
