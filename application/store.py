@@ -26,7 +26,6 @@ from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
     ConcurrencyError,
-    ContextLedgerError,
     ConversationNotFoundError,
     StoreError,
 )
@@ -112,7 +111,7 @@ class store_errors:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, (OperationalError, PersistenceError)) and not isinstance(exc, ContextLedgerError):
+        if isinstance(exc, (OperationalError, PersistenceError)):
             raise store_error(exc, self.conversation_id) from exc
 
 

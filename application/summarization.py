@@ -299,9 +299,10 @@ class SummarizationRunner(LogFollower):
         """As ``LogFollower.poll_wait``, but never past the next retry that falls due;
         with a ``foreign_delay``, until the next read of the log (its own thresholds
         and finished jobs wake the thread)."""
-        wait = super().poll_wait(idle_steps)
         if self.foreign_delay > 0:
             wait = max(self.poll_interval, self._next_read - time.monotonic())
+        else:
+            wait = super().poll_wait(idle_steps)
         with self._progress:
             if self._due:
                 next_due = min(due for due, _ in self._due.values())

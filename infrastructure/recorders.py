@@ -132,11 +132,8 @@ class _Mapped:
             raise _persistence_error(exc, psycopg) from exc
 
 
+#: Entered as ``with _MAPPED:`` (it holds no state).
 _MAPPED = _Mapped()
-
-
-def _mapped() -> _Mapped:
-    return _MAPPED
 
 
 def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
@@ -335,7 +332,7 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             return self._write_on(self._save_connection(), stored_events)
 
     def _write_on(self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent]) -> list[int]:
-        with _mapped():
+        with _MAPPED:
             if len(stored_events) == 1:
                 e = stored_events[0]
                 oid = e.originator_id
@@ -370,7 +367,7 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             return conn
         datastore = self.datastore
         pool = datastore.pool
-        with _mapped():
+        with _MAPPED:
             given, conninfo = pool.kwargs, pool.conninfo  # values, or callables giving them
             kwargs = dict((given() if callable(given) else given) or {})
             if pool.get_password_func:

@@ -45,7 +45,7 @@ def test_any_sequence_of_edits_and_summaries_keeps_the_invariants(store_url: str
                 ),
             )
             assert ledger.verify().ok
-            catch_up_through_committed(ledger, runner)
+            catch_up_through_committed(runner)
             assert_read_models_equal_ledger(models, ledger)
             live = {name: rows(models, name) for name in READ_MODEL_NAMES}
             for name in READ_MODEL_NAMES:

@@ -356,6 +356,6 @@ class EditMachine(RuleBasedStateMachine):
         for cid in self.models:
             assert self.ledger.verify(cid).ok
         if self.read_models is not None and self.runner is not None:
-            catch_up_through_committed(self.ledger, self.runner)
+            catch_up_through_committed(self.runner)
             for cid in self.models:
                 assert_conversation_matches(self.read_models, self.ledger, cid)

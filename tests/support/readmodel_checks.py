@@ -55,7 +55,7 @@ def assert_read_models_equal_ledger(
     assert counters(overall) == expected_counters(ledger.totals())
 
 
-def catch_up_through_committed(ledger: Ledger, runner: Any, timeout: float = 30.0) -> None:
+def catch_up_through_committed(runner: Any, timeout: float = 30.0) -> None:
     """``runner.catch_up()`` until the log is final through the highest id committed
     now. On PostgreSQL the final mark waits for every transaction that had an xid
     when a gap in the ids was seen (another session's, on the same server, included),
