@@ -352,25 +352,30 @@ def _apply_invalidation(s: ConversationState, event: SummaryInvalidated) -> None
 
 
 def _apply_message(s: ConversationState, event: MessageAppended) -> None:
+    # Runs for every append: the fields are written into the model's __dict__, as
+    # pydantic's __setattr__ does (no validation on assignment) without its handler
+    # lookup per write; ``model_fields_set`` is not kept for the state.
     message = event.message
+    d = s.__dict__
     tool_name = None
     if message.role == "tool":
         tool_name = s.group_calls.get(message.tool_call_id or "")
         s.open_calls.remove(message.tool_call_id or "")
     else:
-        s.group_calls = {}
-        s.open_calls = []
-        s.open_group_index = None
-    s.window.append(event.entry(tool_name))
+        d["group_calls"] = {}
+        d["open_calls"] = []
+        d["open_group_index"] = None
+    window = s.window
+    window.append(event.entry(tool_name))
     if message.tool_calls:
-        s.group_calls = {c.id: c.function.name for c in message.tool_calls}
-        s.open_calls = [c.id for c in message.tool_calls]
-        s.open_group_index = len(s.window) - 1
+        d["group_calls"] = {c.id: c.function.name for c in message.tool_calls}
+        d["open_calls"] = [c.id for c in message.tool_calls]
+        d["open_group_index"] = len(window) - 1
     elif message.role == "tool" and not s.open_calls:
-        s.open_group_index = None
-    s.next_position = event.position + 1
-    s.appended_tokens += event.tokens
-    s.digest = event.digest
+        d["open_group_index"] = None
+    d["next_position"] = event.position + 1
+    d["appended_tokens"] = s.appended_tokens + event.tokens
+    d["digest"] = event.digest
     if s.open_group_index is None:
         refresh_view(s)
 
