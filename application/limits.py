@@ -21,6 +21,16 @@ def check_message_bytes(message: Message, settings: Settings, *, field: str = "m
     """``MessageTooLargeError`` if the message is over ``settings.max_message_bytes``.
     Runs before tokens are counted, so a huge message costs no tokenizer time."""
     limit = settings.max_message_bytes
+    content = message.content
+    if (
+        type(content) is str
+        and message.tool_calls is None
+        and 6 * (len(content) + len(message.name or "") + len(message.tool_call_id or "")) + 96 <= limit
+    ):
+        # A text message's JSON spells each character in at most 6 bytes (4 in UTF-8,
+        # 6 as a \u escape) around at most 96 bytes of keys and role: under the limit
+        # whatever its text, so the common message is not serialized to be measured.
+        return
     size = message_bytes(message)
     if size > limit:
         raise MessageTooLargeError(

@@ -6,9 +6,12 @@ than the window refused, and contexts kept under the cap when summaries lag."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.domain import ContextOverflowError, MessageTooLargeError
+from contextledger.application.limits import check_message_bytes, message_bytes
+from contextledger.domain import ContextOverflowError, InvalidMessageError, Message, MessageTooLargeError
 from contextledger.domain.windows import DEFAULT_CONTEXT_WINDOW, context_window, default_context_cap
 
 
@@ -110,3 +113,36 @@ def test_edits_and_new_system_prompts_obey_the_same_limits() -> None:
         assert caught.value.field == "system_prompt" and caught.value.unit == "tokens"
         assert events(ledger) == before
         assert ledger.transcript(cid)[0].message["content"] == "short"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    role=st.sampled_from(["user", "assistant", "system", "developer", "tool"]),
+    text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=400)
+    | st.text(st.sampled_from('"\\\x00\x1f\né😀a'), min_size=100, max_size=250)
+    | st.text(st.sampled_from("\x00\x1f\x7f😀"), min_size=100, max_size=300),
+    ident=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=64),
+    limit=st.integers(min_value=1024, max_value=1600),
+)
+def test_the_byte_limit_refuses_exactly_the_messages_whose_json_is_over_it(
+    role: str, text: str, ident: str, limit: int
+) -> None:
+    """A text message well under the limit is not serialized to be measured; the
+    shortcut must never let through a message whose stored JSON is over the limit, nor
+    refuse one under it."""
+    data = {"role": role, "content": text}
+    if role == "tool":
+        data["tool_call_id"] = ident
+    elif role != "system":
+        data["name"] = ident[:64]
+    try:
+        message = Message(**data)
+    except InvalidMessageError:
+        return
+    over = message_bytes(message) > limit
+    try:
+        check_message_bytes(message, Settings(database_url="memory://", max_message_bytes=limit))
+    except MessageTooLargeError as exc:
+        assert over and exc.size == message_bytes(message)
+    else:
+        assert not over
