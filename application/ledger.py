@@ -163,6 +163,14 @@ class Ledger(LedgerEdits, Application[UUID]):
                 raise StoreError(f"cannot open the event store: {exc}") from exc
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
+        cls = type(self)
+        #: Whether ``save_conversations`` may skip what ``save`` builds for hooks.
+        self._lean_save = (
+            cls._notify is Application._notify
+            and cls.notify is Application.notify
+            and not self.repository.cache
+            and not self.snapshotting_intervals
+        )
         #: This store's own conversations (``store`` routes to every store's when sharded).
         self.local_store = ConversationStore(
             self,
@@ -341,6 +349,22 @@ class Ledger(LedgerEdits, Application[UUID]):
         self._notify(recordings)
         self.notify(processing.events)  # eventsourcing's deprecated hook, kept
         return recordings
+
+    def save_conversations(self, *objs: Any) -> None:
+        """``save`` without its return value: the conversation store's save (every
+        append). The events are written as ``save`` writes them; the recordings
+        ``save`` returns (a notification object per event) are not built, unless a
+        subclass hooks eventsourcing's ``_notify``/``notify``, an aggregate cache or
+        snapshotting intervals need them (then this is ``save``)."""
+        if not self._lean_save or not all(type(obj) is Conversation for obj in objs):
+            self.save(*objs)
+            return
+        events: list[Any] = []
+        for conversation in objs:
+            events += conversation.collect_events()
+        store = self.events
+        to_stored = store.mapper.to_stored_event
+        store.recorder.insert_events([to_stored(event) for event in events])
 
     def close(self) -> None:
         for follower in reversed(self._followers):

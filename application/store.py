@@ -34,8 +34,7 @@ from contextledger.domain.events import DomainEvent, Forked, Started
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from eventsourcing.application import Application
-
+    from contextledger.application.ledger import Ledger
     from contextledger.domain.state import ConversationState
 
 __all__ = ["ConversationStore", "FairLock", "failure_cause", "store_error", "store_errors"]
@@ -181,7 +180,7 @@ class ConversationStore:
 
     def __init__(
         self,
-        app: Application[UUID],
+        app: Ledger,
         *,
         snapshot_interval: int,
         on_saved: Callable[[list[Any]], None] | None = None,
@@ -319,7 +318,7 @@ class ConversationStore:
         for other in others:
             saved += getattr(other, "_pending_events", ())
         try:
-            self.app.save(conversation, *others)
+            self.app.save_conversations(conversation, *others)
         except IntegrityError:
             raise
         except (OperationalError, PersistenceError) as exc:
