@@ -185,30 +185,44 @@ class GroupCommit:
         self.largest = 0
 
     def submit(self, events: Sequence[StoredEvent]) -> list[int]:
-        save = _Save(events)
         with self._lock:
-            self._queue.append(save)
-            lead = not self._busy
-            self._busy = True
-            if not lead:
-                save.done = threading.Event()
-        if not lead:
-            assert save.done is not None
-            save.done.wait()
-            if not save.lead:
-                return _outcome(save)
+            if not self._busy:
+                # Nobody writes or waits: this save is written at once, alone (no
+                # queue entry, no batch to build), and hands over to whoever queued
+                # meanwhile.
+                self._busy = True
+                self.batches += 1
+                self.saves += 1
+                self.largest = max(self.largest, 1)
+                save = None
+            else:
+                save = _Save(events)
+                save.done = done = threading.Event()
+                self._queue.append(save)
+        if save is None:
+            try:
+                return self._write(events)
+            finally:
+                self._hand_over()
+        done.wait()
+        if not save.lead:
+            return _outcome(save)
         try:
             self._lead()
         finally:
-            with self._lock:
-                if self._queue:
-                    nxt = self._queue[0]
-                    nxt.lead = True
-                    assert nxt.done is not None
-                    nxt.done.set()
-                else:
-                    self._busy = False
+            self._hand_over()
         return _outcome(save)
+
+    def _hand_over(self) -> None:
+        """The writing save is done: the oldest queued save leads next, or none is busy."""
+        with self._lock:
+            if self._queue:
+                nxt = self._queue[0]
+                nxt.lead = True
+                assert nxt.done is not None
+                nxt.done.set()
+            else:
+                self._busy = False
 
     def _lead(self) -> None:
         with self._lock:
