@@ -153,8 +153,8 @@ class _Save:
 
     def __init__(self, events: Sequence[StoredEvent]) -> None:
         self.events = events
-        #: Set when the save is written or is to lead; only a save that queues behind
-        #: a leader waits on it (a lone save leads at once and needs none).
+        #: Set when the save is written or is to lead (a save that finds the group
+        #: commit idle is written at once and is never queued as a ``_Save``).
         self.done: threading.Event | None = None
         self.lead = False
         self.result: list[int] = []
