@@ -334,9 +334,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         self._followers.append(follower)
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
-        """eventsourcing's ``Application.save``; conversations alone (the ledger's own
-        saves) skip its generic collection, which checks each object against two
-        runtime protocols on every append."""
+        """eventsourcing's ``Application.save``; conversations alone skip its generic
+        collection, which checks each object against two runtime protocols. The
+        ledger's own saves go through ``save_conversations``."""
         if kwargs or not all(isinstance(obj, Conversation) for obj in objs):
             recorded: list[Recording[UUID]] = super().save(*objs, **kwargs)
             return recorded
@@ -350,21 +350,23 @@ class Ledger(LedgerEdits, Application[UUID]):
         self.notify(processing.events)  # eventsourcing's deprecated hook, kept
         return recordings
 
-    def save_conversations(self, *objs: Any) -> None:
-        """``save`` without its return value: the conversation store's save (every
-        append). The events are written as ``save`` writes them; the recordings
-        ``save`` returns (a notification object per event) are not built, unless a
-        subclass hooks eventsourcing's ``_notify``/``notify``, an aggregate cache or
+    def save_conversations(self, *objs: Any) -> list[Any]:
+        """``save`` for the conversation store (every append); returns the events it
+        saved. They are written as ``save`` writes them; the recordings ``save``
+        returns (a notification object per event) are not built, unless a subclass
+        hooks eventsourcing's ``_notify``/``notify``, an aggregate cache or
         snapshotting intervals need them (then this is ``save``)."""
-        if not self._lean_save or not all(type(obj) is Conversation for obj in objs):
+        if not self._lean_save or not all(isinstance(obj, Conversation) for obj in objs):
+            events = [event for obj in objs for event in getattr(obj, "_pending_events", ())]
             self.save(*objs)
-            return
-        events: list[Any] = []
+            return events
+        events = []
         for conversation in objs:
             events += conversation.collect_events()
         store = self.events
         to_stored = store.mapper.to_stored_event
         store.recorder.insert_events([to_stored(event) for event in events])
+        return events
 
     def close(self) -> None:
         for follower in reversed(self._followers):

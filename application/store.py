@@ -314,11 +314,8 @@ class ConversationStore:
         """Save the conversation's new events (and ``others``) in one transaction,
         and a snapshot when an interval boundary was crossed."""
         before = conversation.version - len(conversation._pending_events)
-        saved = [*conversation._pending_events]
-        for other in others:
-            saved += getattr(other, "_pending_events", ())
         try:
-            self.app.save_conversations(conversation, *others)
+            saved = self.app.save_conversations(conversation, *others)
         except IntegrityError:
             raise
         except (OperationalError, PersistenceError) as exc:
