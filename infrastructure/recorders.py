@@ -191,9 +191,7 @@ class GroupCommit:
                 # queue entry, no batch to build), and hands over to whoever queued
                 # meanwhile.
                 self._busy = True
-                self.batches += 1
-                self.saves += 1
-                self.largest = max(self.largest, 1)
+                self._count(1)
                 save = None
             else:
                 save = _Save(events)
@@ -239,10 +237,14 @@ class GroupCommit:
                 if save.done is not None:
                     save.done.set()
 
-    def _run(self, batch: list[_Save]) -> None:
+    def _count(self, saves: int) -> None:
+        """One batch of ``saves`` saves is written."""
         self.batches += 1
-        self.saves += len(batch)
-        self.largest = max(self.largest, len(batch))
+        self.saves += saves
+        self.largest = max(self.largest, saves)
+
+    def _run(self, batch: list[_Save]) -> None:
+        self._count(len(batch))
         if len(batch) == 1:
             self._run_alone(batch[0])
             return
