@@ -39,7 +39,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification, PersistenceError
 
-from contextledger.application.notifications import read_notifications
+from contextledger.application.notifications import committed_top, read_notifications
 from contextledger.domain.errors import ConfigurationError, ContextLedgerError
 
 if TYPE_CHECKING:
@@ -245,10 +245,7 @@ class LogFollower(ABC):
         transaction that may still fill in a lower id has ended (another session's
         included), and ``wait_idle`` waits for that, so that what was written before
         the call has been read when it returns True."""
-        recorder = self.ledger.recorder
-        committed = getattr(recorder, "max_committed_notification_id", None)
-        top = committed() if committed is not None else recorder.max_notification_id()
-        return int(top or 0)
+        return committed_top(self.ledger.recorder)
 
     def owns(self, conversation_id: UUID) -> bool:
         """True if this follower's shard covers the conversation (always, unsharded;

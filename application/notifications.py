@@ -13,7 +13,7 @@ from typing import Any
 from eventsourcing.application import NotificationLog
 from eventsourcing.persistence import Notification
 
-__all__ = ["PAGE", "read_notifications"]
+__all__ = ["PAGE", "committed_top", "read_notifications", "reads_to_a_mark"]
 
 #: Notifications per page (the ledger's ``log_section_size``).
 PAGE = 500
@@ -40,7 +40,7 @@ def read_notifications(
     be filled in by an open transaction; a follower must wait for it, a listing need
     not)."""
     recorder: Any = getattr(log, "recorder", None)
-    past_mark = committed and hasattr(recorder, "max_committed_notification_id")
+    past_mark = committed and reads_to_a_mark(recorder)
     start = after + 1
     while True:
         if past_mark:
@@ -53,3 +53,16 @@ def read_notifications(
         start = notifications[-1].id + 1
         if stop is not None and (len(notifications) < page or start > stop):
             return
+
+
+def reads_to_a_mark(recorder: Any) -> bool:
+    """True for a store whose readers stop where the log is final, which can lie below
+    what is committed (the PostgreSQL recorder, with ``max_committed_notification_id``)."""
+    return hasattr(recorder, "max_committed_notification_id")
+
+
+def committed_top(recorder: Any) -> int:
+    """The highest notification id committed now (0 while the log is empty)."""
+    if reads_to_a_mark(recorder):
+        return int(recorder.max_committed_notification_id() or 0)
+    return int(recorder.max_notification_id() or 0)
