@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from contextledger.application.ledger import Ledger
+from contextledger.application.notifications import committed_top
 from contextledger.application.projections import ReadModelRunner
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.cli.render import Progress
@@ -23,7 +24,10 @@ def caught_up_read_models(ledger: Ledger, *, label: str = "catch up") -> Iterato
     models = SQLReadModels.for_ledger(ledger)
     try:
         runner = models.runner(ledger, close_with_runner=False)
-        top = ledger.recorder.max_notification_id() or 0
+        # What is committed now, not the final mark: past a gap the mark may lag what
+        # is committed (docs/operations.md), and a stale listing must not pass for
+        # a complete one. The runner's wait_idle waits for that same committed top.
+        top = committed_top(ledger.recorder)
         if min(runner.position(name) for name in runner.names) < top:
             runner.start()
             try:

@@ -92,7 +92,8 @@ class ConversationIndex:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self._rows: dict[UUID, ConversationRow] = {}
-        self._seen = 0
+        #: The log is read through this notification id (None: not listed yet).
+        self._seen: int | None = None
         self._lock = threading.Lock()
 
     def rows(self) -> list[ConversationRow]:
@@ -106,9 +107,11 @@ class ConversationIndex:
     def _catch_up(self) -> None:
         recorder = self.ledger.recorder
         top = recorder.max_notification_id() or 0
-        if top <= self._seen:
+        if self._seen is not None and top <= self._seen:
             return
-        if self._seen == 0:
+        if self._seen is None:
+            # Every conversation committed now (a one-off read: it does not wait for
+            # the log to be final past a gap, so the first listing is never short).
             touched = set(self.ledger.conversation_ids())
         else:
             touched = set()
