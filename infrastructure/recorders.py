@@ -66,13 +66,13 @@ from eventsourcing.persistence import (
     Subscription,
 )
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
-from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
 from psycopg import generators, pq
 from psycopg.sql import SQL, Identifier
 
 from contextledger.infrastructure.pgreads import FinalMark, once_more
-from contextledger.infrastructure.pgstore import TimedPostgresFactory
+from contextledger.infrastructure.pgstore import PostgresSnapshotRecorder, TimedPostgresFactory, event_columns
 
 __all__ = [
     "GroupCommit",
@@ -133,16 +133,6 @@ class _Mapped:
 
 #: Entered as ``with _MAPPED:`` (it holds no state).
 _MAPPED = _Mapped()
-
-
-def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
-    """The events as four arrays (ids, versions, topics, states), sent in binary."""
-    return (
-        [e.originator_id for e in stored_events],
-        [e.originator_version for e in stored_events],
-        [e.topic for e in stored_events],
-        [e.state for e in stored_events],
-    )
 
 
 class _Save:
@@ -354,7 +344,7 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
             with conn.cursor() as curs:
-                curs.execute(self.append_statement, _columns(stored_events), prepare=True)
+                curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
                 return [row["id"] for row in curs.fetchall()]
 
     def _save_connection(self) -> psycopg.Connection[Any]:
@@ -461,26 +451,6 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         return PollingSubscription(self, gt=gt, topics=topics)
 
 
-class PostgresSnapshotRecorder(PostgresAggregateRecorder):
-    """eventsourcing's aggregate recorder (the snapshots' table), writing its rows as
-    four arrays sent in binary instead of an array of a composite type: the library
-    encodes that array as text, escaping every byte of a snapshot's state (tens of KB)."""
-
-    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
-        super().__init__(datastore, events_table_name=events_table_name)
-        self.insert_events_statement = SQL(
-            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
-            "SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[])"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-            id_type=Identifier(self.datastore.originator_id_type),
-        )
-
-    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any) -> None:
-        curs.execute(self.insert_events_statement, _columns(stored_events), prepare=True)
-
-
 class PollingSubscription(ListenNotifySubscription[PostgresConversationRecorder]):
     """A subscription that looks for new notifications every ``interval`` seconds."""
 
@@ -510,7 +480,6 @@ class PostgresConversationFactory(TimedPostgresFactory):
     connect and statement timeouts of ``TimedPostgresFactory``."""
 
     application_recorder_class = PostgresConversationRecorder
-    aggregate_recorder_class = PostgresSnapshotRecorder
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
