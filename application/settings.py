@@ -68,10 +68,13 @@ class Settings(BaseModel):
     compress: bool = False
     #: How long one write (append, edit, summary record ...) may wait for the
     #: conversation's other writers and retry optimistic-concurrency conflicts before
-    #: ``ConcurrencyError`` (with ``attempts`` and ``seconds``).
+    #: ``ConcurrencyError`` (with ``attempts`` and ``seconds``); while the store is away,
+    #: the outage's ``StoreError`` instead.
     write_deadline: float = Field(default=5.0, gt=0, le=3600)
     #: Seconds to establish a PostgreSQL connection (libpq ``connect_timeout``,
-    #: whole seconds, at least 2); a URL's ``?connect_timeout=`` wins.
+    #: whole seconds, at least 2) and the longest wait for a pooled connection; a URL's
+    #: ``?connect_timeout=`` wins. While the server is away, a call ends within
+    #: ``connect_timeout + write_deadline`` (and 2 s of slack) with ``StoreError``.
     connect_timeout: float = Field(default=5.0, gt=0, le=3600)
     #: Longest statement: PostgreSQL ``statement_timeout``; SQLite's busy timeout
     #: (how long a write waits for another process's lock). Then ``StoreError``
