@@ -9,7 +9,9 @@ on the same server, so nothing here assumes the server is otherwise quiet."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +21,8 @@ import psycopg
 import pytest
 
 from contextledger.application import Ledger, Settings
-from contextledger.infrastructure.cli import main
+from contextledger.infrastructure.cli import main, worker
+from contextledger.infrastructure.cli.common import Failure
 from contextledger.infrastructure.cli.waiting import waiting_for
 from contextledger.infrastructure.recorders import PostgresConversationRecorder
 from contextledger.infrastructure.web.views import ConversationIndex
@@ -150,3 +153,23 @@ def test_an_open_insert_into_the_event_table_holds_followers_and_the_ids_below_i
             assert reader.recorder.max_notification_id() == drawn + 1
         finally:
             in_flight.close()
+
+
+def test_worker_once_that_gives_up_names_the_open_insert_it_waits_for(postgres_url: str) -> None:
+    # The worker's own loop on a ledger opened before the insert (see above).
+    with Ledger.open(settings=settings(postgres_url, run_policy=False)) as ledger:
+        ledger.start("You help.", model="gpt-4o-mini")
+        in_flight: Any = psycopg.connect(SERVER)
+        try:
+            drawn = _insert(in_flight, _table(ledger))
+            ledger.start("You help.", model="gpt-4o-mini")
+            args = argparse.Namespace(database=postgres_url, shard=None, follow_store=None, once=True, timeout=1.0)
+            with pytest.raises(Failure) as failed:
+                worker._follow(ledger, args, threading.Event())
+            pid = in_flight.info.backend_pid
+        finally:
+            in_flight.close()
+    said = str(failed.value)
+    assert said.startswith("not idle after 1 s: the log is final through notification "
+                           f"{drawn - 1} of {drawn + 1} committed, held by 1 open transaction "
+                           f"writing to the event table (server pid {pid})"), said
