@@ -33,25 +33,31 @@ class Outages:
     def __init__(self, grace: float) -> None:
         #: The longest a call on the store waits for a connection, and a margin.
         self.grace = grace
-        self._changed = threading.Condition(threading.Lock())
+        # A plain lock around the per-call bookkeeping (entered by every command); the
+        # condition on it only for waits that ran out.
+        self._mutex = threading.Lock()
+        self._changed = threading.Condition(self._mutex)
         self._last: tuple[float, StoreError] | None = None
-        self._calls: dict[int, float] = {}
+        #: Tokens of the calls on the store now; threads waiting in ``gave_up``.
+        self._calls: set[int] = set()
         self._next = 0
+        self._waiting = 0
 
     def begin(self) -> int:
         """A call goes to the store (holding its conversation's lock); its token."""
-        with self._changed:
+        with self._mutex:
             self._next += 1
-            self._calls[self._next] = time.monotonic()
+            self._calls.add(self._next)
             return self._next
 
     def end(self, token: int, error: BaseException | None = None) -> None:
         """The call of ``token`` is done (``error``: how it failed)."""
-        with self._changed:
-            self._calls.pop(token, None)
+        with self._mutex:
+            self._calls.discard(token)
             if isinstance(error, StoreError) and error.cause in OUTAGE_CAUSES:
                 self._last = (time.monotonic(), error)
-            self._changed.notify_all()
+            if self._waiting:
+                self._changed.notify_all()
 
     def gave_up(self, started: float, conversation_id: UUID | None) -> StoreError | None:
         """For a wait for a conversation's lock that began at ``started`` (monotonic)
@@ -59,11 +65,15 @@ class Outages:
         with self._changed:
             ahead = set(self._calls)
             until = time.monotonic() + self.grace
-            while self._seen(started) is None and ahead & set(self._calls):
-                remaining = until - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
+            self._waiting += 1
+            try:
+                while self._seen(started) is None and ahead & self._calls:
+                    remaining = until - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
+            finally:
+                self._waiting -= 1
             seen = self._seen(started)
         if seen is None:
             return None
