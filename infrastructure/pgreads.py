@@ -98,6 +98,9 @@ class FinalMark:
             "SELECT (SELECT max(notification_id) FROM {schema}.{table}) AS top, "
             "(SELECT count(*) FROM {schema}.{table} WHERE notification_id > %(asked)s) AS newer"
         ).format(schema=schema, table=name)
+        self.committed_statement = SQL("SELECT max(notification_id) AS top FROM {schema}.{table}").format(
+            schema=schema, table=name
+        )
         # Past a gap, after that snapshot: the end of the unbroken run of ids above the
         # mark (final: all committed), and the transactions of other sessions holding a
         # write lock on this table now (their virtual transaction ids).
@@ -135,7 +138,7 @@ class FinalMark:
     def committed_top(self) -> int | None:
         """The highest notification id committed now (None while the log is empty)."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.top_statement, {"asked": 0}, prepare=True)
+            curs.execute(self.committed_statement, prepare=True)
             row = curs.fetchone()
         return None if row is None else row["top"]
 
