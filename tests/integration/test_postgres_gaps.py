@@ -100,14 +100,14 @@ def test_an_unrelated_open_transaction_hides_nothing_past_a_gap(
         writer.append(after, {"role": "user", "content": "again"})
         committed = writer.recorder.max_committed_notification_id()  # type: ignore[attr-defined]
         assert committed is not None and committed > gap
-        held_since = time.monotonic()
 
         with Ledger.open(settings=settings(postgres_url)) as fresh:  # the policy follows the log
             assert fresh.recorder.max_notification_id() == committed
             assert set(fresh.conversation_ids()) == {before, after}
             started = time.monotonic()
-            assert fresh.wait_idle(STALL)
-            assert time.monotonic() - started < PROMPT
+            idle = fresh.wait_idle(STALL)
+            waited = time.monotonic() - started
+            assert idle and waited < PROMPT, f"wait_idle: {idle} after {waited:.2f} s"
 
         capsys.readouterr()
         assert main(["list", "--json", "--database", postgres_url]) == 0
@@ -118,7 +118,6 @@ def test_an_unrelated_open_transaction_hides_nothing_past_a_gap(
         assert stats["conversations"] == 2 and stats["messages"] == 2
         # The unrelated transaction was open throughout.
         assert unrelated.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-        assert time.monotonic() - held_since < STALL
 
 
 def test_an_open_insert_into_the_event_table_holds_followers_and_the_ids_below_it_are_read(
