@@ -1,9 +1,12 @@
-"""``contextledger serve`` at its edges, as a real subprocess over HTTP and a real
-headless Chromium: the pages fit a 1280 px window."""
+"""``contextledger serve`` at its edges, as a real subprocess over HTTP (and a real
+headless Chromium for layout): the pages fit a 1280 px window, and the command warns
+when the viewer is exposed beyond this machine."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import ConsoleMessage, sync_playwright
 
-from tests.support.viewer import CHROMIUM, CHROMIUM_ARGS, Store, build_store, serve
+from tests.support.viewer import CHROMIUM, CHROMIUM_ARGS, Store, build_store, offline_env, serve
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +76,36 @@ def test_the_pages_fit_a_1280_px_window_and_break_no_security_policy(server: str
             assert problems == []
         finally:
             browser.close()
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_serving_beyond_this_machine_warns_that_there_is_no_authentication(store: Store) -> None:
+    for host, warned in (("0.0.0.0", True), ("127.0.0.1", False)):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "contextledger.infrastructure.cli", "serve",
+             "--database", store.served_url, "--host", host, "--port", "0"],
+            cwd=store.path.parent, env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stderr is not None
+            announced = process.stderr.readline()
+            assert f" at http://{host}:" in announced
+            port = announced.split(f"http://{host}:", 1)[1].split("/")[0]
+            # Once a request is answered, everything printed before serving is out.
+            assert _fetch(f"http://127.0.0.1:{port}/conversations.json")[0] == 200
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        rest = process.stderr.read()  # the buffered reader: it may hold lines already
+        process.stderr.close()
+        assert process.stdout is not None
+        process.stdout.close()
+        lines = [line for line in rest.splitlines() if "warning" in line]
+        if warned:
+            assert len(lines) == 1, rest
+            assert "no authentication" in lines[0] and host in lines[0]
+        else:
+            assert lines == [], rest
