@@ -11,6 +11,7 @@ Pages (each also JSON, with a ``.json`` suffix or ``?format=json``):
 
 Only GET (and HEAD) are routed; the ledger is opened without the summarization
 policy, so nothing is ever written to the store. Templates autoescape everything.
+Every response carries the headers of ``security.security_headers``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from uuid import UUID
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -35,6 +37,7 @@ from contextledger.application.ledger import Ledger
 from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.web.chart import token_chart
+from contextledger.infrastructure.web.security import SecurityHeaders
 from contextledger.infrastructure.web.views import ConversationIndex, context_page, conversation_page
 
 __all__ = ["PAGE_SIZE", "create_app"]
@@ -203,6 +206,7 @@ def create_app(
             ConversationNotFoundError: not_found,
             ContextLedgerError: failure,
         },
+        middleware=[Middleware(SecurityHeaders)],
         lifespan=lifespan,
     )
     app.state.ledger = ledger

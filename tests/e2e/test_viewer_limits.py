@@ -1,6 +1,6 @@
 """``contextledger serve`` at its edges, as a real subprocess over HTTP (and a real
-headless Chromium for layout): the pages fit a 1280 px window, and the command warns
-when the viewer is exposed beyond this machine."""
+headless Chromium for layout): security headers on every response, the pages fitting
+a 1280 px window, and the warning when the viewer is exposed beyond this machine."""
 
 from __future__ import annotations
 
@@ -42,6 +42,33 @@ def _fetch(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
 def _json(url: str) -> tuple[int, Any]:
     status, _, body = _fetch(url)
     return status, json.loads(body)
+
+
+# ---------------------------------------------------------------- security headers
+
+
+def test_every_response_carries_the_security_headers(server: str, store: Store) -> None:
+    routes = [
+        ("GET", "/", 200), ("GET", "/conversations", 200), ("GET", "/conversations.json", 200),
+        ("GET", f"/conversations/{store.demo}", 200), ("GET", f"/conversations/{store.demo}.json", 200),
+        ("GET", f"/conversations/{store.demo}/context", 200),
+        ("GET", f"/conversations/{store.demo}/context.json?version=3", 200),
+        ("GET", "/static/style.css", 200), ("HEAD", "/conversations", 200),
+        ("POST", "/conversations", 405), ("GET", "/nowhere", 404), ("GET", "/conversations/no-such-chat", 404),
+        ("GET", f"/conversations/{store.demo}/context.json?version=zero", 400),
+        ("GET", "/static/nothing.css", 404),
+    ]
+    for method, path, expected in routes:
+        status, headers, _ = _fetch(server + path, method)
+        assert status == expected, (method, path, status)
+        policy = headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy, path
+        assert "unsafe-inline" not in policy and "script-src" not in policy, path
+        assert headers["x-content-type-options"] == "nosniff", path
+        assert headers["x-frame-options"] == "DENY", path
+        assert headers["referrer-policy"] == "no-referrer", path
+        wanted = "public, max-age=3600" if path == "/static/style.css" else "no-store"
+        assert headers["cache-control"] == wanted, path
 
 
 # ------------------------------------------------------------- layout in Chromium
