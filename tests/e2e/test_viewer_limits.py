@@ -1,6 +1,7 @@
 """``contextledger serve`` at its edges, as a real subprocess over HTTP (and a real
-headless Chromium for layout): security headers on every response, the pages fitting
-a 1280 px window, and the warning when the viewer is exposed beyond this machine."""
+headless Chromium for layout): conversations addressed by key, bad query parameters,
+security headers on every response, the pages fitting a 1280 px window, and the
+warning when the viewer is exposed beyond this machine."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import ConsoleMessage, sync_playwright
 
-from tests.support.viewer import CHROMIUM, CHROMIUM_ARGS, Store, build_store, offline_env, serve
+from tests.support.viewer import CHROMIUM, CHROMIUM_ARGS, KEY, Store, build_store, offline_env, serve
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,64 @@ def _json(url: str) -> tuple[int, Any]:
     return status, json.loads(body)
 
 
+# ------------------------------------------------------------------------- keys
+
+
+def test_a_conversation_is_reached_by_its_key_in_pages_and_json(server: str, store: Store) -> None:
+    keyed = store.others[0]
+    by_id = _json(f"{server}/conversations/{keyed}.json")
+    by_key = _json(f"{server}/conversations/{KEY}.json")
+    assert by_key == by_id and by_key[0] == 200
+    assert by_key[1]["conversation"]["key"] == KEY
+    assert _json(f"{server}/conversations/{KEY}?format=json") == by_id
+    assert _json(f"{server}/conversations/{KEY}/context.json") == _json(
+        f"{server}/conversations/{keyed}/context.json")
+    status, _, page = _fetch(f"{server}/conversations/{KEY}")
+    assert status == 200 and str(keyed).encode() in page
+    status, _, context = _fetch(f"{server}/conversations/{KEY}/context?version=2")
+    assert status == 200 and b"A short billing question." in context
+
+
+def test_an_unknown_key_is_a_404_naming_it_and_a_malformed_one_a_400(server: str) -> None:
+    status, body = _json(f"{server}/conversations/no-such-chat.json")
+    assert status == 404 and "no such conversation with key 'no-such-chat'" in body["error"]
+    status, _, page = _fetch(f"{server}/conversations/no-such-chat/context")
+    assert status == 404 and b"no such conversation with key &#39;no-such-chat&#39;" in page
+    status, body = _json(f"{server}/conversations/{'k' * 201}.json")
+    assert status == 400 and "1 to 200 characters" in body["error"]
+
+
+# ------------------------------------------------------------- query parameters
+
+
+BAD_WHOLE_NUMBERS = ["1e23", "-1", "0", "abc", "99999999999999999999999", str(2**63), "true", "false",
+                     "1.5", "0x10", "1_0", "+3", "\u0665"]
+
+
+@pytest.mark.parametrize("path,name", [
+    ("/conversations/{cid}/context.json", "version"),
+    ("/conversations.json", "page"),
+])
+def test_a_bad_number_in_a_query_is_a_400_naming_the_parameter(
+    server: str, store: Store, path: str, name: str
+) -> None:
+    url = server + path.format(cid=store.demo)
+    for value in BAD_WHOLE_NUMBERS:
+        status, body = _json(f"{url}?{name}={urllib.parse.quote(value)}")
+        assert status == 400, (name, value, body)
+        assert body["error"].startswith(f"{name} must be"), body
+
+
+def test_other_bad_parameters_are_400s_and_big_versions_404s(server: str, store: Store) -> None:
+    base = f"{server}/conversations/{store.demo}"
+    status, body = _json(f"{base}.json?format=xml")
+    assert status == 400 and "format must be html or json" in body["error"]
+    status, _, page = _fetch(f"{server}/conversations?q={'x' * 201}")
+    assert status == 400 and b"q must be at most 200 characters" in page
+    status, body = _json(f"{base}/context.json?version={2**63 - 1}")
+    assert status == 404 and body["error"].startswith("the conversation has only")
+
+
 # ---------------------------------------------------------------- security headers
 
 
@@ -51,11 +110,13 @@ def test_every_response_carries_the_security_headers(server: str, store: Store) 
     routes = [
         ("GET", "/", 200), ("GET", "/conversations", 200), ("GET", "/conversations.json", 200),
         ("GET", f"/conversations/{store.demo}", 200), ("GET", f"/conversations/{store.demo}.json", 200),
+        ("GET", f"/conversations/{KEY}.json", 200),
         ("GET", f"/conversations/{store.demo}/context", 200),
         ("GET", f"/conversations/{store.demo}/context.json?version=3", 200),
         ("GET", "/static/style.css", 200), ("HEAD", "/conversations", 200),
-        ("POST", "/conversations", 405), ("GET", "/nowhere", 404), ("GET", "/conversations/no-such-chat", 404),
+        ("GET", "/nowhere", 404), ("GET", "/conversations/no-such-chat", 404),
         ("GET", f"/conversations/{store.demo}/context.json?version=zero", 400),
+        ("GET", "/conversations.json?page=abc", 400), ("POST", "/conversations", 405),
         ("GET", "/static/nothing.css", 404),
     ]
     for method, path, expected in routes:
