@@ -4,11 +4,11 @@ Pages (each also JSON, with a ``.json`` suffix or ``?format=json``):
 
 - ``/`` -- the conversations, newest activity first; ``?q=`` matches a substring of
   the id (or the key, when conversations have one); ``?page=N``.
-- ``/conversations/{ref}`` -- the event timeline, the integrity check, token totals
-  and a chart of tokens sent against the full history per model turn. ``ref`` is the
-  conversation's id or its key.
+- ``/conversations/{ref}`` -- the event timeline (``?page=N&per_page=M``), the
+  integrity check, token totals and a chart of tokens sent against the full history
+  per model turn. ``ref`` is the conversation's id or its key.
 - ``/conversations/{ref}/context?version=V`` -- the exact messages the model was sent
-  at version V, with where each came from and what it cost.
+  at version V (``?page=N&per_page=M``), with where each came from and what it cost.
 
 Only GET (and HEAD) are routed; the ledger is opened without the summarization
 policy, so nothing is ever written to the store. Templates autoescape everything.
@@ -40,9 +40,19 @@ from contextledger.application.ledger import Ledger
 from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError, InvalidArgumentError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.web.chart import token_chart
+from contextledger.infrastructure.web.conversation import (
+    EVENTS_PER_PAGE,
+    MAX_EVENTS_PER_PAGE,
+    ConversationPages,
+)
 from contextledger.infrastructure.web.params import Ref, as_json, conversation_ref, search_query, whole_number
 from contextledger.infrastructure.web.security import SecurityHeaders
-from contextledger.infrastructure.web.views import ConversationIndex, context_page, conversation_page
+from contextledger.infrastructure.web.views import (
+    CONTEXT_PER_PAGE,
+    MAX_CONTEXT_PER_PAGE,
+    ConversationIndex,
+    context_page,
+)
 
 __all__ = ["PAGE_SIZE", "create_app"]
 
@@ -107,6 +117,7 @@ def create_app(
         owned = True
     database = Database.parse(ledger.settings.database_url).masked
     index = ConversationIndex(ledger)
+    pages = ConversationPages(ledger)
     env = Environment(
         loader=FileSystemLoader(_HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -148,8 +159,10 @@ def create_app(
 
     def conversation(request: Request) -> Response:
         json_, ref = _format_and_ref(request)
+        page = whole_number(request, "page", default=1) or 1
+        per_page = whole_number(request, "per_page", default=EVENTS_PER_PAGE, maximum=MAX_EVENTS_PER_PAGE)
         try:
-            data = conversation_page(ledger, ref.id)
+            data = pages.page(ref.id, page, per_page or EVENTS_PER_PAGE, suffix=".json" if json_ else "")
         except ConversationNotFoundError as exc:
             return missing(ref, exc, json_)
         if json_:
@@ -159,8 +172,13 @@ def create_app(
     def context(request: Request) -> Response:
         json_, ref = _format_and_ref(request)
         version = whole_number(request, "version", default=None)
+        page = whole_number(request, "page", default=1) or 1
+        per_page = whole_number(request, "per_page", default=CONTEXT_PER_PAGE, maximum=MAX_CONTEXT_PER_PAGE)
         try:
-            data = context_page(ledger, ref.id, version)
+            data = context_page(
+                ledger, ref.id, version, page=page, per_page=per_page or CONTEXT_PER_PAGE,
+                suffix=".json" if json_ else "",
+            )
         except ConversationNotFoundError as exc:
             return missing(ref, exc, json_)
         if json_:

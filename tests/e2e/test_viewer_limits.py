@@ -1,7 +1,7 @@
 """``contextledger serve`` at its edges, as a real subprocess over HTTP (and a real
 headless Chromium for layout): conversations addressed by key, bad query parameters,
-security headers on every response, the pages fitting a 1280 px window, and the
-warning when the viewer is exposed beyond this machine."""
+security headers on every response, a 20,000-message conversation's page staying
+small, the list fitting a 1280 px window, and the warning when the viewer is exposed."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import ConsoleMessage, sync_playwright
 
+from contextledger import Ledger
 from tests.support.viewer import CHROMIUM, CHROMIUM_ARGS, KEY, Store, build_store, offline_env, serve
 
 
@@ -81,6 +82,10 @@ BAD_WHOLE_NUMBERS = ["1e23", "-1", "0", "abc", "99999999999999999999999", str(2*
 
 @pytest.mark.parametrize("path,name", [
     ("/conversations/{cid}/context.json", "version"),
+    ("/conversations/{cid}/context.json", "page"),
+    ("/conversations/{cid}/context.json", "per_page"),
+    ("/conversations/{cid}.json", "page"),
+    ("/conversations/{cid}.json", "per_page"),
     ("/conversations.json", "page"),
 ])
 def test_a_bad_number_in_a_query_is_a_400_naming_the_parameter(
@@ -95,12 +100,13 @@ def test_a_bad_number_in_a_query_is_a_400_naming_the_parameter(
 
 def test_other_bad_parameters_are_400s_and_big_versions_404s(server: str, store: Store) -> None:
     base = f"{server}/conversations/{store.demo}"
+    assert _json(f"{base}.json?per_page=1001")[0] == 400
     status, body = _json(f"{base}.json?format=xml")
     assert status == 400 and "format must be html or json" in body["error"]
     status, _, page = _fetch(f"{server}/conversations?q={'x' * 201}")
     assert status == 400 and b"q must be at most 200 characters" in page
     status, body = _json(f"{base}/context.json?version={2**63 - 1}")
-    assert status == 404 and body["error"].startswith("the conversation has only")
+    assert status == 404 and "past the latest version" in body["error"]
 
 
 # ---------------------------------------------------------------- security headers
@@ -164,6 +170,52 @@ def test_the_pages_fit_a_1280_px_window_and_break_no_security_policy(server: str
             assert problems == []
         finally:
             browser.close()
+
+
+# ------------------------------------------------------------ a long conversation
+
+
+@pytest.fixture(scope="module")
+def long_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("long")
+    with Ledger.open(f"sqlite:///{folder / 'ledger.db'}", run_policy=False) as ledger:
+        cid = ledger.start("You help.", key="long-1")
+        for start in range(0, 20_000, 1_000):
+            ledger.extend(cid, [
+                {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} of a long chat"}
+                for n in range(start, start + 1_000)])
+    with serve("sqlite:///ledger.db", cwd=folder) as base:
+        yield base
+
+
+def test_a_20000_message_conversation_is_served_a_page_at_a_time(long_server: str) -> None:
+    base = f"{long_server}/conversations/long-1"
+    status, _, page = _fetch(base)
+    assert status == 200 and len(page) < 1_000_000, len(page)
+    assert page.count(b'<tr id="v') == 250 and b'rel="next" href="/conversations/' in page
+    status, _, raw = _fetch(base + ".json")
+    assert status == 200 and len(raw) < 1_000_000, len(raw)
+    data = json.loads(raw)
+    assert [e["version"] for e in data["events"]] == list(range(1, 251))
+    assert data["conversation"]["messages"] == 20_000 and data["turns_total"] == 10_000
+    assert len(data["turns"]) <= 120 and data["turns"][-1]["turn"] == 10_000
+    timeline = data["timeline"]
+    total = data["conversation"]["version"]  # the messages, the start, the threshold events
+    assert total > 20_000 and timeline["total"] == total
+    assert (timeline["page"], timeline["pages"], timeline["prev"]) == (1, -(-total // 250), None)
+    status, second = _json(long_server + timeline["next"])
+    assert status == 200 and [e["version"] for e in second["events"]] == list(range(251, 501))
+    status, last = _json(long_server + second["timeline"]["last"])
+    assert status == 200 and [e["version"] for e in last["events"]] == list(range(20_001, total + 1))
+    assert last["timeline"]["next"] is None and last["timeline"]["prev"].endswith("?page=80")
+    status, tail = _json(f"{base}.json?page=21&per_page=1000")
+    assert [e["version"] for e in tail["events"]] == list(range(20_001, total + 1))
+    status, _, context = _fetch(base + "/context")
+    assert status == 200 and len(context) < 1_000_000, len(context)
+    status, shown = _json(base + "/context.json?page=2&per_page=100")
+    assert status == 200 and shown["messages_page"]["total"] > 1_000
+    status, wider = _json(base + "/context.json?per_page=200")
+    assert shown["messages"] == wider["messages"][100:]
 
 
 # ------------------------------------------------------------------ the command
