@@ -124,7 +124,7 @@ def create_app(
     )
     env.filters["pretty"] = _pretty
     env.filters["when"] = _when
-    env.globals.update(title=title, database=database)
+    env.globals.update(title=title, database=database, events_per_page=EVENTS_PER_PAGE)
 
     def html(template: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(template).render(**context), status_code=status)

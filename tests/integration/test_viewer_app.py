@@ -156,6 +156,14 @@ def test_edits_and_forks_are_marked_in_pages_and_json() -> None:
         assert "replaced by the edit at" in html and "edit of version" in html
         assert 'class="invalidated"' in html
 
+        # Paged by two: the retracted message (page 1) links to its retraction's page.
+        retracted_at = appended[0]["marks"]["retracted_version"]
+        first = client.get(f"/conversations/{cid}?per_page=2").text
+        wanted = f'href="?page={(retracted_at - 1) // 2 + 1}&amp;per_page=2#v{retracted_at}"'
+        assert wanted in first and first.count('<tr id="v') == 2
+        later = client.get(f"/conversations/{cid}?per_page=2&page={(retracted_at - 1) // 2 + 1}").text
+        assert f'<tr id="v{retracted_at}"' in later
+
         forked = client.get(f"/conversations/{fork}.json").json()
         assert forked["fork_of"]["conversation_id"] == str(cid)
         assert forked["conversation"]["forked_from"] == str(cid)
