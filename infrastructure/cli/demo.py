@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """``demo``: play, measure, report."""
+    from contextledger.infrastructure.encodings import check_encoding_files
+
+    check_encoding_files()  # an unusable encoding stops the demo before it writes anything
     db = database(args, default=DEMO_DATABASE)
     updates: dict[str, Any] = {"run_policy": True}
     if args.summarizer == "offline":
