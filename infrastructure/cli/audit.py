@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.history import event_marks
-from contextledger.application.ledger import Ledger
-from contextledger.application.results import AuditEvent
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
 from contextledger.infrastructure.cli.connect import open_ledger
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.results import AuditEvent
 
 __all__ = ["describe", "register"]
 
@@ -182,6 +183,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _marks(ledger: Ledger, events: list[AuditEvent]) -> dict[int, dict[str, Any]]:
     """The marks of one conversation's events (``event_marks``)."""
+    from contextledger.application.history import event_marks
+
     cid = events[0].conversation_id if events else None
     return {} if cid is None else event_marks(ledger.store, cid)
 

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
+<<<<<<< HEAD
 from contextledger.application.ledger import Ledger
 from contextledger.application.notifications import committed_top
 from contextledger.application.projections import ReadModelRunner
+=======
+>>>>>>> tokens-cli
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
-from contextledger.infrastructure.readmodels import SQLReadModels
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.projections import ReadModelRunner
+    from contextledger.infrastructure.readmodels import SQLReadModels
 
 __all__ = ["caught_up_read_models"]
 
@@ -21,6 +29,8 @@ def caught_up_read_models(ledger: Ledger, *, label: str = "catch up") -> Iterato
     """The ledger's read models, caught up with its log as of now (a progress bar
     while they are behind; Ctrl-C stops between two events, each applied with its
     tracking row in one transaction, so the next run resumes where this one stopped)."""
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
     models = SQLReadModels.for_ledger(ledger)
     try:
         runner = models.runner(ledger, close_with_runner=False)

@@ -4,13 +4,15 @@ command ``close-tool-calls``."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.results import TranscriptEntry
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.catchup import caught_up_read_models
 from contextledger.infrastructure.cli.common import add_command, conversation_id, positive_int
 from contextledger.infrastructure.cli.connect import open_ledger
+
+if TYPE_CHECKING:
+    from contextledger.application.results import TranscriptEntry
 
 __all__ = ["register"]
 

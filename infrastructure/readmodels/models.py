@@ -22,6 +22,7 @@ from contextledger.application.projections import (
 )
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.database import Database, mask_url
+from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, codec_for_key
 from contextledger.infrastructure.readmodels.storage import build_tables, engine_for, reason
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
 
 __all__ = ["READ_MODEL_NAMES", "SQLReadModels", "attach_read_models", "views_path"]
-
-READ_MODEL_NAMES = ("transcript", "summaries", "token_totals", "conversations")
 
 
 def views_path(database_url: str) -> Path | None:
