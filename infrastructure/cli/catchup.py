@@ -6,12 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-<<<<<<< HEAD
-from contextledger.application.ledger import Ledger
-from contextledger.application.notifications import committed_top
-from contextledger.application.projections import ReadModelRunner
-=======
->>>>>>> tokens-cli
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
@@ -29,6 +23,7 @@ def caught_up_read_models(ledger: Ledger, *, label: str = "catch up") -> Iterato
     """The ledger's read models, caught up with its log as of now (a progress bar
     while they are behind; Ctrl-C stops between two events, each applied with its
     tracking row in one transaction, so the next run resumes where this one stopped)."""
+    from contextledger.application.notifications import committed_top
     from contextledger.infrastructure.readmodels import SQLReadModels
 
     models = SQLReadModels.for_ledger(ledger)
