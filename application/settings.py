@@ -83,6 +83,9 @@ class Settings(BaseModel):
     max_message_tokens: int = Field(default=100_000, ge=16)
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
+    #: Open the store read-only: create nothing, run no policy, refuse every write
+    #: (``ReadOnlyError``); a missing schema or table is ``SchemaMissingError``.
+    read_only: bool = False
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
     tracing: bool = False
 
@@ -109,6 +112,10 @@ class Settings(BaseModel):
             if "database_url" in self.model_fields_set and self.database_url != self.stores[0]:
                 raise ValueError("database_url must be the first of stores (or not given)")
             object.__setattr__(self, "database_url", self.stores[0])
+        if self.read_only and self.run_policy:
+            if "run_policy" in self.model_fields_set:
+                raise ValueError("a read-only ledger runs no summarization policy (run_policy)")
+            object.__setattr__(self, "run_policy", False)
         return self
 
     @property

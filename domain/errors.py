@@ -13,6 +13,7 @@
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   ├── ReadOnlyError               a write on a ledger opened read_only=True
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
     │       ├── RetractedPositionError  the message at that position is already retracted
@@ -20,6 +21,7 @@
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
+        │   └── SchemaMissingError      the store's schema or tables are not there
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
@@ -57,7 +59,9 @@ __all__ = [
     "InvalidMessageError",
     "InvalidPolicyError",
     "MessageTooLargeError",
+    "ReadOnlyError",
     "RetractedPositionError",
+    "SchemaMissingError",
     "StaleSummaryError",
     "StoreError",
     "SummarizerAuthenticationError",
@@ -218,6 +222,14 @@ class UnknownReadModelError(UsageError):
     known: tuple[str, ...] | None = None
 
 
+class ReadOnlyError(UsageError):
+    """A write (``append``, ``start``, an edit, the summarization policy ...) on a
+    ledger opened with ``read_only=True``; nothing is written."""
+
+    #: The refused call (``append``, ``start_policy`` ...).
+    operation: str | None = None
+
+
 class InvalidEditError(UsageError):
     """An edit (retract, edit, rewind, pop, clear) that cannot apply: e.g. an edited
     message of another role, changed tool-call ids, or a rewind that splits a group."""
@@ -264,6 +276,16 @@ class StoreError(ContextLedgerRuntimeError):
     #: Why a database server could not be used: ``server_unreachable``,
     #: ``database_missing`` or ``authentication_failed`` (None: another failure).
     cause: str | None = None
+
+
+class SchemaMissingError(StoreError):
+    """A store opened read-only lacks its schema, a table, or (SQLite) its file: it
+    is not a contextledger store, or not yet one (``contextledger init`` makes one).
+    Nothing is created."""
+
+    #: The missing table (or schema, or file), as the database names it.
+    table: str | None = None
+    schema: str | None = None
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):
