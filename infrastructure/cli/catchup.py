@@ -7,12 +7,13 @@ from contextlib import contextmanager
 
 from contextledger.application.ledger import Ledger
 from contextledger.application.projections import ReadModelRunner
-from contextledger.domain.errors import StoreError
+from contextledger.domain.errors import ContextLedgerError, StoreError
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
+from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodels import SQLReadModels
 
-__all__ = ["caught_up_read_models"]
+__all__ = ["caught_up_read_models", "current_read_models"]
 
 
 @contextmanager
@@ -45,3 +46,31 @@ def _follow_with_progress(runner: ReadModelRunner, top: int, label: str) -> None
                 raise StoreError(f"the read models cannot catch up: {runner.last_error}")
             progress(min(runner.position(name) for name in runner.names), top)
         progress(top, top)
+
+
+@contextmanager
+def current_read_models(ledger: Ledger) -> Iterator[SQLReadModels | None]:
+    """The ledger's read models if they are there and have applied the whole log (as
+    of now), opened without creating or writing anything (a read-only ledger, a role
+    with ``SELECT`` only); None when they are missing, behind or cannot be read, and
+    the caller reads the log instead."""
+    database = Database.parse(ledger.settings.database_url)
+    if database.kind == "memory" or (database.kind == "sqlite" and not (
+        database.views_path is not None and database.views_path.exists()
+    )):
+        yield None
+        return
+    models: SQLReadModels | None = None
+    try:
+        models = SQLReadModels.for_ledger(ledger, create=False)
+        top = ledger.recorder.max_notification_id() or 0
+        usable = models.has_tables() and all(
+            (view.max_tracking_id(ledger.name) or 0) >= top for view in models.views.values()
+        )
+    except ContextLedgerError:
+        usable = False
+    try:
+        yield models if usable else None
+    finally:
+        if models is not None:
+            models.close()
