@@ -81,7 +81,7 @@ def run_list(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     with open_ledger(args, read_only=True) as ledger:
         for shard in ledger.shards:  # each store's read models (or its log)
-            with current_read_models(shard) as models:
+            with current_read_models(shard, "conversations", "token_totals") as models:
                 rows += _rows_from_log(shard) if models is None else _rows(models, args.limit)
     rows.sort(key=lambda r: (r["last_activity"], r["conversation_id"]), reverse=True)
     rows = rows[: args.limit]

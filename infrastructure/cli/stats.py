@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             record = {}
             with ExitStack() as stack:
-                models = [stack.enter_context(current_read_models(shard)) for shard in ledger.shards]
+                models = [stack.enter_context(current_read_models(shard, "token_totals"))
+                          for shard in ledger.shards]
                 current = [m for m in models if m is not None]
                 if len(current) == len(models):  # each store's read models, summed
                     found: list[Any] = [m.token_totals.global_totals() for m in current]

@@ -229,3 +229,33 @@ def test_an_empty_or_mistyped_postgres_schema_is_named_and_nothing_is_created(
     assert schema.value.schema == postgres_url.split("schema=")[1] + "x"
     assert "has no schema" in str(schema.value)
 
+
+
+def test_stats_and_list_read_the_read_models_when_caught_up_else_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ledger.db"
+    url = f"sqlite:///{path}"
+    cid = _fill(url)
+    views = path.with_name("ledger.views.db")
+    assert main(["stats", "--json", "--database", url]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["source"] == "log" and first["messages"] == 8
+    assert main(["list", "--json", "--database", url]) == 0
+    from_log = json.loads(capsys.readouterr().out)
+    assert not views.exists()  # a command that only reads made no read models
+    assert main(["worker", "--once", "--database", url]) == 0
+    capsys.readouterr()
+    assert main(["stats", "--json", "--database", url]) == 0
+    caught_up = json.loads(capsys.readouterr().out)
+    assert caught_up == {**first, "source": "token_totals read model"}
+    assert main(["list", "--json", "--database", url]) == 0
+    assert json.loads(capsys.readouterr().out) == from_log  # the same rows, either way
+    with cl.Ledger.open(url, run_policy=False) as ledger:
+        ledger.append(cid, {"role": "user", "content": "one more"})
+    assert main(["stats", "--json", "--database", url]) == 0
+    behind = json.loads(capsys.readouterr().out)
+    assert behind["source"] == "log" and behind["messages"] == 9
+    assert main(["list", "--json", "--database", url]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["conversation_id"], r["messages"], r["key"]) for r in listed] == [(str(cid), 9, "chat-ro")]
