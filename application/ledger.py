@@ -447,7 +447,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 )
         else:
             cid = uuid4() if conversation_id is None else resolve(conversation_id)
-        checked_tools = check_tools(tools)
+        checked_tools = check_tools(tools, max_bytes=self.settings.max_tools_bytes)
         counter = self.counter_for(model)
         tools_tokens = self.counters.tools_cost(model, checked_tools)
         system_tokens = 0
@@ -629,7 +629,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> bool:
         """Send these tool definitions from now on (``ToolsChanged``); False if unchanged."""
         conversation_id = resolve(conversation_id)
-        checked = check_tools(tools)
+        checked = check_tools(tools, max_bytes=self.settings.max_tools_bytes)
 
         def command(conversation: Conversation) -> tuple[bool, list[Any]]:
             cost = self.counters.tools_cost(conversation.state.model, checked)

@@ -34,7 +34,8 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_RETRY_TOTAL_SECONDS``,
     ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
     ``CONTEXTLEDGER_CONNECT_TIMEOUT``, ``CONTEXTLEDGER_STATEMENT_TIMEOUT``,
-    ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``.
+    ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``,
+    ``CONTEXTLEDGER_MAX_TOOLS_BYTES``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -81,6 +82,9 @@ class Settings(BaseModel):
     #: (``InvalidMessageError`` naming the limit).
     max_message_bytes: int = Field(default=1_000_000, ge=1024)
     max_message_tokens: int = Field(default=100_000, ge=16)
+    #: Largest set of tool definitions accepted (``start(tools=...)``,
+    #: ``change_tools``), in UTF-8 bytes of their JSON, checked before tokens are counted.
+    max_tools_bytes: int = Field(default=1_000_000, ge=1024)
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
     #: Open the store read-only: create nothing, run no policy, refuse every write
@@ -159,6 +163,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_STATEMENT_TIMEOUT": "statement_timeout",
             "CONTEXTLEDGER_MAX_MESSAGE_BYTES": "max_message_bytes",
             "CONTEXTLEDGER_MAX_MESSAGE_TOKENS": "max_message_tokens",
+            "CONTEXTLEDGER_MAX_TOOLS_BYTES": "max_tools_bytes",
         }
         for key, field in mapping.items():
             if env.get(key):

@@ -166,8 +166,8 @@ class Conversation(EditCommands):
         cap = policy.max_context_tokens
         if cap is not None and system_tokens + reply_priming + tools_tokens >= cap:
             raise InvalidPolicyError(
-                f"max_context_tokens ({cap}) leaves no room after the system prompt "
-                f"({system_tokens} tokens)",
+                f"max_context_tokens ({cap}) leaves no room after the system prompt ({system_tokens} "
+                "tokens)" + (f" and the tools ({tools_tokens} tokens)" if tools_tokens else ""),
                 conversation_id=conversation_id,
             )
         _check_tools_fit_trigger(policy, tools_tokens if tools else 0, conversation_id)

@@ -6,7 +6,7 @@
     ├── UsageError                      the caller asked for something invalid
     │   ├── InvalidArgumentError        an argument of the wrong type or out of range
     │   ├── InvalidMessageError         malformed message or broken tool-call order
-    │   │   └── MessageTooLargeError    over max_message_bytes or max_message_tokens
+    │   │   └── MessageTooLargeError    over max_message_bytes, max_message_tokens or max_tools_bytes
     │   ├── InvalidPolicyError          a ReductionPolicy that cannot work
     │   ├── ContextOverflowError        a message that cannot fit under max_context_tokens
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
@@ -169,7 +169,8 @@ class InvalidMessageError(UsageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """A message (or system prompt) larger than ``Settings.max_message_bytes`` (UTF-8
-    bytes of its JSON) or ``Settings.max_message_tokens``; nothing is written."""
+    bytes of its JSON) or ``Settings.max_message_tokens``, or tool definitions larger
+    than ``Settings.max_tools_bytes`` (``field="tools"``); nothing is written."""
 
     #: The limit exceeded, and the message's size, in ``unit`` ("bytes" or "tokens").
     limit: int | None = None
