@@ -174,6 +174,8 @@ class ReadOnlyPostgresFactory(PostgresConversationFactory):
     def _check_table(self, table: str) -> None:
         schema = self.datastore.schema or "public"
         where = self.env.get("POSTGRES_DBNAME") or ""
+        url = (f"postgresql://{self.env.get('POSTGRES_USER')}@{self.env.get('POSTGRES_HOST')}:"
+               f"{self.env.get('POSTGRES_PORT')}/{where}?schema={schema}")  # no password
         try:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 curs.execute(
@@ -184,12 +186,13 @@ class ReadOnlyPostgresFactory(PostgresConversationFactory):
                 )
                 row = curs.fetchone()
         except psycopg.Error as exc:
-            raise StoreError(f"cannot read the PostgreSQL catalog: {exc}") from exc
+            raise StoreError(f"cannot read the PostgreSQL catalog: {exc}", url=url) from exc
         assert row is not None
         if not row["schema"]:
             raise SchemaMissingError(
                 f"the PostgreSQL database {where!r} has no schema {schema!r} (check ?schema= "
                 "in the URL, or create the store with `contextledger init`)",
+                url=url,
                 schema=schema,
                 cause="schema_missing",
             )
@@ -197,6 +200,7 @@ class ReadOnlyPostgresFactory(PostgresConversationFactory):
             raise SchemaMissingError(
                 f"the PostgreSQL database {where!r} has no table {schema}.{table}: it is not a "
                 "contextledger store (check the URL, or create the store with `contextledger init`)",
+                url=url,
                 schema=schema,
                 table=table,
                 cause="schema_missing",
