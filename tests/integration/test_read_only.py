@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import shutil
 import sqlite3
+import tempfile
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ import contextledger as cl
 from contextledger.application.read_only import READING, WRITING
 from contextledger.infrastructure.cli import main
 from tests.conftest import POSTGRES_URL
+from tests.support.privileges import as_nobody
 from tests.support.viewer import serve
 
 #: A message any write could be given: the refusal comes before any check of it.
@@ -89,6 +92,32 @@ def test_a_read_only_sqlite_file_the_process_may_not_write_is_read(tmp_path: Pat
         assert ledger.conversation_ids() == [cid] and ledger.verify().ok
         with pytest.raises(cl.ReadOnlyError):
             ledger.append(cid, {"role": "user", "content": "more"})
+
+
+def test_every_read_command_runs_on_a_sqlite_file_the_process_may_not_write(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cl-read-only-", dir="/tmp"))
+    try:
+        url = f"sqlite:///{folder / 'ledger.db'}"
+        cid = _fill(url)
+        commands: list[list[str]] = [
+            ["verify"], ["list"], ["transcript", str(cid)], ["context", str(cid)], ["replay", str(cid)],
+            ["replay", "--all"], ["export"], ["stats"], ["stats", str(cid)],
+        ]
+        for argv in commands:  # once as root: every module the commands use is loaded
+            assert main([*argv, "--database", url]) == 0
+        for path in folder.iterdir():
+            path.chmod(0o444)
+        folder.chmod(0o555)  # nothing can be created beside it either
+        capsys.readouterr()
+        with as_nobody():
+            codes = {" ".join(argv): main([*argv, "--database", url]) for argv in commands}
+        assert codes == dict.fromkeys(codes, 0), capsys.readouterr().err
+        assert "verify OK: 1 conversations" in capsys.readouterr().out
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
 
 
 def test_a_mistyped_sqlite_path_is_named_and_never_created(tmp_path: Path) -> None:

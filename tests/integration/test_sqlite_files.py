@@ -4,17 +4,16 @@ library and from the command line, and is left as it was."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import contextledger as cl
 from contextledger.infrastructure.cli import main
+from tests.support.privileges import as_nobody
 
 
 def _text_file(folder: Path) -> Path:
@@ -69,21 +68,6 @@ def test_the_command_line_names_the_path_in_one_line(
     assert "unexpected" not in err and "DatabaseError" not in err
 
 
-@contextmanager
-def _as_nobody() -> Iterator[None]:
-    """Run as an unprivileged user for a moment (root reads any file)."""
-    if os.geteuid() != 0:
-        yield
-        return
-    os.setegid(65534)
-    os.seteuid(65534)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-
-
 def test_a_file_the_process_may_not_read_is_named_as_unreadable() -> None:
     folder = Path(tempfile.mkdtemp(prefix="cl-unreadable-", dir="/tmp"))
     try:
@@ -93,7 +77,7 @@ def test_a_file_the_process_may_not_read_is_named_as_unreadable() -> None:
             ledger.start("You are terse.")  # every module the open needs is loaded now
         path.chmod(0o000)
         for read_only in (False, True):
-            with _as_nobody(), pytest.raises(cl.StoreError) as caught:
+            with as_nobody(), pytest.raises(cl.StoreError) as caught:
                 cl.Ledger.open(f"sqlite:///{path}", run_policy=False,
                                read_only=read_only)
             assert caught.value.cause == "unreadable"
