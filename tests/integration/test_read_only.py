@@ -14,6 +14,7 @@ import tempfile
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -168,11 +169,13 @@ def test_read_only_reaches_every_store_of_a_sharded_ledger_and_the_async_one(tmp
 # -- PostgreSQL: a role that may only SELECT --------------------------------------------
 
 
-@pytest.fixture
-def select_only(postgres_url: str) -> Iterator[tuple[str, uuid.UUID]]:
-    """A filled store, and the URL of a role with USAGE on its schema and SELECT on its
-    tables, nothing more."""
+@contextmanager
+def _reader(postgres_url: str, *, read_models: bool = False) -> Iterator[tuple[str, uuid.UUID]]:
+    """A filled store (with ``read_models``: a worker made them first), and the URL of
+    a role with USAGE on its schema and SELECT on its tables, nothing more."""
     cid = _fill(postgres_url)
+    if read_models:
+        assert main(["worker", "--once", "--database", postgres_url]) == 0
     schema = postgres_url.split("schema=")[1]
     role = f"cl_reader_{uuid.uuid4().hex[:10]}"
     admin = psycopg.connect(POSTGRES_URL.split("?")[0], autocommit=True)
@@ -185,6 +188,18 @@ def select_only(postgres_url: str) -> Iterator[tuple[str, uuid.UUID]]:
         admin.execute(f'DROP OWNED BY "{role}"')
         admin.execute(f'DROP ROLE "{role}"')
         admin.close()
+
+
+@pytest.fixture
+def select_only(postgres_url: str) -> Iterator[tuple[str, uuid.UUID]]:
+    with _reader(postgres_url) as reader:
+        yield reader
+
+
+@pytest.fixture
+def select_only_with_read_models(postgres_url: str) -> Iterator[tuple[str, uuid.UUID]]:
+    with _reader(postgres_url, read_models=True) as reader:
+        yield reader
 
 
 def _tables(postgres_url: str) -> list[str]:
@@ -221,6 +236,18 @@ def test_every_read_command_runs_with_a_select_only_role(
             assert page.status == 200
     assert str(cid) in json.dumps(listed)
     assert _tables(postgres_url) == before  # no read-model table, nothing created
+
+
+@pytest.mark.postgres
+def test_a_select_only_role_reads_caught_up_read_models(
+    select_only_with_read_models: tuple[str, uuid.UUID], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = select_only_with_read_models
+    assert main(["stats", "--json", "--database", url]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["source"] == "token_totals read model" and found["messages"] == 8
+    assert main(["list", "--json", "--database", url]) == 0
+    assert [r["key"] for r in json.loads(capsys.readouterr().out)] == ["chat-ro"]
 
 
 @pytest.mark.postgres
