@@ -26,6 +26,7 @@ from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, Pe
 
 from contextledger.domain.errors import SchemaMissingError, StoreError
 from contextledger.infrastructure.recorders import PostgresConversationFactory, SQLiteConversationFactory
+from contextledger.infrastructure.sqlite_files import check_sqlite_file
 
 __all__ = [
     "READ_ONLY_POSTGRES_TOPIC",
@@ -35,7 +36,6 @@ __all__ = [
     "ReadOnlyPostgresFactory",
     "ReadOnlySQLiteFactory",
     "SQLiteStoreFactory",
-    "check_sqlite_file",
 ]
 
 SQLITE_TOPIC = "contextledger.infrastructure.stores:SQLiteStoreFactory"
@@ -45,42 +45,6 @@ READ_ONLY_POSTGRES_TOPIC = "contextledger.infrastructure.stores:ReadOnlyPostgres
 #: The environment key naming the SQLite file as the operator gave it (its
 #: ``SQLITE_DBNAME`` is a ``file:`` URI when read-only; ``Database.persistence_env``).
 SQLITE_PATH = "CL_SQLITE_PATH"
-
-#: The first 16 bytes of every SQLite database file.
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-
-def check_sqlite_file(path: Path, *, must_exist: bool, url: str) -> None:
-    """Raise ``StoreError`` (or ``SchemaMissingError`` when ``must_exist`` and the
-    file is not there) if ``path`` cannot be a SQLite database."""
-    if path.is_dir():
-        raise StoreError(
-            f"{path} is a directory, not a SQLite database file", url=url, cause="not_a_database"
-        )
-    if not path.exists():
-        if must_exist:
-            raise SchemaMissingError(
-                f"no SQLite database at {path} (opened read-only: nothing is created; check "
-                "the path, or create the store with `contextledger init`)",
-                url=url,
-                table=str(path),
-                cause="database_missing",
-            )
-        return
-    try:
-        with path.open("rb") as file:
-            header = file.read(len(_SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(
-            f"cannot read the SQLite file {path}: {exc.strerror or exc}", url=url, cause="unreadable"
-        ) from exc
-    if header and header != _SQLITE_HEADER:
-        raise StoreError(
-            f"{path} is not a SQLite database (it holds something else; check the path)",
-            url=url,
-            cause="not_a_database",
-        )
-
 
 def _sqlite_error(exc: BaseException, path: str, url: str) -> StoreError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

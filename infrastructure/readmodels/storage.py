@@ -61,6 +61,7 @@ from sqlalchemy.pool import StaticPool
 from contextledger.domain.errors import ConfigurationError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
+from contextledger.infrastructure.sqlite_files import check_sqlite_file
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 
@@ -233,6 +234,7 @@ def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
     else:
         if not path.parent.is_dir():
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
+        check_sqlite_file(path, must_exist=False, url=f"sqlite:///{path}")
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},

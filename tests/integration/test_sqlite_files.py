@@ -84,3 +84,20 @@ def test_a_file_the_process_may_not_read_is_named_as_unreadable() -> None:
             assert f"cannot read the SQLite file {path}" in str(caught.value)
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("command", [["rebuild"], ["worker", "--once"]])
+def test_a_read_models_file_that_is_not_a_database_is_named(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with cl.Ledger.open(url, run_policy=False) as ledger:
+        ledger.start("You are terse.")
+    views = tmp_path / "ledger.views.db"
+    views.write_text("not the read models\n")
+    assert main([*command, "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert f"{views} is not a SQLite database" in err and "DatabaseError" not in err
+    assert views.read_text() == "not the read models\n"
+    with pytest.raises(cl.StoreError, match="is not a SQLite database"):
+        cl.SQLReadModels.for_url(url)
