@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from contextledger.application.ledger import Ledger
+from contextledger.application.notifications import read_notifications
 from contextledger.application.projections import ReadModelProjection
 from contextledger.domain.errors import ContextLedgerError
 from contextledger.infrastructure.database import Database
@@ -46,9 +47,11 @@ def current_read_models(ledger: Ledger, *names: str) -> Iterator[SQLReadModels |
 
 def _caught_up(ledger: Ledger, projection: ReadModelProjection[Any]) -> bool:
     """Whether no event of ``projection``'s topics lies in the log after its tracking
-    position (a read model tracks only the events it follows)."""
+    position (a read model tracks only the events it follows). Everything committed
+    counts, also past a gap a follower would still wait at: a listing must not pass
+    a read model that lacks a committed event for a complete one."""
     position = projection.view.max_tracking_id(ledger.name) or 0
-    later = ledger.recorder.select_notifications(
-        position + 1, limit=1, topics=tuple(projection.topics)
+    pages = read_notifications(
+        ledger.notification_log, after=position, topics=tuple(projection.topics), page=1, committed=True
     )
-    return not later
+    return next(pages, None) is None
