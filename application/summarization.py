@@ -189,9 +189,9 @@ def _failed(
         attempt,
         "retryable" if retryable else "not retryable",
         delay,
-        exc.message,
+        failure.error,  # the provider's words, escaped and secrets masked
     )
-    return Outcome(retry_in=delay, refused=None if retryable else exc.message)
+    return Outcome(retry_in=delay, refused=None if retryable else failure.error)
 
 
 class SummarizationRunner(LogFollower):

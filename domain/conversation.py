@@ -39,6 +39,7 @@ from contextledger.domain.events import (
 )
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.redaction import provider_text
 from contextledger.domain.reduction import (
     Entry,
     SummaryLayer,
@@ -99,7 +100,8 @@ class SummaryFailure:
     """One failed summarization attempt, as recorded in ``SummarizationFailed``.
 
     ``kind`` names the failure (an error class name, ``"quality"``, ...), ``error``
-    says what happened (kept to 2,000 characters), ``retryable`` whether trying
+    says what happened (one line of at most 2,000 characters, control characters
+    escaped and anything like an API key masked: ``redaction.provider_text``), ``retryable`` whether trying
     again may help, ``called_provider`` whether a provider was called (and may have
     charged for it), with the tokens it reported when it did.
     """
@@ -110,6 +112,9 @@ class SummaryFailure:
     called_provider: bool
     input_tokens: int | None = None
     output_tokens: int | None = None
+
+    def __post_init__(self) -> None:  # text from a provider: escaped, secrets masked
+        object.__setattr__(self, "error", provider_text(self.error))
 
 
 class Conversation(EditCommands):
@@ -161,8 +166,8 @@ class Conversation(EditCommands):
         cap = policy.max_context_tokens
         if cap is not None and system_tokens + reply_priming + tools_tokens >= cap:
             raise InvalidPolicyError(
-                f"max_context_tokens ({cap}) leaves no room after the system prompt "
-                f"({system_tokens} tokens)",
+                f"max_context_tokens ({cap}) leaves no room after the system prompt ({system_tokens} "
+                "tokens)" + (f" and the tools ({tools_tokens} tokens)" if tools_tokens else ""),
                 conversation_id=conversation_id,
             )
         _check_tools_fit_trigger(policy, tools_tokens if tools else 0, conversation_id)

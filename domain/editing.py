@@ -51,6 +51,7 @@ from contextledger.domain.state import (
     layer_of,
     newest_group_tokens,
 )
+from contextledger.domain.validation import check_position
 
 __all__ = ["EditCommands"]
 
@@ -91,7 +92,8 @@ class EditCommands:
         """Command: retract every message after ``position`` (-1: all of them);
         returns the retracted positions (empty, and nothing recorded, if none)."""
         s = self.state
-        if not isinstance(position, int) or not -1 <= position < s.next_position:
+        check_position(position, conversation_id=self.id)
+        if not -1 <= position < s.next_position:
             raise UnknownPositionError(
                 "no message was appended at that position",
                 conversation_id=self.id,
@@ -262,17 +264,18 @@ class EditCommands:
 
     def _check_position(self, position: int) -> None:
         s = self.state
-        if isinstance(position, int) and not isinstance(position, bool) and position == -1:
+        check_position(position, conversation_id=self.id)
+        if position == -1:
             raise SystemPromptEditError(
                 "the system prompt is not a message: change it with change_system_prompt()",
                 conversation_id=self.id,
                 position=position,
             )
-        if not isinstance(position, int) or isinstance(position, bool) or not 0 <= position < s.next_position:
+        if not 0 <= position < s.next_position:
             raise UnknownPositionError(
                 "no message was appended at that position",
                 conversation_id=self.id,
-                position=position if isinstance(position, int) else None,
+                position=position,
                 next_position=s.next_position,
             )
         if is_retracted(s, position):

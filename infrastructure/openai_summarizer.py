@@ -32,6 +32,7 @@ from contextledger.domain.errors import (
     SummarizerUnavailableError,
 )
 from contextledger.domain.messages import Message
+from contextledger.domain.redaction import provider_text
 
 __all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "OpenAISummarizer", "render_transcript"]
 
@@ -190,11 +191,12 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _error_text(exc: openai.APIStatusError, api_key: str) -> str:
-    """The provider's one-line reason, if its error body gives one (never the key)."""
+    """The provider's one-line reason, if its error body gives one: never the key nor
+    anything like one, control characters escaped (``redaction.provider_text``)."""
     body = exc.body
     if isinstance(body, dict):
         error = body.get("error")
         message = body.get("message") or (error.get("message") if isinstance(error, dict) else None)
         if isinstance(message, str) and message:
-            return " ".join(message.replace(api_key, "***").split())[:300]
+            return provider_text(message.replace(api_key, "***"), limit=300)
     return type(exc).__name__

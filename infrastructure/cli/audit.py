@@ -142,7 +142,7 @@ def run_replay(args: argparse.Namespace) -> int:
     """``replay CID`` or ``replay --all``."""
     if (args.cid is None) == (not args.all):
         raise Failure("give a conversation id CID or --all (not both)", code=2)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)
@@ -196,7 +196,7 @@ def _marks_of(marks: dict[int, dict[str, Any]], version: int) -> dict[str, Any]:
 def run_export(args: argparse.Namespace) -> int:
     """``export [CID]``: JSON lines on stdout."""
     out = sys.stdout
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         if ledger.settings.cipher_key is not None and not args.plaintext:
             raise Failure(
                 "the store is encrypted at rest: export writes its content in plaintext only "
@@ -220,7 +220,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``verify [CID]``: exit 1 naming the first altered event."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         report = ledger.verify(args.cid)
     if args.json:
         print(render.dump({

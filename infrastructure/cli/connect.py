@@ -7,6 +7,8 @@
   failure says which: no server at host:port, the database missing, or
   authentication failed (``StoreError.cause``), with psycopg's error chained.
 - URLs are shown with their password masked.
+- The commands that only read open the store read-only (``open_ledger(read_only=True)``):
+  they create no table and need no more than ``SELECT`` on PostgreSQL.
 
 The ledger, the settings and SQLAlchemy's URL parsing load when a command first opens a
 store, not with the command line (``--help`` and ``--version`` need none of them).
@@ -98,9 +100,13 @@ def settings_for_all(dbs: list[Database], **updates: Any) -> Settings:
     return settings_for(dbs[0], **{"stores": urls, **updates})
 
 
-def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **updates: Any) -> Ledger:
+def open_ledger(
+    args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False, **updates: Any
+) -> Ledger:
     """The ledger at ``--database`` (or over every ``--store``), without a policy
-    thread unless ``updates`` say so."""
+    thread unless ``updates`` say so. ``read_only`` (the commands that only read):
+    nothing is created or written, so a role with only ``SELECT`` can run them, and a
+    store without its tables is ``SchemaMissingError``."""
     from contextledger.application.ledger import Ledger
 
     dbs = databases(args)
@@ -109,7 +115,10 @@ def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **updates:
             require_existing(db)
         if db.kind == "postgresql":
             check_postgres(db)
-    return Ledger.open(settings=settings_for_all(dbs, **{"run_policy": False, **updates}))
+    return Ledger.open(
+        settings=settings_for_all(dbs, **{"run_policy": False, **updates}),
+        read_only=read_only or None,
+    )
 
 
 def check_postgres(db: Database, *, timeout: float | None = None) -> None:

@@ -44,6 +44,7 @@ class SQLConversationsView(SQLView):
             "summaries": 0,
             "policy_version": policy_version,
             "key": key,
+            "key_lookup": self._lookup(key),
             "forked_from": forked_from,
             "forked_at_version": forked_at_version,
             "system_prompt_version": None,
@@ -79,6 +80,15 @@ class SQLConversationsView(SQLView):
             )
 
         self._write(tracking, change)
+
+    def by_key(self, key: str) -> ConversationRecord | None:
+        """The conversation the application calls ``key`` (its key is sealed under a
+        cipher key: found by its lookup digest), None if there is none."""
+        t = self.table
+        lookup = self._lookup(key)
+        where = t.c.key == key if lookup is None else t.c.key_lookup == lookup
+        found = self._records(ConversationRecord, select(t).where(where))
+        return found[0] if found else None
 
     def conversations(self) -> list[ConversationRecord]:
         t = self.table

@@ -19,7 +19,9 @@ earlier release) is dropped and rebuilt from the log when the read models are op
 - ``cl_tracking``: (projection, application_name) -> last notification id applied
 
 With a cipher key, ``cl_transcript.message`` and ``cl_summaries.text`` are encrypted
-(``sealing``); the other columns hold no message or summary text.
+(``sealing``), and so are the application's names: conversation keys and client
+message ids, each with a keyed lookup digest beside it (``key_lookup``,
+``client_message_lookup``); the other columns hold no message or summary text.
 
 Where they live: on PostgreSQL, in the events' own database and schema. On SQLite,
 in a separate file next to the event store (``ledger.db`` -> ``ledger.views.db``), so
@@ -59,6 +61,7 @@ from sqlalchemy.pool import StaticPool
 from contextledger.domain.errors import ConfigurationError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
+from contextledger.infrastructure.sqlite_files import check_sqlite_file
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 
@@ -131,7 +134,9 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("tokens", Integer, nullable=False),
             Column("timestamp", UTCDateTime, nullable=False),
             Column("digest", String(64), nullable=False),
-            Column("client_message_id", String(200)),
+            Column("client_message_id", SealedText(codec)),
+            #: ``ContentCodec.lookup(client_message_id)`` with a cipher key (``sealing``).
+            Column("client_message_lookup", String(64)),
             #: Marks (see docs/operations.md): who retracted or replaced the row, and
             #: where a fork's shared history comes from (the row's own id if not inherited).
             Column("origin_id", Uuid, primary_key=True),
@@ -174,7 +179,8 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             #: The system prompt's share of ``base_tokens`` (a change replaces it).
             Column("system_tokens", Integer, nullable=False, default=0),
             Column("tools_tokens", Integer, nullable=False, default=0),
-            Column("key", String(200)),
+            Column("key", SealedText(codec)),
+            Column("key_lookup", String(64)),
             *(Column(name, BigInteger, nullable=False, default=0) for name in COUNTERS),
         ),
         "conversations": Table(
@@ -188,11 +194,13 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("messages", Integer, nullable=False, default=0),
             Column("summaries", Integer, nullable=False, default=0),
             Column("policy_version", Integer, nullable=False, default=1),
-            Column("key", String(200)),
+            Column("key", SealedText(codec)),
+            Column("key_lookup", String(64)),
             Column("forked_from", Uuid),
             Column("forked_at_version", Integer),
             Column("system_prompt_version", Integer),
             Index(f"{p}conversations_started_at", "started_at"),
+            Index(f"{p}conversations_key_lookup", "key_lookup"),
         ),
     }
 
@@ -226,6 +234,7 @@ def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
     else:
         if not path.parent.is_dir():
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
+        check_sqlite_file(path, must_exist=False, url=f"sqlite:///{path}")
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},

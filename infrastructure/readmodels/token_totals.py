@@ -35,6 +35,7 @@ def _new_row(conversation_id: UUID, *, base_tokens: int) -> dict[str, Any]:
         "system_tokens": 0,
         "tools_tokens": 0,
         "key": None,
+        "key_lookup": None,
         **dict.fromkeys(COUNTERS, 0),
     }
 
@@ -61,6 +62,7 @@ class SQLTokenTotalsView(SQLView):
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
         row = _new_row(conversation_id, base_tokens=base_tokens)
         row.update(system_tokens=system_tokens, tools_tokens=tools_tokens, key=key, **counters)
+        row["key_lookup"] = self._lookup(key)
         self._insert(tracking, row)
 
     def add_to_totals(self, conversation_id: UUID, *, tracking: Tracking, **increments: int) -> None:

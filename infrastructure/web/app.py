@@ -113,7 +113,7 @@ def create_app(
         ledger = ledger_or_url
         owned = False
     else:
-        ledger = Ledger.open(ledger_or_url, run_policy=False)
+        ledger = Ledger.open(ledger_or_url, read_only=True)
         owned = True
     database = Database.parse(ledger.settings.database_url).masked
     index = ConversationIndex(ledger)
