@@ -199,6 +199,40 @@ def test_after_repeated_failures_the_offline_summarizer_takes_over(sqlite_url: s
         assert check_log(ledger, cid, appended) == []
 
 
+def test_a_summarizer_that_raises_anything_is_failing_and_the_fallback_takes_over(sqlite_url: str) -> None:
+    # A bug in a custom summarizer (a KeyError in its parser, a TypeError) counts as a
+    # failed attempt like a SummarizerError: recorded, retried, then the fallback.
+    summarizer = ScriptedSummarizer(failures=[KeyError("choices"), TypeError("bad"), KeyError("x")] * 300)
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=3),
+                     summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        say(ledger, cid, 12, appended)
+        assert ledger.wait_idle(20)
+        [summary] = ledger.summaries(cid)
+        assert summary.model == "offline-extractive"
+        assert len(summarizer.calls) == 3
+        failures = [e.data for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+        assert [f["attempt"] for f in failures] == [1, 2, 3]
+        assert [f["kind"] for f in failures] == ["KeyError", "TypeError", "KeyError"]
+        assert all(f["retryable"] for f in failures) and "KeyError" in failures[0]["error"]
+        assert ledger.totals(cid).summarizer_failures == 3
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_without_a_fallback_a_crashing_summarizer_is_retried_until_it_answers(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer(failures=[ValueError("no JSON"), ValueError("no JSON")])
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None),
+                     summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        say(ledger, cid, 12, [])
+        assert ledger.wait_idle(20)
+        [summary] = ledger.summaries(cid)
+        assert summary.model == "scripted"
+        kinds = [e.data["kind"] for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+        assert kinds == ["ValueError", "ValueError"]
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_writer_processes_with_their_own_policy_call_the_summarizer_once_per_crossing(
     store: str, sqlite_url: str, request: pytest.FixtureRequest
