@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
 from uuid import UUID
 
+from contextledger.domain.budget import check_budget
 from contextledger.domain.digests import edit_digest
 from contextledger.domain.edits import (
     History,
@@ -206,6 +207,8 @@ class EditCommands:
                     tokens=tokens,
                     limit=cap,
                 )
+        check_budget(s.policy, tools_tokens=s.tools_tokens, system_tokens=tokens,
+                     reply_priming=s.reply_priming, conversation_id=self.id)
         self._trigger(
             SystemPromptChanged,
             at,
