@@ -227,6 +227,7 @@ class EditCommands:
         digest chain continues from the source's."""
         state = source.state.clone()
         state.summaries = [_from_origin(layer, source.id) for layer in state.summaries]
+        state.inherited_summaries = source.state.summaries_created + source.state.inherited_summaries
         state.pending = None
         state.fork_of = ForkOrigin(
             conversation_id=source.id,
@@ -428,6 +429,7 @@ class EditCommands:
             reason=reason,
             trigger_version=trigger_version,
             invalidated_versions=plan.invalidated_versions,
+            invalidated_inherited=plan.invalidated_inherited,
             layers=tuple(sorted(layers, key=lambda layer: layer.from_position)),
             reopened=tuple(sorted(reopened, key=lambda e: e.position)),
         )

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
 
 __all__ = [
     "ConversationEvent",
@@ -279,6 +279,9 @@ class SummaryInvalidated(ConversationEvent):
     invalidated_versions: tuple[int, ...]
     layers: tuple[SummaryLayer, ...]
     reopened: tuple[Entry, ...]
+    #: In a fork: the inherited summaries (their links name the log that holds them)
+    #: that no longer stand here. Empty in events recorded before forks listed them.
+    invalidated_inherited: tuple[SummaryLink, ...] = ()
 
 
 class ForkOrigin(BaseModel):
