@@ -3,7 +3,8 @@
 Whatever a summarizer raises is a failed attempt: a ``SummarizerError`` as it says
 (retryable or not, with a provider's ``Retry-After``), any other exception (a bug in a
 custom summarizer, a parser's ``KeyError``) as a retryable failure of the kind of its
-class. Each is recorded as ``SummarizationFailed``, so the attempts count up, backoff
+class, and an answer that is not a ``SummaryResult`` with text as a
+``SummarizerOutputError``. Each is recorded as ``SummarizationFailed``, so the attempts count up, backoff
 grows with them and the offline fallback takes over when the settings say so.
 """
 
@@ -20,6 +21,7 @@ from contextledger.domain.conversation import SummaryFailure
 from contextledger.domain.errors import (
     StaleSummaryError,
     SummarizerError,
+    SummarizerOutputError,
     SummarizerRateLimitedError,
     SummaryQualityError,
 )
@@ -76,6 +78,11 @@ def attempt_summary(
             model=getattr(summarizer, "model", None),
         )
         return _failed(ledger, request, crashed, backoff, kind=type(exc).__name__)
+    wrong = _not_a_result(result)
+    if wrong is not None:
+        model = getattr(summarizer, "model", None)
+        error = SummarizerOutputError(f"the summarizer answered {wrong}", model=model)
+        return _failed(ledger, request, error, backoff)
     try:
         ledger.record_summary(request, result)
     except StaleSummaryError:
@@ -95,6 +102,15 @@ def attempt_summary(
             return Outcome(recheck=True)
         return Outcome(retry_in=backoff(attempt))
     return Outcome(recheck=True)
+
+
+def _not_a_result(result: object) -> str | None:
+    """What is wrong with an answer that is not a ``SummaryResult`` with text (None: nothing)."""
+    if not isinstance(result, SummaryResult):
+        return f"{type(result).__name__} instead of a SummaryResult"
+    if not isinstance(result.text, str):
+        return f"a SummaryResult whose text is {type(result.text).__name__}"
+    return None
 
 
 def _failed(
