@@ -216,6 +216,8 @@ class EditCommands:
             system_tokens=tokens,
             digest=edit_digest(s.digest, system_prompt_record(system_prompt)),
         )
+        if s.policy.counts_prompt:  # the trigger counts the system prompt: look again
+            self._maybe_pin_range(at)
         return True
 
     @classmethod

@@ -94,6 +94,19 @@ def test_a_system_prompt_the_trigger_cannot_hold_is_refused_and_nothing_is_writt
         ledger.start(SYSTEM * 3, policy=ReductionPolicy(trigger_tokens=600, token_scope="messages"))
 
 
+def test_a_longer_system_prompt_pins_a_range_at_once_when_the_prompt_crosses() -> None:
+    with Ledger.open("memory://", run_policy=False) as ledger:
+        cid = ledger.start("You are brief.", policy=ReductionPolicy(trigger_tokens=600, keep_tokens=100))
+        n = 0
+        while ledger.totals(cid).context_tokens < 450:
+            ledger.append(cid, turn(n))
+            n += 1
+        assert ledger.pending_summary(cid) is None
+        ledger.change_system_prompt(cid, SYSTEM)  # about 280 tokens more: over 600
+        assert ledger.totals(cid).context_tokens > 600
+        assert ledger.pending_summary(cid) is not None
+
+
 def load(cls: type[Any], state: dict[str, Any], version: int = 1) -> Any:
     """A v1 stored event of ``cls`` (no class_version) through today's mapper."""
     mapper = PydanticMapper(transcoder=JSONBytesTranscoder())

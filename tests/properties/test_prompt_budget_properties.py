@@ -21,10 +21,10 @@ MESSAGES = st.lists(st.integers(1, 80), min_size=10, max_size=40)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tools=TOOLS, sizes=MESSAGES, system=st.integers(0, 120), trigger=st.integers(150, 900),
-       keep=st.integers(0, 300), mode=st.sampled_from(["single", "layered"]),
+       keep=st.integers(0, 300), mode=st.sampled_from(["single", "layered"]), later=st.integers(0, 200),
        placement=st.sampled_from(["system_message", "system_prompt", "user_message"]))
 def test_once_a_summary_landed_the_whole_prompt_stays_within_the_trigger(
-    tools: list[dict[str, Any]], sizes: list[int], system: int, trigger: int, keep: int,
+    tools: list[dict[str, Any]], sizes: list[int], system: int, trigger: int, keep: int, later: int,
     mode: Literal["single", "layered"], placement: Literal["system_message", "system_prompt", "user_message"],
 ) -> None:
     keep = min(keep, trigger - 1)
@@ -45,6 +45,12 @@ def test_once_a_summary_landed_the_whole_prompt_stays_within_the_trigger(
         assert base + keep < trigger
         for index, size in enumerate(sizes):
             ledger.append(cid, {"role": "user" if index % 2 == 0 else "assistant", "content": text(size, index)})
+            if index == len(sizes) // 2:
+                # Halfway, the system prompt changes (refused if the budget cannot hold it).
+                try:
+                    ledger.change_system_prompt(cid, text(later, 3) if later else None)
+                except InvalidPolicyError:
+                    event("system prompt change refused")
             while summarize_now(ledger, cid, summarizer):
                 pass
             state = ledger.conversation(cid).state
