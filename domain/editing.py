@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
 from uuid import UUID
 
+from contextledger.domain.budget import check_budget
 from contextledger.domain.digests import edit_digest
 from contextledger.domain.edits import (
     History,
@@ -208,6 +209,8 @@ class EditCommands:
                     tokens=tokens,
                     limit=cap,
                 )
+        check_budget(s.policy, tools_tokens=s.tools_tokens, system_tokens=tokens,
+                     reply_priming=s.reply_priming, conversation_id=self.id)
         self._trigger(
             SystemPromptChanged,
             at,
@@ -215,6 +218,8 @@ class EditCommands:
             system_tokens=tokens,
             digest=edit_digest(s.digest, system_prompt_record(system_prompt)),
         )
+        if s.policy.counts_prompt:  # the trigger counts the system prompt: look again
+            self._maybe_pin_range(at)
         return True
 
     @classmethod
@@ -226,6 +231,7 @@ class EditCommands:
         digest chain continues from the source's."""
         state = source.state.clone()
         state.summaries = [_from_origin(layer, source.id) for layer in state.summaries]
+        state.inherited_summaries = source.state.summaries_created + source.state.inherited_summaries
         state.pending = None
         state.fork_of = ForkOrigin(
             conversation_id=source.id,
@@ -428,6 +434,7 @@ class EditCommands:
             reason=reason,
             trigger_version=trigger_version,
             invalidated_versions=plan.invalidated_versions,
+            invalidated_inherited=plan.invalidated_inherited,
             layers=tuple(sorted(layers, key=lambda layer: layer.from_position)),
             reopened=tuple(sorted(reopened, key=lambda e: e.position)),
         )

@@ -48,19 +48,25 @@ SYSTEM_PROMPT = (
 )
 
 
-def render_transcript(messages: tuple[Message, ...], from_position: int) -> str:
-    """The new messages as a plain transcript: ``[position] role(name): text``."""
+def render_transcript(
+    messages: tuple[Message, ...], from_position: int, *, positions: tuple[int, ...] | None = None
+) -> str:
+    """The new messages as a plain transcript: ``[position] role(name): text``, each at
+    its transcript position (``positions``; without them, consecutive from
+    ``from_position``)."""
+    if positions is None:
+        positions = tuple(range(from_position, from_position + len(messages)))
     lines = []
-    for offset, message in enumerate(messages):
+    for position, message in zip(positions, messages, strict=True):
         who = message.role + (f"({message.name})" if message.name else "")
         text = " ".join(message.text.split())
         if message.role == "tool":
-            lines.append(f"[{from_position + offset}] tool result for {message.tool_call_id}: {text}")
+            lines.append(f"[{position}] tool result for {message.tool_call_id}: {text}")
             continue
         if message.tool_calls:
             calls = "; ".join(f"calls {c.function.name}({c.function.arguments})" for c in message.tool_calls)
             text = f"{text} {calls}".strip()
-        lines.append(f"[{from_position + offset}] {who}: {text}")
+        lines.append(f"[{position}] {who}: {text}")
     return "\n".join(lines)
 
 
@@ -99,7 +105,7 @@ class OpenAISummarizer(Summarizer):
         user = (
             f"Current summary:\n{request.previous_summary or '(none)'}\n\n"
             f"New messages ({request.from_position}-{request.through_position}):\n"
-            f"{render_transcript(request.messages, request.from_position)}"
+            f"{render_transcript(request.messages, request.from_position, positions=_positions(request))}"
         )
         return [
             {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=request.max_summary_tokens)},
@@ -157,6 +163,11 @@ class OpenAISummarizer(Summarizer):
             raise SummarizerOutputError(f"malformed answer from the provider: {exc}", model=model) from exc
         latency_ms = (time.perf_counter() - started) * 1000
         return _result(response, model, latency_ms)
+
+
+def _positions(request: SummaryRequest) -> tuple[int, ...]:
+    """The transcript positions of ``request``'s messages (the ones to cite)."""
+    return tuple(position for position, _ in request.positioned())
 
 
 def _result(response: Any, model: str, latency_ms: float) -> SummaryResult:

@@ -33,6 +33,7 @@ class SQLConversationsView(SQLView):
         forked_from: UUID | None = None,
         forked_at_version: int | None = None,
         policy_version: int = 1,
+        summaries: int = 0,
     ) -> None:
         row = {
             "conversation_id": conversation_id,
@@ -41,7 +42,7 @@ class SQLConversationsView(SQLView):
             "updated_at": started_at,
             "last_version": 1,
             "messages": messages,
-            "summaries": 0,
+            "summaries": summaries,
             "policy_version": policy_version,
             "key": key,
             "key_lookup": self._lookup(key),

@@ -6,8 +6,9 @@ Tables (prefix ``cl_``):
   (JSON), tokens, timestamp, digest, client_message_id, and the marks of edits
   (retracted, its version, reason and conversation; the version an edit replaced or
   was replaced by; a fork's inherited rows carry their source in ``origin_id``)
-- ``cl_summaries``: conversation_id, version, range, text, tokens, model,
-  provenance, and whether it still stands (``valid``, invalidated at which version, why)
+- ``cl_summaries``: conversation_id, version, origin_id, range, text, tokens, model,
+  provenance, and whether it still stands (``valid``, invalidated at which version,
+  why, by which conversation); a fork's inherited rows carry their log in ``origin_id``
 - ``cl_token_totals``: counters per conversation (global totals are their sum, a
   fork's shared history counted once)
 - ``cl_conversations``: id, model, key, started_at, updated_at, last_version,
@@ -90,6 +91,7 @@ COUNTERS = (
     "inherited_tokens",
     "inherited_retracted",
     "inherited_edited",
+    "inherited_summaries",
 )
 
 
@@ -169,6 +171,10 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("valid", Boolean, nullable=False, default=True),
             Column("invalidated_version", Integer),
             Column("invalidated_reason", SealedText(codec)),
+            #: The conversation whose SummaryInvalidated took it back.
+            Column("invalidated_in", Uuid),
+            #: The log that holds the summary (a fork's inherited rows: not its own id).
+            Column("origin_id", Uuid, primary_key=True),
         ),
         "token_totals": Table(
             f"{p}token_totals",

@@ -20,6 +20,7 @@ _SHARED = {
     "appended_tokens": "inherited_tokens",
     "retracted_messages": "inherited_retracted",
     "edited_messages": "inherited_edited",
+    "summaries": "inherited_summaries",
 }
 #: Columns kept for the arithmetic, not shown in a record.
 _INTERNAL = ("live_tokens_delta", *_SHARED.values())
