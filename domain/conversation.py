@@ -20,6 +20,7 @@ from contextledger.domain.errors import (
     ContextOverflowError,
     InvalidMessageError,
     InvalidPolicyError,
+    LogDamagedError,
     StaleSummaryError,
     SummaryQualityError,
 )
@@ -197,11 +198,13 @@ class Conversation(EditCommands):
         elif isinstance(event, Forked):
             conversation = cls(event.originator_id, event.timestamp)
             conversation.state = ConversationState.model_validate(event.state)
-        elif conversation is None:
-            raise ValueError(f"{type(event).__name__} before Started")
-        elif event.originator_version != conversation.version + 1:
-            raise ValueError(
-                f"event version {event.originator_version} does not follow {conversation.version}"
+        elif conversation is None or event.originator_version != conversation.version + 1:
+            after = "no Started" if conversation is None else f"version {conversation.version}"
+            raise LogDamagedError(
+                f"the log is damaged: {type(event).__name__} at version "
+                f"{event.originator_version} comes after {after} (events are missing)",
+                conversation_id=event.originator_id,
+                version=event.originator_version,
             )
         else:
             apply_event(conversation.state, event)

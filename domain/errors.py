@@ -20,6 +20,8 @@
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
+        │   └── LogDamagedError         a conversation's stored log is damaged (missing,
+        │                               out-of-order, unknown or undecodable events)
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
@@ -56,6 +58,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "LogDamagedError",
     "MessageTooLargeError",
     "RetractedPositionError",
     "StaleSummaryError",
@@ -264,6 +267,13 @@ class StoreError(ContextLedgerRuntimeError):
     #: Why a database server could not be used: ``server_unreachable``,
     #: ``database_missing`` or ``authentication_failed`` (None: another failure).
     cause: str | None = None
+
+
+class LogDamagedError(StoreError):
+    """A conversation's stored log cannot be read as its history: an event is missing
+    (a gap in versions, no ``Started``), out of order, of an unknown topic or
+    undecodable, or the events do not fold. ``version`` names where; ``verify`` lists
+    every such place in the store."""
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):
