@@ -8,6 +8,9 @@ Pages (each also JSON, with a ``.json`` suffix or ``?format=json``):
   and a chart of tokens sent against the full history per model turn.
 - ``/conversations/{id}/context?version=V`` -- the exact messages the model was sent
   at version V, with where each came from and what it cost.
+- ``/verify``, ``/conversations/{id}/verify`` -- what ``verify`` finds in the whole
+  store or one conversation, every problem listed. A conversation whose log is too
+  damaged to show (a missing or undecodable event) shows this page instead.
 
 Only GET (and HEAD) are routed; the ledger is opened without the summarization
 policy, so nothing is ever written to the store. Templates autoescape everything.
@@ -32,9 +35,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contextledger.application.ledger import Ledger
-from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError
+from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError, LogDamagedError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.web.chart import token_chart
+from contextledger.infrastructure.web.verify import verify_page
 from contextledger.infrastructure.web.views import ConversationIndex, context_page, conversation_page
 
 __all__ = ["PAGE_SIZE", "create_app"]
@@ -148,10 +152,25 @@ def create_app(
         cid = conversation_id(request, as_json, raw)
         if isinstance(cid, Response):
             return cid
-        data = conversation_page(ledger, cid)
+        try:
+            data = conversation_page(ledger, cid)
+        except LogDamagedError as exc:  # shown with every problem verify finds, not as a failure
+            found = verify_page(ledger, cid, damage=exc.message)
+            return _JSON(found) if as_json else html("verify.html", **found)
         if as_json:
             return _JSON(data)
         return html("conversation.html", chart=token_chart(data["turns"], data["summary_marks"]), **data)
+
+    def integrity(request: Request) -> Response:
+        as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
+        cid: UUID | None = None
+        if "cid" in request.path_params:
+            found = conversation_id(request, as_json, request.path_params["cid"])
+            if isinstance(found, Response):
+                return found
+            cid = found
+        data = verify_page(ledger, cid)
+        return _JSON(data) if as_json else html("verify.html", **data)
 
     def context(request: Request) -> Response:
         as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
@@ -196,6 +215,10 @@ def create_app(
             Route("/conversations.json", conversations, methods=["GET"]),
             Route("/conversations/{cid}/context", context, methods=["GET"], name="context"),
             Route("/conversations/{cid}/context.json", context, methods=["GET"]),
+            Route("/conversations/{cid}/verify", integrity, methods=["GET"], name="verify"),
+            Route("/conversations/{cid}/verify.json", integrity, methods=["GET"]),
+            Route("/verify", integrity, methods=["GET"]),
+            Route("/verify.json", integrity, methods=["GET"]),
             Route("/conversations/{cid}", conversation, methods=["GET"], name="conversation"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],

@@ -17,6 +17,7 @@ from contextledger.application.history import event_marks
 from contextledger.application.ledger import Ledger
 from contextledger.application.results import AuditEvent, TokenTotals
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import LogDamagedError
 from contextledger.domain.events import ConversationEvent, MessageAppended, SummaryCreated
 from contextledger.domain.state import is_placeholder
 
@@ -264,7 +265,7 @@ def _turns(events: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             )
         try:
             conversation = Conversation.apply(conversation, event)
-        except ValueError:
+        except (ValueError, LogDamagedError):
             break  # a broken log: verify says where; the chart stops there
         if isinstance(event, SummaryCreated):
             marks.append(
