@@ -16,6 +16,7 @@ from contextledger.application.counting import TokenCounters
 from contextledger.application.integrity import (
     ApplicationLog,
     check_fold,
+    check_seals,
     missing_versions,
     read_events,
 )
@@ -154,6 +155,7 @@ class Audit:
             cid, stored, base=base, source_digest=source_digest, unreadable=unreadable
         )
         problems += found[3]
+        problems += check_seals(cid, stored)
         with store_errors(cid):
             problems += check_fold(log, cid, stored, last_version=last, counters=self.counters)
         problems.sort(key=lambda p: p.version)  # stable: at one version, the digest's first

@@ -12,6 +12,9 @@ and that everything loading trusts agrees with it.
   message's and its placeholder's, the system prompt's, the tool definitions', a
   summary's text and message. Counts are outside the digest chain and make up the
   totals and the context's cost, so they are recomputed rather than trusted.
+- Every sealed event (all but messages) still matches its seal, which covers all of
+  its fields: the policy, the tool definitions, a summary's text, usage... Once a
+  conversation's events are sealed, a later one without a seal had it removed.
 
 The checks read a conversation through ``StoredLog`` (its stored events and
 snapshots, and the mapper that decodes them), not through the ledger.
@@ -35,6 +38,7 @@ from contextledger.domain.events import (
     ConversationEvent,
     MessageAppended,
     MessageEdited,
+    SealedEvent,
     Started,
     SummaryCreated,
     SystemPromptChanged,
@@ -43,7 +47,7 @@ from contextledger.domain.events import (
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text, summary_message
 
-__all__ = ["ApplicationLog", "StoredLog", "check_fold", "missing_versions", "read_events"]
+__all__ = ["ApplicationLog", "StoredLog", "check_fold", "check_seals", "missing_versions", "read_events"]
 
 
 class StoredLog(Protocol):
@@ -122,6 +126,36 @@ def read_events(
     return events, unreadable, problems
 
 
+def check_seals(conversation_id: UUID, events: list[ConversationEvent]) -> list[VerifyProblem]:
+    """A problem for each sealed event whose fields no longer match its seal, and for
+    each event without a seal after one with (events stored before seals existed
+    have none)."""
+    problems: list[VerifyProblem] = []
+    sealed_from: int | None = None
+    for event in events:
+        if not isinstance(event, SealedEvent):
+            continue
+        version, kind = event.originator_version, type(event).__name__
+        if event.seal is None:
+            if sealed_from is not None:
+                problems.append(
+                    VerifyProblem(
+                        conversation_id,
+                        version,
+                        f"the {kind} event has no seal, though the events from version "
+                        f"{sealed_from} on are sealed: its seal was removed",
+                    )
+                )
+            continue
+        if sealed_from is None:
+            sealed_from = version
+        if event.seal != event.expected_seal():
+            problems.append(
+                VerifyProblem(conversation_id, version, f"the {kind} event does not match its seal")
+            )
+    return problems
+
+
 def check_fold(
     log: StoredLog,
     conversation_id: UUID,
@@ -192,8 +226,8 @@ def _compare(
     if not isinstance(snapshot, ConversationSnapshot):
         problems.append(VerifyProblem(cid, version, "the snapshot is not a conversation's snapshot"))
         return
-    folded, stored = conversation.state, snapshot.state
-    differ = [n for n in sorted(stored.model_fields_set) if _differs(getattr(folded, n), getattr(stored, n))]
+    folded, kept = conversation.state, snapshot.state
+    differ = [n for n in sorted(kept.model_fields_set) if _differs(getattr(folded, n), getattr(kept, n))]
     if differ:
         problems.append(
             VerifyProblem(

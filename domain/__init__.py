@@ -37,7 +37,7 @@ from contextledger.domain.errors import (
     UnknownReadModelError,
     UsageError,
 )
-from contextledger.domain.events import ConversationEvent, DomainEvent, SummaryProvenance
+from contextledger.domain.events import ConversationEvent, DomainEvent, SealedEvent, SummaryProvenance
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
 from contextledger.domain.placement import Placement
 from contextledger.domain.policy import ReductionPolicy
@@ -69,6 +69,7 @@ __all__ = [
     "Placement",
     "ReductionPolicy",
     "RetractedPositionError",
+    "SealedEvent",
     "StaleSummaryError",
     "StoreError",
     "SummarizerAuthenticationError",

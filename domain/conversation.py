@@ -180,7 +180,7 @@ class Conversation(EditCommands):
             key=key,
             tools=tools,
             tools_tokens=tools_tokens if tools else 0,
-        )
+        ).sealed()
         conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
         return conversation
@@ -216,6 +216,8 @@ class Conversation(EditCommands):
         event = event_class(
             originator_id=self.id, originator_version=self.version + 1, timestamp=at, **fields
         )
+        if isinstance(event, events.SealedEvent):
+            event = event.sealed()
         event.mutate(self)
         self._pending_events.append(event)
 

@@ -18,7 +18,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ValidationError
 
-from contextledger.domain.errors import LogDamagedError, StoreError
+from contextledger.domain.errors import ContextLedgerError, LogDamagedError, StoreError
 
 __all__ = ["JSONBytesTranscoder", "PydanticMapper"]
 
@@ -110,5 +110,5 @@ class PydanticMapper(Mapper[UUID]):
         state["originator_version"] = stored_event.originator_version
         try:
             return cast(DomainEventProtocol[UUID], cls.model_validate(state))
-        except ValidationError as exc:
+        except (ValidationError, ContextLedgerError) as exc:  # a field's own check, e.g. a policy's
             raise LogDamagedError(f"stored event does not fit its class ({where}): {exc}", **context) from exc
