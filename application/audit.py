@@ -123,7 +123,9 @@ class Audit:
         return list(seen)
 
     def _verify_one(self, cid: UUID, *, listed: bool) -> tuple[int, int, int, list[VerifyProblem]]:
-        app_for = getattr(self.store, "app_for", None)
+        # Listed from this store's log, the conversation is read from it; asked for by id,
+        # from the store that holds it (several stores: the router says which).
+        app_for = None if listed else getattr(self.store, "app_for", None)
         log = ApplicationLog(app_for(cid) if app_for is not None else self.app)
         with store_errors(cid):
             stored, unreadable, problems = read_events(log, cid)

@@ -6,13 +6,15 @@ a damaged log raise ``LogDamagedError``."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 
 from contextledger import LogDamagedError, ReductionPolicy, StoreError, SummaryRequest, SummaryResult
-from tests.support.raw_store import APPENDED, STARTED, SUMMARY, Echo, Store, build_store
+from contextledger.application import Ledger
+from tests.support.raw_store import APPENDED, STARTED, SUMMARY, Echo, RawStore, Store, build_store
 
 
 @pytest.fixture
@@ -247,3 +249,23 @@ def test_a_removed_seal_is_reported(store: Store) -> None:
 
 def summarize(request: SummaryRequest) -> SummaryResult:
     return Echo().summarize(request)
+
+
+def test_a_sharded_verify_reads_each_damaged_conversation_from_its_own_store(
+    shared_url: str, tmp_path: Path
+) -> None:
+    """A conversation of the second store whose Started was deleted is checked there
+    (no placement or Started says where it lives: the store's own log does)."""
+    urls = [f"sqlite:///{tmp_path / 'first.db'}", shared_url]
+    with Ledger.open(urls, run_policy=False) as ledger:
+        ids = [ledger.start("You are A.") for _ in range(8)]
+        for cid in ids:
+            ledger.append(cid, {"role": "user", "content": "hi"})
+            ledger.append(cid, {"role": "assistant", "content": "hello"})
+        second = next(cid for cid in ids if list(ledger.shards[1].local_store.app.events.get(cid)))
+        assert ledger.verify().ok
+    RawStore(shared_url).delete("events", second, 1)
+    with Ledger.open(urls, run_policy=False) as ledger:
+        report = ledger.verify()
+    assert report.conversations == 8
+    assert [(p.conversation_id, p.version) for p in report.problems] == [(second, 1)]
