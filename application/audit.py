@@ -14,6 +14,9 @@ from eventsourcing.application import Application
 
 from contextledger.application.counting import TokenCounters
 from contextledger.application.integrity import (
+    FOREIGN as _FOREIGN,
+)
+from contextledger.application.integrity import (
     ApplicationLog,
     check_fold,
     check_seals,
@@ -129,7 +132,7 @@ class Audit:
         log = ApplicationLog(app_for(cid) if app_for is not None else self.app)
         with store_errors(cid):
             stored, unreadable, problems = read_events(log, cid)
-        if not stored and not unreadable and not listed:
+        if not listed and not stored and all(p.problem.endswith(_FOREIGN) for p in problems):
             raise ConversationNotFoundError("no such conversation", conversation_id=cid)
         last = max([*unreadable, *(e.originator_version for e in stored)], default=0)
         base: HistoryFold | None = None

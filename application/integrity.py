@@ -47,7 +47,15 @@ from contextledger.domain.events import (
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text, summary_message
 
-__all__ = ["ApplicationLog", "StoredLog", "check_fold", "check_seals", "missing_versions", "read_events"]
+__all__ = [
+    "FOREIGN",
+    "ApplicationLog",
+    "StoredLog",
+    "check_fold",
+    "check_seals",
+    "missing_versions",
+    "read_events",
+]
 
 
 class StoredLog(Protocol):
@@ -86,6 +94,10 @@ class ApplicationLog:
         return self.app.mapper.to_stored_event(event).state  # type: ignore[arg-type]
 
 
+#: What an event of another aggregate (a client message id, a placement) is.
+FOREIGN = "is not a conversation's event"
+
+
 def missing_versions(first: int, last: int) -> str:
     """What a gap in versions from ``first`` through ``last`` says."""
     if first == 1:
@@ -118,7 +130,7 @@ def read_events(
                 VerifyProblem(
                     conversation_id,
                     version,
-                    f"the event at version {version} ({stored.topic}) is not a conversation's event",
+                    f"the event at version {version} ({stored.topic}) {FOREIGN}",
                 )
             )
             continue

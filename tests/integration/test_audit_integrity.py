@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -269,3 +269,16 @@ def test_a_sharded_verify_reads_each_damaged_conversation_from_its_own_store(
         report = ledger.verify()
     assert report.conversations == 8
     assert [(p.conversation_id, p.version) for p in report.problems] == [(second, 1)]
+
+
+def test_verify_of_an_id_that_is_no_conversation_is_not_found(sqlite_url: str) -> None:
+    from contextledger import ConversationNotFoundError
+    from contextledger.domain.client_ids import ClientMessageId
+
+    with Ledger.open(sqlite_url, run_policy=False) as ledger:
+        cid = ledger.start("You are A.")
+        ledger.append(cid, {"role": "user", "content": "hi"}, client_message_id="m1")
+        for other in (ClientMessageId.id_for(cid, "m1"), uuid4()):  # another aggregate's, nobody's
+            with pytest.raises(ConversationNotFoundError):
+                ledger.verify(other)
+        assert ledger.verify().conversations == 1
