@@ -9,8 +9,8 @@ Pages (each also JSON, with a ``.json`` suffix or ``?format=json``):
 - ``/conversations/{id}/context?version=V`` -- the exact messages the model was sent
   at version V, with where each came from and what it cost.
 - ``/verify``, ``/conversations/{id}/verify`` -- what ``verify`` finds in the whole
-  store or one conversation, every problem listed. A conversation whose log is too
-  damaged to show (a missing or undecodable event) shows this page instead.
+  store or one conversation, every problem listed. A page that needs a damaged log
+  (a missing or undecodable event) shows this page instead, with why.
 
 Only GET (and HEAD) are routed; the ledger is opened without the summarization
 policy, so nothing is ever written to the store. Templates autoescape everything.
@@ -152,11 +152,7 @@ def create_app(
         cid = conversation_id(request, as_json, raw)
         if isinstance(cid, Response):
             return cid
-        try:
-            data = conversation_page(ledger, cid)
-        except LogDamagedError as exc:  # shown with every problem verify finds, not as a failure
-            found = verify_page(ledger, cid, damage=exc.message)
-            return _JSON(found) if as_json else html("verify.html", **found)
+        data = conversation_page(ledger, cid)
         if as_json:
             return _JSON(data)
         return html("conversation.html", chart=token_chart(data["turns"], data["summary_marks"]), **data)
@@ -188,6 +184,14 @@ def create_app(
     def not_found(request: Request, exc: Exception) -> Response:
         as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
         return problem(request, as_json, 404, str(exc) or "not found")
+
+    def damaged(request: Request, exc: Exception) -> Response:
+        """A page that needs a damaged log shows what verify finds there (the
+        conversation's problems, or the whole store's), not a server error."""
+        as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
+        cid = getattr(exc, "conversation_id", None)
+        found = verify_page(ledger, cid if isinstance(cid, UUID) else None, damage=str(exc))
+        return _JSON(found) if as_json else html("verify.html", **found)
 
     def failure(request: Request, exc: Exception) -> Response:
         as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
@@ -224,6 +228,7 @@ def create_app(
         ],
         exception_handlers={
             ConversationNotFoundError: not_found,
+            LogDamagedError: damaged,
             ContextLedgerError: failure,
         },
         lifespan=lifespan,

@@ -1,7 +1,7 @@
 """The viewer on a damaged store (real SQLite files and PostgreSQL schemas edited
-behind the ledger's back): a conversation whose log cannot be shown answers 200 with
-every problem verify finds, never 500; the verify pages list the problems per
-conversation, as HTML and JSON."""
+behind the ledger's back): a page that needs a damaged log (the conversation, its
+context, the list) answers 200 with every problem verify finds, never 500; the verify
+pages list the problems per conversation, as HTML and JSON."""
 
 from __future__ import annotations
 
@@ -48,6 +48,12 @@ def test_a_conversation_with_an_undecodable_event_shows_its_problems_not_a_serve
         assert found["conversations"] == 2 and found["verified"] is False
         assert [c["conversation_id"] for c in found["by_conversation"]] == [str(store.damaged)]
         assert client.get("/verify").status_code == 200
+
+        for other in ("/conversations.json", f"/conversations/{store.damaged}/context.json"):
+            shown = client.get(other)  # pages that load the conversation show its problems too
+            assert shown.status_code == 200 and shown.json()["conversation_id"] == str(store.damaged)
+            assert shown.json()["problems"][0]["version"] == version
+        assert client.get(f"/conversations/{store.damaged}/context").status_code == 200
 
         fine = client.get(f"/conversations/{store.fine}/verify.json").json()
         assert fine["verified"] is True and fine["problems"] == []
