@@ -192,7 +192,7 @@ class Ledger(LedgerEdits, Application[UUID]):
             summarizer=summarizer,
             build=self._build_summarizer,
         )
-        self.audit = Audit(self, self.store)
+        self.audit = Audit(self, self.store, self.counters)
         #: Spans of append, context, summarize (and the read models' rebuild).
         self.tracer: Tracer = _resolve(TRACER_TOPIC)() if self.settings.tracing else NullTracer()
         #: Folds of edited conversations' logs (an edit reaching into summarized history).

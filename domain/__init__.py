@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         InvalidEditError,
         InvalidMessageError,
         InvalidPolicyError,
+        LogDamagedError,
         MessageTooLargeError,
         ReadOnlyError,
         RetractedPositionError,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
         UnknownReadModelError,
         UsageError,
     )
-    from contextledger.domain.events import ConversationEvent, DomainEvent, SummaryProvenance
+    from contextledger.domain.events import ConversationEvent, DomainEvent, SealedEvent, SummaryProvenance
     from contextledger.domain.messages import FunctionCall, Message, ToolCall
     from contextledger.domain.placement import Placement
     from contextledger.domain.policy import ReductionPolicy
@@ -64,6 +65,7 @@ _LAZY = {
     "InvalidEditError": "contextledger.domain.errors",
     "InvalidMessageError": "contextledger.domain.errors",
     "InvalidPolicyError": "contextledger.domain.errors",
+    "LogDamagedError": "contextledger.domain.errors",
     "MessageTooLargeError": "contextledger.domain.errors",
     "ReadOnlyError": "contextledger.domain.errors",
     "SchemaMissingError": "contextledger.domain.errors",
@@ -86,6 +88,7 @@ _LAZY = {
     "UsageError": "contextledger.domain.errors",
     "ConversationEvent": "contextledger.domain.events",
     "DomainEvent": "contextledger.domain.events",
+    "SealedEvent": "contextledger.domain.events",
     "SummaryProvenance": "contextledger.domain.events",
     "FunctionCall": "contextledger.domain.messages",
     "Message": "contextledger.domain.messages",
@@ -129,6 +132,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "LogDamagedError",
     "Message",
     "MessageTooLargeError",
     "PendingRange",
@@ -137,6 +141,7 @@ __all__ = [
     "ReductionPolicy",
     "RetractedPositionError",
     "SchemaMissingError",
+    "SealedEvent",
     "StaleSummaryError",
     "StoreError",
     "SummarizerAuthenticationError",

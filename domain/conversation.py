@@ -21,6 +21,7 @@ from contextledger.domain.errors import (
     ContextOverflowError,
     InvalidMessageError,
     InvalidPolicyError,
+    LogDamagedError,
     StaleSummaryError,
     SummaryQualityError,
 )
@@ -186,7 +187,7 @@ class Conversation(EditCommands):
             key=key,
             tools=tools,
             tools_tokens=tools_tokens if tools else 0,
-        )
+        ).sealed()
         conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
         return conversation
@@ -204,11 +205,13 @@ class Conversation(EditCommands):
         elif isinstance(event, Forked):
             conversation = cls(event.originator_id, event.timestamp)
             conversation.state = ConversationState.model_validate(event.state)
-        elif conversation is None:
-            raise ValueError(f"{type(event).__name__} before Started")
-        elif event.originator_version != conversation.version + 1:
-            raise ValueError(
-                f"event version {event.originator_version} does not follow {conversation.version}"
+        elif conversation is None or event.originator_version != conversation.version + 1:
+            after = "no Started" if conversation is None else f"version {conversation.version}"
+            raise LogDamagedError(
+                f"the log is damaged: {type(event).__name__} at version "
+                f"{event.originator_version} comes after {after} (events are missing)",
+                conversation_id=event.originator_id,
+                version=event.originator_version,
             )
         else:
             apply_event(conversation.state, event)
@@ -220,6 +223,8 @@ class Conversation(EditCommands):
         event = event_class(
             originator_id=self.id, originator_version=self.version + 1, timestamp=at, **fields
         )
+        if isinstance(event, events.SealedEvent):
+            event = event.sealed()
         event.mutate(self)
         self._pending_events.append(event)
 

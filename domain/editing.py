@@ -260,7 +260,7 @@ class EditCommands:
             key=key,
             state=state.model_dump(mode="json"),
             digest=state.digest,
-        )
+        ).sealed()
         conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
         conversation._maybe_pin_range(at)

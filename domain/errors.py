@@ -21,7 +21,9 @@
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
-        │   └── SchemaMissingError      the store's schema or tables are not there
+        │   ├── SchemaMissingError      the store's schema or tables are not there
+        │   └── LogDamagedError         a conversation's stored log is damaged (missing,
+        │                               out-of-order, unknown or undecodable events)
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
@@ -58,6 +60,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "LogDamagedError",
     "MessageTooLargeError",
     "ReadOnlyError",
     "RetractedPositionError",
@@ -287,6 +290,11 @@ class SchemaMissingError(StoreError):
     #: The missing table (or schema, or file), as the database names it.
     table: str | None = None
     schema: str | None = None
+class LogDamagedError(StoreError):
+    """A conversation's stored log cannot be read as its history: an event is missing
+    (a gap in versions, no ``Started``), out of order, of an unknown topic or
+    undecodable, or the events do not fold. ``version`` names where; ``verify`` lists
+    every such place in the store."""
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):

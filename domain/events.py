@@ -9,12 +9,13 @@ never changed once stored (a schema change adds ``class_version`` and an upcaste
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict
 
+from contextledger.domain.digests import event_seal
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
@@ -28,6 +29,7 @@ __all__ = [
     "MessageEdited",
     "MessagesRetracted",
     "PolicyChanged",
+    "SealedEvent",
     "Started",
     "SummarizationFailed",
     "SummaryCreated",
@@ -71,6 +73,25 @@ class ConversationEvent(DomainEvent):
         return Conversation.apply(aggregate, self)
 
 
+class SealedEvent(ConversationEvent):
+    """An event whose fields are all covered by its ``seal`` (``digests.event_seal``):
+    every event but ``MessageAppended``, whose message the digest chain covers and
+    whose token counts ``verify`` recounts. Written by ``Conversation`` commands; an
+    event stored before seals existed has none (``None``)."""
+
+    seal: str | None = None
+
+    def sealed(self) -> Self:
+        """This event with its seal."""
+        return self.model_copy(update={"seal": self.expected_seal()})
+
+    def expected_seal(self) -> str:
+        """The seal of this event's fields as they are now."""
+        return event_seal(
+            self.TOPIC, str(self.originator_id), self.originator_version, self.model_dump(mode="json")
+        )
+
+
 class SummaryProvenance(BaseModel):
     """Where a summary came from."""
 
@@ -91,7 +112,7 @@ def keep_token_scope(policy: Any) -> None:
         policy.setdefault("token_scope", "messages")
 
 
-class Started(ConversationEvent):
+class Started(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.Started"
     #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
     class_version: ClassVar[int] = 2
@@ -143,7 +164,7 @@ class MessageAppended(ConversationEvent):
         return _entry(self, tool_name, self.items)
 
 
-class ThresholdReached(ConversationEvent):
+class ThresholdReached(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.ThresholdReached"
     limit: Literal["messages", "tokens", "messages+tokens"]
     unsummarized_messages: int
@@ -156,7 +177,7 @@ class ThresholdReached(ConversationEvent):
     policy_version: int
 
 
-class SummaryCreated(ConversationEvent):
+class SummaryCreated(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.SummaryCreated"
     from_position: int
     through_position: int
@@ -172,7 +193,7 @@ class SummaryCreated(ConversationEvent):
     policy_version: int
 
 
-class SummarizationFailed(ConversationEvent):
+class SummarizationFailed(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.SummarizationFailed"
     threshold_version: int
     from_position: int
@@ -187,7 +208,7 @@ class SummarizationFailed(ConversationEvent):
     output_tokens: int | None = None
 
 
-class PolicyChanged(ConversationEvent):
+class PolicyChanged(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.PolicyChanged"
     #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
     class_version: ClassVar[int] = 2
@@ -199,7 +220,7 @@ class PolicyChanged(ConversationEvent):
         keep_token_scope(state.get("policy"))
 
 
-class UsageRecorded(ConversationEvent):
+class UsageRecorded(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.UsageRecorded"
     #: The position of the last message the provider had seen.
     through_position: int
@@ -208,7 +229,7 @@ class UsageRecorded(ConversationEvent):
     estimated_prompt_tokens: int
 
 
-class ToolsChanged(ConversationEvent):
+class ToolsChanged(SealedEvent):
     """The tool definitions sent with the model calls from now on (None: no tools)."""
 
     TOPIC: ClassVar[str] = "contextledger.conversation.ToolsChanged"
@@ -216,7 +237,7 @@ class ToolsChanged(ConversationEvent):
     tools_tokens: int
 
 
-class MessagesRetracted(ConversationEvent):
+class MessagesRetracted(SealedEvent):
     """Messages leave the working memory and all future summaries (the log keeps them).
 
     ``positions`` is the whole set, tool-call groups expanded; ``tokens`` what they
@@ -232,7 +253,7 @@ class MessagesRetracted(ConversationEvent):
     digest: str
 
 
-class MessageEdited(ConversationEvent):
+class MessageEdited(SealedEvent):
     """The message at ``position`` is replaced by a new version (the old one stays in
     the log at ``replaces_version``)."""
 
@@ -253,7 +274,7 @@ class MessageEdited(ConversationEvent):
         return _entry(self, tool_name, None)
 
 
-class SystemPromptChanged(ConversationEvent):
+class SystemPromptChanged(SealedEvent):
     """The system prompt is replaced from this version on."""
 
     TOPIC: ClassVar[str] = "contextledger.conversation.SystemPromptChanged"
@@ -262,7 +283,7 @@ class SystemPromptChanged(ConversationEvent):
     digest: str
 
 
-class SummaryInvalidated(ConversationEvent):
+class SummaryInvalidated(SealedEvent):
     """Summaries made from a retracted or edited message no longer stand.
 
     Carries everything the fold needs: the summary layers that stand afterwards
@@ -295,7 +316,7 @@ class ForkOrigin(BaseModel):
     through_position: int
 
 
-class Forked(ConversationEvent):
+class Forked(SealedEvent):
     """The first event of a conversation forked from another at a version.
 
     ``state`` is the source's (bounded) state at that version, so the summaries of

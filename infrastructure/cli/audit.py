@@ -57,9 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         subparsers,
         "verify",
         "recompute digests and check the log (exit 1 on a mismatch)",
-        "Recomputes every message's chained digest and every summary's source digest and "
-        "checks versions and positions, for conversation CID or all. Exits 1 naming the first "
-        "mismatch when any stored event was altered.",
+        "Recomputes every message's chained digest and every summary's source digest, "
+        "checks versions and positions, reads every stored event and snapshot, compares each "
+        "snapshot with the events it stands for and recounts every token count, for "
+        "conversation CID or all. Prints every problem (a damaged conversation does not stop "
+        "the others) and exits 1 naming the first.",
     )
     verify.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     verify.set_defaults(handler=run_verify)
@@ -219,7 +221,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """``verify [CID]``: exit 1 naming the first altered event."""
+    """``verify [CID]``: print every problem (an altered, missing or undecodable event,
+    a snapshot unlike its events, a token count unlike its recount), each with its
+    conversation and version, and exit 1 naming the first."""
     with open_ledger(args, read_only=True) as ledger:
         report = ledger.verify(args.cid)
     if args.json:
