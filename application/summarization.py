@@ -44,6 +44,7 @@ from contextledger.domain import events
 from contextledger.domain.conversation import SummaryFailure
 from contextledger.domain.errors import (
     ContextLedgerError,
+    LedgerClosedError,
     StaleSummaryError,
     SummarizerError,
     SummarizerRateLimitedError,
@@ -434,6 +435,8 @@ class SummarizationRunner(LogFollower):
                     continue
                 try:
                     outcome = future.result()
+                except LedgerClosedError:  # the ledger closes: the range stays to do
+                    outcome = Outcome(recheck=True)
                 except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
                     log.exception("summarization job for %s crashed: %s", cid, exc)
                     outcome = Outcome(retry_in=self.ledger.settings.retry_base_seconds * 4)

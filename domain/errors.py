@@ -13,6 +13,7 @@
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   ├── LedgerClosedError           a call to a ledger that is closed (or closing)
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
     │       ├── RetractedPositionError  the message at that position is already retracted
@@ -56,6 +57,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "LedgerClosedError",
     "MessageTooLargeError",
     "RetractedPositionError",
     "StaleSummaryError",
@@ -216,6 +218,11 @@ class UnknownReadModelError(UsageError):
 
     projection: str | None = None
     known: tuple[str, ...] | None = None
+
+
+class LedgerClosedError(UsageError):
+    """A call to a ledger after ``close()`` began (a call in flight then finishes,
+    within the close timeout); it wrote nothing. Open the ledger again to go on."""
 
 
 class InvalidEditError(UsageError):
