@@ -31,7 +31,7 @@ from contextledger.application.history import (
 )
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
-from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods
+from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods, stop_all
 from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -164,7 +164,9 @@ class Ledger(LedgerEdits, Application[UUID]):
                 raise StoreError(f"cannot open the event store: {exc}") from exc
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
-        self._lifecycle = Lifecycle(stop=self._stop_followers, release=super().close)
+        self._lifecycle = Lifecycle(
+            stop=lambda: stop_all([*reversed(self._followers), self._runner]), release=super().close
+        )
         cls = type(self)
         #: Whether ``save_conversations`` may skip what ``save`` builds for hooks.
         self._lean_save = (
@@ -374,14 +376,6 @@ class Ledger(LedgerEdits, Application[UUID]):
         store(s) (``docs/operations.md``, shutting down). Closing again does nothing."""
         group = self.shards if self.shards[0] is self else [self]
         close_all([s._lifecycle for s in group], self.settings.close_timeout if timeout is None else timeout)
-
-    def _stop_followers(self) -> None:
-        for follower in reversed(self._followers):
-            follower.stop()
-        self._followers.clear()
-        if self._runner is not None:
-            self._runner.stop()
-            self._runner = None
 
     def __enter__(self) -> Ledger:
         super().__enter__()

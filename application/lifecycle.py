@@ -1,7 +1,7 @@
 """Closing a ledger while calls are in flight: a gate that admits calls until closed.
 
-Every public method of the ledger passes a ``Lifecycle`` gate (``guard_methods``): a
-counter under a lock admits the call, or refuses it with ``LedgerClosedError`` once
+Every public method of the ledger passes a ``Lifecycle`` gate (``guard_methods``),
+which counts the call in and out, or refuses it with ``LedgerClosedError`` once
 ``close()`` has begun. ``close_all`` then shuts down a group of ledgers (one, or a
 sharded ledger's stores) in three steps, so that no connection is ever closed under a
 call that uses it:
@@ -25,17 +25,21 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from contextledger.domain.errors import InvalidArgumentError, LedgerClosedError
 
-__all__ = ["DEFAULT_CLOSE_TIMEOUT", "Lifecycle", "check_timeout", "close_all", "guard_methods"]
+__all__ = [
+    "Lifecycle",
+    "Stoppable",
+    "check_timeout",
+    "close_all",
+    "guard_methods",
+    "stop_all",
+]
 
 log = logging.getLogger("contextledger.lifecycle")
-
-#: Seconds ``close()`` waits for calls in flight unless told (``Settings.close_timeout``).
-DEFAULT_CLOSE_TIMEOUT = 10.0
 
 C = TypeVar("C", bound=type)
 
@@ -153,6 +157,19 @@ class Lifecycle:
             action()
         except Exception as exc:  # closing goes on: the other stores are released still
             log.warning("%s: %s failed while closing: %s", self.name, what, exc)
+
+
+class Stoppable(Protocol):
+    """A follower of the log, as far as closing is concerned."""
+
+    def stop(self) -> None: ...
+
+
+def stop_all(followers: Iterable[Stoppable | None]) -> None:
+    """Stop each follower in turn (None: a policy that never ran)."""
+    for follower in followers:
+        if follower is not None:
+            follower.stop()
 
 
 def check_timeout(timeout: object) -> float:
