@@ -37,8 +37,19 @@ def test_closing_under_load_crashes_nothing_and_loses_nothing(store_url: str, mo
     """50 rounds: 8 threads (or 48 asyncio tasks through AsyncLedger) append and read
     while close() runs. Each call succeeds or raises LedgerClosedError; every append
     that returned a position is stored, the log gap-free, its digests intact."""
+    _close_under_load(store_url, mode)
+
+
+@pytest.mark.parametrize("mode", ["threads", "async"])
+def test_closing_a_sharded_ledger_under_load_crashes_nothing_and_loses_nothing(
+    tmp_path: Path, mode: str
+) -> None:
+    _close_under_load(f"sqlite:///{tmp_path / 'a.db'},sqlite:///{tmp_path / 'b.db'}", mode)
+
+
+def _close_under_load(url: str, mode: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tests.support.close_under_load", store_url, "50", mode],
+        [sys.executable, "-m", "tests.support.close_under_load", url, "50", mode],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -1,8 +1,9 @@
 """Close a ledger while calls are in flight, round after round (run with ``python -m``).
 
-    python -m tests.support.close_under_load URL ROUNDS threads|async
+    python -m tests.support.close_under_load URL[,URL...] ROUNDS threads|async
 
-Each round opens a ledger on URL (with its summarization policy running), starts
+Each round opens a ledger on URL (several: a sharded ledger) with its summarization
+policy running, starts
 calls -- 8 threads (``threads``) or 48 asyncio tasks through ``AsyncLedger``
 (``async``) appending and reading -- and closes it while they run. Every call must
 either succeed or raise ``LedgerClosedError``; every append that returned a position
@@ -61,8 +62,14 @@ def _message(cid: UUID, index: int) -> dict[str, str]:
     return {"role": "user", "content": f"message {index} of {cid}"}
 
 
+def _stores(url: str) -> str | list[str]:
+    """One URL, or the URLs of a sharded ledger (separated by commas)."""
+    urls = url.split(",")
+    return urls if len(urls) > 1 else url
+
+
 def threads_round(url: str, tally: Tally) -> tuple[Ledger, list[UUID]]:
-    ledger = Ledger.open(url, settings=Settings(database_url=url, poll_interval=0.01))
+    ledger = Ledger.open(_stores(url), settings=Settings(poll_interval=0.01))
     cids = [ledger.start("You close under load.", policy=POLICY) for _ in range(CONVERSATIONS)]
     go = threading.Event()
 
@@ -91,7 +98,7 @@ def threads_round(url: str, tally: Tally) -> tuple[Ledger, list[UUID]]:
 
 
 async def _async_round(url: str, tally: Tally) -> tuple[Ledger, list[UUID]]:
-    ledger = AsyncLedger.open(url, settings=Settings(database_url=url, poll_interval=0.01))
+    ledger = AsyncLedger.open(_stores(url), settings=Settings(poll_interval=0.01))
     await ledger.start_up()
     cids = [await ledger.start("You close under load.", policy=POLICY) for _ in range(CONVERSATIONS)]
 
@@ -121,11 +128,11 @@ def async_round(url: str, tally: Tally) -> tuple[Ledger, list[UUID]]:
 def check_log(url: str, closed: Ledger, cids: list[UUID], tally: Tally) -> None:
     """Every position an append returned is stored; the log is gap-free and intact
     (an in-memory store ends with its ledger: its events are read from the closed one)."""
-    reopened = None if url.startswith("memory:") else Ledger.open(url, run_policy=False)
-    events = (reopened or closed).events
+    reopened = None if url.startswith("memory:") else Ledger.open(_stores(url), run_policy=False)
     try:
         for cid in cids:
-            positions = [e.position for e in events.get(cid) if isinstance(e, MessageAppended)]
+            events = (reopened or closed).store.events(cid)
+            positions = [e.position for e in events if isinstance(e, MessageAppended)]
             if positions != list(range(len(positions))):
                 tally.problems.append(f"{cid}: positions not gap-free: {positions}")
             lost = tally.appended.get(cid, set()) - set(positions)
