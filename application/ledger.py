@@ -378,6 +378,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         close_all([s._lifecycle for s in group], self.settings.close_timeout if timeout is None else timeout)
 
     def __enter__(self) -> Ledger:
+        self._lifecycle.check_open()
         super().__enter__()
         return self
 

@@ -88,6 +88,11 @@ class Lifecycle:
         left = _value(self._left)
         return _value(self._entered) - left
 
+    def check_open(self) -> None:
+        """Raise ``LedgerClosedError`` once ``close()`` has begun."""
+        if self._closed:
+            raise LedgerClosedError(f"the {self.name} is closed")
+
     def enter(self) -> None:
         """Admit one call (``leave()`` must follow), or raise ``LedgerClosedError``."""
         next(self._entered)
@@ -97,7 +102,8 @@ class Lifecycle:
     def refuse(self) -> NoReturn:
         """Count out a call that found the gate shut, and raise ``LedgerClosedError``."""
         self.leave()
-        raise LedgerClosedError(f"the {self.name} is closed")
+        self.check_open()
+        raise AssertionError("unreachable: the gate is shut")
 
     def leave(self) -> None:
         """One call has finished (the last one out after a timed-out close releases

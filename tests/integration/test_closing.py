@@ -171,6 +171,8 @@ def test_every_call_after_close_is_refused_and_writes_nothing(store_url: str) ->
         with pytest.raises(cl.LedgerClosedError, match="closed"):
             call(ledger)
             pytest.fail(f"{name} was not refused")
+    with pytest.raises(cl.LedgerClosedError), ledger:
+        pytest.fail("a closed ledger was entered")
     ledger.close()  # closing again does nothing
     ledger.close(timeout=0)
     assert _stored(store_url, ledger) == before
@@ -179,8 +181,12 @@ def test_every_call_after_close_is_refused_and_writes_nothing(store_url: str) ->
 def test_a_sharded_ledger_closes_every_store(tmp_path: Path) -> None:
     urls = [f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"]
     ledger, cid, request, copy = _open_with_history(urls)
-    others = [ledger.start("More.", policy=POLICY) for _ in range(6)]
-    assert {ledger.store.placement(c) for c in others} == {0, 1}  # both stores hold some
+    others: list[UUID] = []
+    for _ in range(200):  # until both stores hold some (ids are random)
+        others.append(ledger.start("More.", policy=POLICY))
+        if {ledger.store.placement(c) for c in others} == {0, 1}:
+            break
+    assert {ledger.store.placement(c) for c in others} == {0, 1}
     ledger.close()
     for name, call in _calls(cid, request, copy).items():
         with pytest.raises(cl.LedgerClosedError):
