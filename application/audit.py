@@ -80,9 +80,10 @@ class Audit:
             ]
 
     def replay(self, conversation_id: UUID) -> Iterator[AuditEvent]:
-        """Every stored event of the conversation, in order."""
-        for event in self.store.events(conversation_id):
-            yield AuditEvent.from_event(event)
+        """Every stored event of the conversation, in order (read now, from the store:
+        iterating touches the store no more, even once the ledger is closed)."""
+        events = self.store.events(conversation_id)
+        return (AuditEvent.from_event(event) for event in events)
 
     def export(self) -> Iterator[tuple[int, AuditEvent]]:
         """Every stored event of every conversation, with its notification id."""

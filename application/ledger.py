@@ -31,6 +31,7 @@ from contextledger.application.history import (
 )
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
+from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods, stop_all
 from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -165,6 +166,9 @@ class Ledger(LedgerEdits, Application[UUID]):
                 raise StoreError(f"cannot open the event store: {exc}") from exc
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
+        self._lifecycle = Lifecycle(
+            stop=lambda: stop_all([*reversed(self._followers), self._runner]), release=super().close
+        )
         cls = type(self)
         #: Whether ``save_conversations`` may skip what ``save`` builds for hooks.
         self._lean_save = (
@@ -220,9 +224,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 shard.summary_service.counters = self.counters
                 self.shards.append(shard)
         except BaseException:
-            for shard in self.shards[1:]:
-                shard.close()
-            super().close()
+            self.close()
             raise
         router = ShardedStore([s.local_store for s in self.shards], clock=self._clock)
         for shard in self.shards:
@@ -376,21 +378,20 @@ class Ledger(LedgerEdits, Application[UUID]):
         store.recorder.insert_events([to_stored(event) for event in events])
         return events
 
-    def close(self) -> None:
-        for follower in reversed(self._followers):
-            follower.stop()
-        self._followers.clear()
-        if self._runner is not None:
-            self._runner.stop()
-            self._runner = None
-        if self.shards[0] is self:
-            for shard in self.shards[1:]:
-                shard.close()
-        super().close()
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new calls (``LedgerClosedError``), stop the policy and followers, wait
+        up to ``timeout`` s (``Settings.close_timeout``) for calls in flight, close the
+        store(s) (``docs/operations.md``, shutting down). Closing again does nothing."""
+        group = self.shards if self.shards[0] is self else [self]
+        close_all([s._lifecycle for s in group], self.settings.close_timeout if timeout is None else timeout)
 
     def __enter__(self) -> Ledger:
+        self._lifecycle.check_open()
         super().__enter__()
         return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()  # the store stays open until a call still running after the timeout ends
 
     def add_listener(self, listener: Callable[[], None], topics: Iterable[str] | None = None) -> None:
         """Call ``listener`` after every save (wakes in-process followers); with
@@ -797,3 +798,9 @@ class Ledger(LedgerEdits, Application[UUID]):
 
 def _totals_and_fork(conversation: Conversation) -> tuple[TokenTotals, bool]:
     return TokenTotals.of(conversation), conversation.state.fork_of is not None
+
+
+# Every public method refuses calls once close() has begun (LedgerClosedError).
+guard_methods(Ledger, module_prefix="contextledger.", exempt=(
+    "close", "construct_env", "add_listener", "add_event_listener", "counter_for",
+    "summarizer_model_name", "save_conversations"))

@@ -72,6 +72,10 @@ class Settings(BaseModel):
     #: ``ConcurrencyError`` (with ``attempts`` and ``seconds``); while the store is away,
     #: the outage's ``StoreError`` instead.
     write_deadline: float = Field(default=5.0, gt=0, le=3600)
+    #: How long ``close()`` waits for the calls in flight to finish before it
+    #: returns (new calls are refused at once with ``LedgerClosedError``); a call
+    #: still running then keeps the store open until it ends.
+    close_timeout: float = Field(default=10.0, ge=0, le=3600)
     #: Seconds to establish a PostgreSQL connection (libpq ``connect_timeout``,
     #: whole seconds, at least 2) and the longest wait for a pooled connection; a URL's
     #: ``?connect_timeout=`` wins. While the server is away, a call ends within
@@ -162,6 +166,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_RETRY_TOTAL_SECONDS": "retry_total_seconds",
             "CONTEXTLEDGER_TRACING": "tracing",
             "CONTEXTLEDGER_WRITE_DEADLINE": "write_deadline",
+            "CONTEXTLEDGER_CLOSE_TIMEOUT": "close_timeout",
             "CONTEXTLEDGER_CONNECT_TIMEOUT": "connect_timeout",
             "CONTEXTLEDGER_STATEMENT_TIMEOUT": "statement_timeout",
             "CONTEXTLEDGER_MAX_MESSAGE_BYTES": "max_message_bytes",

@@ -41,7 +41,7 @@ from contextledger.application.follower import LogFollower, Shard
 from contextledger.application.ports import Summarizer
 from contextledger.application.summary_attempts import Outcome, attempt_summary
 from contextledger.domain import events
-from contextledger.domain.errors import ContextLedgerError
+from contextledger.domain.errors import ContextLedgerError, LedgerClosedError
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -355,6 +355,8 @@ class SummarizationRunner(LogFollower):
                     continue
                 try:
                     outcome = future.result()
+                except LedgerClosedError:  # the ledger closes: the range stays to do
+                    outcome = Outcome(recheck=True)
                 except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
                     log.exception("summarization job for %s crashed: %s", cid, exc)
                     outcome = Outcome(retry_in=self.ledger.settings.retry_base_seconds * 4)

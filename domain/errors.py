@@ -14,6 +14,7 @@
     │   ├── DuplicateConversationError  start() with an id that already exists
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
     │   ├── ReadOnlyError               a write on a ledger opened read_only=True
+    │   ├── LedgerClosedError           a call to a ledger that is closed (or closing)
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
     │       ├── RetractedPositionError  the message at that position is already retracted
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "LedgerClosedError",
     "LogDamagedError",
     "MessageTooLargeError",
     "ReadOnlyError",
@@ -232,6 +234,9 @@ class ReadOnlyError(UsageError):
 
     #: The refused call (``append``, ``start_policy`` ...).
     operation: str | None = None
+class LedgerClosedError(UsageError):
+    """A call to a ledger after ``close()`` began (a call in flight then finishes,
+    within the close timeout); it wrote nothing. Open the ledger again to go on."""
 
 
 class InvalidEditError(UsageError):
