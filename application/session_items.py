@@ -6,7 +6,10 @@ of ``add_items`` and ``pop_item``, kept within the ledger's rules.
   user message instead of resuming). The open calls are then answered, in the same
   transaction, with an error output saying so (the record ``close_open_tool_calls``
   writes), so the working memory stays valid by OpenAI's rules and the log shows
-  that the calls were abandoned.
+  that the calls were abandoned. An output that arrives later for such a call (an
+  approval resumed after all: the framework ran the tool) replaces the abandoned
+  answer as its new version (``MessageEdited``; the log keeps both), so the model
+  sees what the tool returned, where the call stands.
 - ``session_items``: the working memory as items, followed by the calls still waiting
   for their outputs (the working memory leaves an open group out; a session shows
   it, as one that returns every stored row does, and the Agents SDK leaves
@@ -26,10 +29,12 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from contextledger.application.items import SummaryRole, append_grouped, grouped_items, items_of_conversation
+from contextledger.application.limits import check_message_bytes, check_message_tokens
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidEditError, InvalidMessageError
 from contextledger.domain.items import Item, items_from_messages, messages_from_items
 from contextledger.domain.messages import Message
+from contextledger.domain.reduction import Entry, placeholder_text
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -48,6 +53,35 @@ def _close_open_calls(ledger: Ledger, conversation: Conversation, content: str) 
         ledger._append_to(conversation, Message(role="tool", tool_call_id=call_id, content=content), None)
         for call_id in list(conversation.state.open_calls)
     ]
+
+
+def _abandoned_answer(conversation: Conversation, call_id: str | None, text: str) -> Entry | None:
+    """The unsummarized answer that closed ``call_id`` as abandoned, if there is one."""
+    for entry in reversed(conversation.state.window):
+        m = entry.message
+        if m.role == "tool" and m.tool_call_id == call_id:
+            return entry if entry.items is None and m.text == text else None
+    return None
+
+
+def _replace_answer(ledger: Ledger, conversation: Conversation, answered: Entry, message: Message) -> None:
+    """Record ``message`` as the new version of the abandoned answer (``MessageEdited``:
+    the log keeps both; a summary that covered it is invalidated)."""
+    check_message_bytes(message, ledger.settings)
+    counter = ledger.counter_for(conversation.state.model)
+    tokens = counter.count_message(message)
+    check_message_tokens(tokens, ledger.settings)
+    placeholder = placeholder_text(answered.tool_name, tokens, answered.position)
+    conversation.edit(
+        answered.position,
+        message,
+        tokens=tokens,
+        placeholder_tokens=counter.count_message(
+            Message(role="tool", tool_call_id=message.tool_call_id, content=placeholder)
+        ),
+        history=ledger._history(conversation),
+        at=ledger._clock(),
+    )
 
 
 def append_session_items(
@@ -70,7 +104,14 @@ def append_session_items(
     def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
         positions: list[int] = []
         for message, raw in frozen:
-            if message.role != "tool" and conversation.state.open_calls:
+            s = conversation.state
+            if message.role == "tool" and message.tool_call_id not in s.open_calls:
+                answered = _abandoned_answer(conversation, message.tool_call_id, text)
+                if answered is not None:  # a late output: it replaces the abandoned answer
+                    _replace_answer(ledger, conversation, answered, message)
+                    positions.append(answered.position)
+                    continue
+            elif message.role != "tool" and s.open_calls:
                 positions.extend(_close_open_calls(ledger, conversation, text))
             positions.append(append_grouped(ledger, conversation, message, raw))
         return positions, []
@@ -97,7 +138,9 @@ def pop_session_item(ledger: Ledger, conversation_id: UUID) -> Item | None:
     return ledger.store.execute(conversation_id, command)
 
 
-def session_items(ledger: Ledger, conversation_id: UUID, *, summary_role: SummaryRole = "system") -> list[Item]:
+def session_items(
+    ledger: Ledger, conversation_id: UUID, *, summary_role: SummaryRole = "system"
+) -> list[Item]:
     """The working memory as items, then the items of the open tool-call group (the
     calls not answered yet), verbatim."""
 
@@ -105,7 +148,8 @@ def session_items(ledger: Ledger, conversation_id: UUID, *, summary_role: Summar
         s = conversation.state
         out = items_of_conversation(conversation, summary_role=summary_role)
         if s.open_group_index is not None:
-            out.extend(items_from_messages([(e.message, e.items or ()) for e in s.window[s.open_group_index :]]))
+            waiting = s.window[s.open_group_index :]
+            out.extend(items_from_messages([(e.message, e.items or ()) for e in waiting]))
         return out
 
     return ledger.store.read(conversation_id, read)

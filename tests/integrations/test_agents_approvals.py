@@ -142,3 +142,38 @@ def test_a_new_message_after_a_pending_approval_carries_on_and_records_the_call_
         "role": "tool", "tool_call_id": waiting[2]["call_id"], "content": ABANDONED_CALL_OUTPUT,
     }
     assert ledger.verify(ours.conversation_id).ok
+
+
+def test_an_approval_resumed_after_the_session_moved_on_records_the_real_output(ledger: cl.Ledger) -> None:
+    deleted_paths.clear()
+    session = LedgerSession("late", ledger)
+    with FakeOpenAIServer(default=Func(scripted_model)) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
+        agent = Agent(name="files", tools=[delete_file, list_files],
+                      model=OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client))
+
+        async def scenario() -> None:
+            stopped = await Runner.run(agent, "please delete a.txt", session=session)
+            await Runner.run(agent, "never mind, just say hello", session=session)
+            state = stopped.to_state()  # the old approval, resumed late
+            state.approve(stopped.interruptions[0])
+            await Runner.run(agent, state, session=session)
+            await Runner.run(agent, "thanks", session=session)
+
+        asyncio.run(scenario())
+        inputs = [r.body["input"] for r in server.requests_to("responses")]
+    assert deleted_paths == ["a.txt"]  # the SDK ran the tool before handing its output over
+    for sent in inputs:
+        _assert_valid(sent)
+    items = asyncio.run(session.get_items())
+    call_id = items[2]["call_id"]
+    # The call's answer is now what the tool returned, where the call stands.
+    assert items[4] == {"type": "function_call_output", "call_id": call_id, "output": "deleted a.txt"}
+    assert inputs[-1] == items[:-1]
+    # The log keeps both: the abandoned answer, and the real output that replaced it.
+    answers = [e for e in ledger.transcript(session.conversation_id)
+               if e.message.get("tool_call_id") == call_id]
+    assert [(a.message["content"], a.superseded_by_version is not None) for a in answers] == [
+        (ABANDONED_CALL_OUTPUT, True), ("deleted a.txt", False),
+    ]
+    assert ledger.verify(session.conversation_id).ok

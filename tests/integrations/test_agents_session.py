@@ -285,6 +285,25 @@ def test_an_output_that_answers_no_call_is_refused_and_nothing_is_written(ledger
     asyncio.run(scenario())
 
 
+def test_a_late_output_for_an_abandoned_call_replaces_its_answer_once(ledger: cl.Ledger) -> None:
+    async def scenario() -> None:
+        session = LedgerSession("late", ledger)
+        await session.add_items([user("go"), _call(1)])
+        await session.add_items([user("other"), {"role": "assistant", "content": "sure"}])
+        await session.add_items([_output(1, "late result")])  # the approval was resumed after all
+        assert await session.get_items() == [
+            user("go"), _call(1), _output(1, "late result"), user("other"),
+            {"role": "assistant", "content": "sure"},
+        ]
+        before = ledger.transcript(session.conversation_id)
+        with pytest.raises(InvalidMessageError):
+            await session.add_items([_output(1, "once more")])
+        assert ledger.transcript(session.conversation_id) == before
+        assert ledger.verify(session.conversation_id).ok
+
+    asyncio.run(scenario())
+
+
 def test_the_abandoned_output_can_be_worded_by_the_application(ledger: cl.Ledger) -> None:
     async def scenario() -> list[Any]:
         session = LedgerSession("worded", ledger, abandoned_call_output="error: not approved in time")
