@@ -237,6 +237,30 @@ def test_each_pop_takes_exactly_one_item_as_sqlite_session_does(ledger: cl.Ledge
     assert ledger.verify(session.conversation_id).ok
 
 
+def test_pops_reach_into_summarized_history_item_by_item_as_sqlite_session_pops(
+    ledger: cl.Ledger, tmp_path: Any
+) -> None:
+    turns = [item for t in range(8) for item in (user(f"q{t}"), _call(t), _output(t, f"r{t}"),
+                                                 {**ANSWER, "id": f"msg_{t}"})]
+
+    async def scenario() -> None:
+        ours = LedgerSession("summarized", ledger, policy=cl.ReductionPolicy(trigger_messages=6, keep_messages=2))
+        theirs = SQLiteSession("summarized", str(tmp_path / "sdk.db"))
+        for start in range(0, len(turns), 4):
+            for session in (ours, theirs):
+                await session.add_items(turns[start : start + 4])
+            ledger.wait_idle()
+        assert ledger.summaries(ours.conversation_id)
+        while (popped := await theirs.pop_item()) is not None:
+            assert await ours.pop_item() == popped
+        assert await ours.pop_item() is None
+        assert await ours.get_items() == []
+        theirs.close()
+        assert ledger.verify(ours.conversation_id).ok
+
+    asyncio.run(scenario())
+
+
 def test_the_sdks_pop_and_compare_rewind_leaves_what_sqlite_session_leaves(
     ledger: cl.Ledger, tmp_path: Any
 ) -> None:
