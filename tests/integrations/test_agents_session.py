@@ -369,6 +369,23 @@ def test_a_session_takes_a_url_or_a_path_positionally_as_sqlite_session_does(
         assert contents(asyncio.run(LedgerSession("user-1", ledger).get_items())) == ["kept"]
 
 
+@pytest.mark.postgres
+def test_a_session_takes_a_postgresql_url_positionally(postgres_url: str) -> None:
+    session = LedgerSession("user-1", postgres_url)
+    asyncio.run(session.add_items([user("kept")]))
+    session.close()
+    with cl.Ledger.open(postgres_url) as ledger:
+        assert contents(asyncio.run(LedgerSession("user-1", ledger).get_items())) == ["kept"]
+
+
+def test_a_store_that_cannot_open_raises_the_ledgers_error_and_leaves_no_thread(tmp_path: Path) -> None:
+    threads = threading.active_count()
+    with pytest.raises(cl.ContextLedgerError, match="folder of the SQLite file does not exist"):
+        LedgerSession("user-1", str(tmp_path / "missing" / "chat.db"))
+    assert threading.active_count() == threads
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_memory_as_sqlite_session_spells_it_is_the_memory_store() -> None:
     session = LedgerSession("user-1", ":memory:")
     asyncio.run(session.add_items([user("hi")]))
