@@ -211,6 +211,31 @@ TURNS = [user("go"), REASONING, _call(1), _call(2, "g"), _output(1), _output(2),
          user("again"), {"role": "assistant", "content": "fine"}]
 
 
+# (run_streamed is left out: the local server answers without streaming.)
+@pytest.mark.parametrize("mode", ["run", "run_sync"])
+def test_every_runner_mode_reads_and_writes_the_session(ledger: cl.Ledger, mode: str) -> None:
+    def respond(request: RecordedRequest) -> Reply:
+        said = [str(i.get("content")) for i in request.body["input"] if i.get("role") == "user"]
+        return Reply("You said: " + " | ".join(said))
+
+    session = LedgerSession(f"mode-{mode}", ledger)
+    with FakeOpenAIServer(default=Func(respond)) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
+        agent = Agent(name="a", model=OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client))
+
+        async def both() -> str:
+            await Runner.run(agent, "I like cats.", session=session)
+            return str((await Runner.run(agent, "What do I like?", session=session)).final_output)
+
+        if mode == "run_sync":  # its own event loop, one per call
+            Runner.run_sync(agent, "I like cats.", session=session)
+            answer = str(Runner.run_sync(agent, "What do I like?", session=session).final_output)
+        else:
+            answer = asyncio.run(both())
+    assert answer == "You said: I like cats. | What do I like?"
+    assert contents(asyncio.run(session.get_items()))[::2] == ["I like cats.", "What do I like?"]
+
+
 def test_each_pop_takes_exactly_one_item_as_sqlite_session_does(ledger: cl.Ledger, tmp_path: Any) -> None:
     async def scenario() -> None:
         ours = LedgerSession("pops", ledger)
