@@ -375,7 +375,7 @@ def _open_files(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("form", ["url", "relative path", "absolute path", "pathlib"])
+@pytest.mark.parametrize("form", ["url", "relative path", "absolute path", "pathlib", "db_path="])
 def test_a_session_takes_a_url_or_a_path_positionally_as_sqlite_session_does(
     form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -385,8 +385,9 @@ def test_a_session_takes_a_url_or_a_path_positionally_as_sqlite_session_does(
         "relative path": "chat.db",
         "absolute path": str(tmp_path / "chat.db"),
         "pathlib": tmp_path / "chat.db",
+        "db_path=": "chat.db",
     }[form]
-    session = LedgerSession("user-1", where)
+    session = LedgerSession("user-1", db_path=where) if form == "db_path=" else LedgerSession("user-1", where)
     asyncio.run(session.add_items([user("kept")]))
     session.close()
     assert (tmp_path / "chat.db").exists()
@@ -426,6 +427,8 @@ def test_memory_as_sqlite_session_spells_it_is_the_memory_store() -> None:
         (({"url": "sqlite:///x.db"},), {}, "db"),
         (("",), {}, "db"),
         (("chat.db",), {"url": "sqlite:///other.db"}, "url"),
+        (("chat.db",), {"db_path": "other.db"}, "db_path"),
+        ((), {"db_path": 3}, "db_path"),
         (("chat.db",), {"session_settings": {"limit": "many"}}, "session_settings"),
         (("chat.db",), {"session_settings": "limit=3"}, "session_settings"),
         (("chat.db",), {"summary_role": "assistant"}, "summary_role"),

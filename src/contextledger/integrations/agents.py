@@ -94,7 +94,8 @@ class LedgerSession(SessionBinding):
     Constructed as ``SQLiteSession`` is, from a session id and where to keep it: a
     shared ``Ledger`` (never closed here), a database URL (``sqlite:///chat.db``,
     ``postgresql://...``, ``memory://``) or a SQLite file path (``chat.db``;
-    ``":memory:"`` is ``memory://``), positionally or as ``url=``; a URL or path is
+    ``":memory:"`` is ``memory://``), positionally, as ``url=`` or as
+    ``SQLiteSession``'s ``db_path=``; a URL or path is
     opened here and closed by ``close()``. Every argument is checked before anything is
     opened. The first use starts the conversation with ``policy``, ``model`` and
     ``system_prompt`` (usually None: the agent's instructions are sent by the SDK). The
@@ -113,6 +114,7 @@ class LedgerSession(SessionBinding):
         db: Ledger | str | os.PathLike[str] | None = None,
         *,
         url: str | None = None,
+        db_path: str | os.PathLike[str] | None = None,
         policy: ReductionPolicy | None = None,
         model: str = "gpt-4o-mini",
         system_prompt: str | None = None,
@@ -137,6 +139,14 @@ class LedgerSession(SessionBinding):
             )
         if url is not None and not isinstance(url, str):
             raise InvalidArgumentError("url must be a string", argument="url", value=shown(url))
+        if db_path is not None:  # SQLiteSession's keyword
+            if db is not None or url is not None:
+                raise InvalidArgumentError("pass one of db, db_path and url", argument="db_path")
+            if not isinstance(db_path, str | os.PathLike):
+                raise InvalidArgumentError(
+                    "db_path must be a SQLite file path or a URL", argument="db_path", value=shown(db_path)
+                )
+            db = db_path
         ledger: Ledger | None = None
         if isinstance(db, Ledger):
             ledger = db
