@@ -353,6 +353,16 @@ def test_a_late_output_for_an_abandoned_call_replaces_its_answer_once(ledger: cl
     asyncio.run(scenario())
 
 
+def test_an_item_that_is_not_a_dict_or_a_model_is_refused_and_nothing_is_written(ledger: cl.Ledger) -> None:
+    async def scenario() -> None:
+        session = LedgerSession("not-items", ledger)
+        with pytest.raises(InvalidArgumentError, match="a session item must be a dict"):
+            await session.add_items([user("kept?"), object()])  # type: ignore[list-item]
+        assert await session.get_items() == []
+
+    asyncio.run(scenario())
+
+
 def test_the_abandoned_output_can_be_worded_by_the_application(ledger: cl.Ledger) -> None:
     async def scenario() -> list[Any]:
         session = LedgerSession("worded", ledger, abandoned_call_output="error: not approved in time")
