@@ -163,3 +163,21 @@ def test_a_run_without_a_thread_id_is_refused_before_the_model_is_called(sqlite_
             agent.invoke({"messages": [HumanMessage("hi")]})
         assert server.request_count == 0
         assert ledger.conversation_ids() == []
+
+
+def test_an_async_run_keeps_the_thread_in_the_ledger_too(sqlite_url: str) -> None:
+    import asyncio
+
+    with FakeOpenAIServer(default=Func(_answer)) as server, cl.Ledger.open(sqlite_url) as ledger:
+        memory = LedgerMiddleware(ledger, policy=POLICY)
+        agent = _agent(server, [memory])
+
+        async def run() -> None:
+            for turn in range(3):
+                await agent.ainvoke({"messages": [HumanMessage(f"turn {turn}")]}, {"configurable": {"thread_id": "x"}})
+
+        asyncio.run(run())
+        assert len(ledger.transcript(memory.conversation_id("x"))) == 15
+        sent = server.requests[-1].body["messages"]
+        assert [m["content"] for m in sent if m["role"] == "user"] == ["turn 0", "turn 1", "turn 2"]
+        assert violations(sent) == []
