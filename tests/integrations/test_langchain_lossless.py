@@ -187,3 +187,15 @@ def test_an_original_must_be_a_json_object_with_a_format(sqlite_url: str) -> Non
             with pytest.raises(cl.InvalidMessageError):
                 extend_with_originals(ledger, cid, [({"role": "user", "content": "hi"}, original)])  # type: ignore[list-item]
         assert ledger.transcript(cid) == []
+
+
+def test_the_original_is_under_the_digest_chain_and_a_message_without_one_hashes_as_before() -> None:
+    from contextledger.domain.digests import chain_digest
+
+    message = cl.Message(role="user", content="hi")
+    before = chain_digest("0" * 64, message)  # how every message appended so far was chained
+    assert chain_digest("0" * 64, message, None, None) == before
+    assert chain_digest("0" * 64, message, None, {"format": "x"}) != before
+    assert chain_digest("0" * 64, message, None, {"format": "x"}) != chain_digest(
+        "0" * 64, message, None, {"format": "y"}
+    )
