@@ -352,9 +352,10 @@ class Conversation(EditCommands):
         client_message_id: str | None,
         at: datetime,
         items: tuple[dict[str, Any], ...] | None = None,
+        original: dict[str, Any] | None = None,
     ) -> int:
-        """Command: append a message (with the raw Responses ``items`` it stands for, if
-        any); may also pin a range (ThresholdReached)."""
+        """Command: append a message (and the Responses ``items`` or the framework's
+        ``original`` it stands for, if any); may also pin a range (ThresholdReached)."""
         self.check_message(message)
         s = self.state
         cap = s.policy.max_context_tokens
@@ -380,8 +381,9 @@ class Conversation(EditCommands):
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
             client_message_id=client_message_id,
-            digest=chain_digest(s.digest, message, items),
+            digest=chain_digest(s.digest, message, items, original),
             items=items,
+            original=original,
         )
         self._maybe_pin_range(at)
         return position
@@ -496,9 +498,7 @@ class Conversation(EditCommands):
                 conversation_id=self.id,
             )
         self._check_budget(policy, s.tools_tokens)
-        self._trigger(
-            PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1
-        )
+        self._trigger(PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1)
         self._maybe_pin_range(at)
         return True
 

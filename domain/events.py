@@ -134,7 +134,10 @@ class Started(SealedEvent):
 
 
 def _entry(
-    event: MessageAppended | MessageEdited, tool_name: str | None, items: tuple[dict[str, Any], ...] | None
+    event: MessageAppended | MessageEdited,
+    tool_name: str | None,
+    items: tuple[dict[str, Any], ...] | None,
+    original: dict[str, Any] | None = None,
 ) -> Entry:
     """The window entry of a message-carrying event at its position and version."""
     return Entry(
@@ -145,6 +148,7 @@ def _entry(
         placeholder_tokens=event.placeholder_tokens,
         tool_name=tool_name,
         items=items,
+        original=original,
     )
 
 
@@ -158,10 +162,14 @@ class MessageAppended(ConversationEvent):
     digest: str
     #: The raw Responses-format items this message stands for (None: appended as a chat message).
     items: tuple[dict[str, Any], ...] | None = None
+    #: The message as the framework that appended it spells it (a JSON object whose
+    #: ``"format"`` names the framework), kept verbatim and never sent to the model
+    #: (None: appended as a chat message or as items).
+    original: dict[str, Any] | None = None
 
     def entry(self, tool_name: str | None = None) -> Entry:
         """The window entry this message becomes (``tool_name``: the call it answers)."""
-        return _entry(self, tool_name, self.items)
+        return _entry(self, tool_name, self.items, self.original)
 
 
 class ThresholdReached(SealedEvent):

@@ -44,6 +44,8 @@ class Entry(BaseModel):
     tool_name: str | None = None
     #: The raw Responses-format items the message stands for (None: a chat message).
     items: tuple[dict[str, Any], ...] | None = None
+    #: The framework's own form of the message (``MessageAppended.original``).
+    original: dict[str, Any] | None = None
 
     @property
     def starts_group(self) -> bool:
