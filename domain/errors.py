@@ -12,6 +12,7 @@
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
+    │   ├── IdempotencyConflictError    a client_message_id reused for a different message
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
@@ -52,6 +53,7 @@ __all__ = [
     "ContextOverflowError",
     "ConversationNotFoundError",
     "DuplicateConversationError",
+    "IdempotencyConflictError",
     "InvalidArgumentError",
     "InvalidEditError",
     "InvalidMessageError",
@@ -199,6 +201,15 @@ class DuplicateConversationError(UsageError):
     """``start()`` was given an id (or key) that is already taken."""
 
     key: str | None = None
+
+
+class IdempotencyConflictError(UsageError):
+    """A ``client_message_id`` already names a different message in this conversation
+    (a retry must send the same message); nothing is written."""
+
+    client_message_id: str | None = None
+    #: The position of the message the id already names.
+    position: int | None = None
 
 
 class ConfigurationError(UsageError):
