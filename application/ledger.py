@@ -20,7 +20,13 @@ from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, PersistenceError, Recording
 from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
-from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
+from contextledger.application.addressing import (
+    ConversationRef,
+    check_key,
+    id_for_key,
+    name_keys_in_errors,
+    resolve,
+)
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
 from contextledger.application.history import (
@@ -125,6 +131,7 @@ class _DeferredSummarizer:
 FOREIGN_THRESHOLD_DELAY = 2.0
 
 
+@name_keys_in_errors
 class Ledger(LedgerEdits, Application[UUID]):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
@@ -470,7 +477,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 self.store.create(conversation)
             except IntegrityError:
                 raise DuplicateConversationError(
-                    "a conversation with this key already exists"
+                    f"a conversation with the key {key!r} already exists"
                     if key is not None
                     else "a conversation with this id already exists",
                     conversation_id=cid,

@@ -172,7 +172,7 @@ class LedgerEdits:
             self.store.create(fork)
         except IntegrityError:
             raise DuplicateConversationError(
-                "a conversation with this key already exists", conversation_id=fork.id, key=key
+                f"a conversation with the key {key!r} already exists", conversation_id=fork.id, key=key
             ) from None
         return fork.id
 

@@ -88,8 +88,10 @@ class ContextLedgerError(Exception):
 
     #: The conversation the error concerns (its id, or the key it was addressed by).
     conversation_id: UUID | str | None = None
+    #: The key the caller addressed the conversation by, when it used one.
+    key: str | None = None
 
-    _fields: ClassVar[tuple[str, ...]] = ("conversation_id",)
+    _fields: ClassVar[tuple[str, ...]] = ("conversation_id", "key")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -198,9 +200,7 @@ class ConversationNotFoundError(UsageError):
 
 
 class DuplicateConversationError(UsageError):
-    """``start()`` was given an id (or key) that is already taken."""
-
-    key: str | None = None
+    """``start()`` was given an id (or key) that is already taken (``key`` names it)."""
 
 
 class IdempotencyConflictError(UsageError):
