@@ -276,7 +276,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         if run_policy is not None:
             updates["run_policy"] = run_policy
         if updates:
-            base = base.model_copy(update=updates)
+            base = Settings(**{**base.model_dump(), **updates})  # validated, as the given URL needs
         ledger = cls(base, summarizer=summarizer, token_counter=token_counter, clock=clock)
         if base.run_policy:
             ledger.start_policy()
