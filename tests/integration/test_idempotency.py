@@ -19,8 +19,9 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "pay", "argumen
 
 
 def top(ledger: cl.Ledger) -> int:
-    """The newest notification id: anything written moves it."""
-    return ledger.recorder.max_notification_id() or 0
+    """The newest committed notification id: anything written moves it."""
+    recorder = ledger.recorder
+    return getattr(recorder, "max_committed_notification_id", recorder.max_notification_id)() or 0
 
 
 def conflict(call: object) -> cl.IdempotencyConflictError:
