@@ -669,8 +669,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> list[ContextMessage]:
         """What the model is sent next (or was sent at aggregate ``version``): OpenAI
         chat messages, typed as the openai SDK's ``ChatCompletionMessageParam``."""
-        memory = self.working_memory(conversation_id, version=version)
-        return cast("list[ContextMessage]", memory.messages)
+        return self.working_memory(conversation_id, version=version).messages
 
     def tools(self, conversation_id: ConversationRef, *, version: int | None = None) -> list[ToolDefinition]:
         """The tool definitions to send with the next model call (empty: none)."""
@@ -695,7 +694,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         def read(conversation: Conversation) -> WorkingMemory:
             messages, tokens = conversation.working_memory()
             return WorkingMemory(
-                messages=[m.to_openai() for m in messages], tokens=tokens, version=conversation.version
+                messages=cast("list[ContextMessage]", [m.to_openai() for m in messages]),
+                tokens=tokens,
+                version=conversation.version,
             )
 
         if version is not None:

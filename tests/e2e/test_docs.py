@@ -3,6 +3,7 @@ namespace, in an empty temporary working directory, offline."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from pathlib import Path
@@ -68,3 +69,34 @@ def test_the_errors_page_draws_the_whole_tree() -> None:
 
     page = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     assert [name for name in errors.__all__ if name not in page] == []
+
+
+def version_reads_apart_from_the_context(code: str) -> list[int]:
+    """Lines that read a conversation's current version in a call of its own
+    (``ledger.conversation(cid).version``, or ``.version`` of a variable holding
+    ``ledger.conversation(cid)``): paired with a ``context()`` read, a summary landing
+    between the two calls makes them disagree. ``working_memory()`` returns both."""
+    tree = ast.parse(code)
+
+    def current_aggregate(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "conversation" and not any(k.arg == "version" for k in node.keywords))
+
+    holders = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and current_aggregate(node.value)
+               for target in node.targets if isinstance(target, ast.Name)}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "version"
+            and (current_aggregate(node.value) or (isinstance(node.value, ast.Name) and node.value.id in holders))]
+
+
+def test_no_page_reads_the_version_and_the_context_in_two_calls() -> None:
+    assert version_reads_apart_from_the_context("v = ledger.conversation(cid).version\n") == [1]
+    assert version_reads_apart_from_the_context("c = ledger.conversation(cid)\nv = c.version\n") == [2]
+    assert version_reads_apart_from_the_context("v = ledger.working_memory(cid).version\n") == []
+    found = [f"{where} (+{line - 1})" for where, code in BLOCKS for line in version_reads_apart_from_the_context(code)]
+    assert found == [], "read the context and its version together with working_memory()"
+    for page in DOCS:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"conversation\([^)]*\)\.version", text), page.name
+    assert any("working_memory(" in code and "version=" in code for _, code in BLOCKS)
+
