@@ -100,3 +100,15 @@ def test_no_page_reads_the_version_and_the_context_in_two_calls() -> None:
         assert not re.search(r"conversation\([^)]*\)\.version", text), page.name
     assert any("working_memory(" in code and "version=" in code for _, code in BLOCKS)
 
+
+def test_the_default_context_caps_given_are_the_ones_the_library_derives() -> None:
+    from contextledger.domain.windows import default_context_cap
+
+    page = " ".join((REPO / "docs" / "configuration.md").read_text(encoding="utf-8").split())
+    given = {model: int(number.replace(",", "")) for number, model in re.findall(r"([\d,]+) for `([\w.-]+)`", page)}
+    assert {"gpt-4", "gpt-4o-mini"} <= set(given)
+    assert given == {model: default_context_cap(model) for model in given}
+    stored = [(model, int(cap)) for page_path in DOCS for model, cap in re.findall(
+        r'"model": "([^"]+)", "policy": \{[^}]*"max_context_tokens": (\d+)', page_path.read_text(encoding="utf-8"))]
+    assert stored and stored == [(model, default_context_cap(model)) for model, _ in stored]
+
