@@ -79,7 +79,7 @@ class SQLReadModels:
         database_url: str,
         *,
         cipher_key: str | None = None,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
         statement_timeout: float = 30.0,
     ) -> SQLReadModels:
         """Read models for the event store at ``database_url`` (see the module doc),

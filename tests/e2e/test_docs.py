@@ -112,3 +112,24 @@ def test_the_default_context_caps_given_are_the_ones_the_library_derives() -> No
         r'"model": "([^"]+)", "policy": \{[^}]*"max_context_tokens": (\d+)', page_path.read_text(encoding="utf-8"))]
     assert stored and stored == [(model, default_context_cap(model)) for model, _ in stored]
 
+
+def test_every_page_gives_the_connect_timeout_the_code_uses() -> None:
+    import inspect
+
+    from contextledger.application import Settings
+    from contextledger.infrastructure.cli.connect import CLI_CONNECT_TIMEOUT
+    from contextledger.infrastructure.readmodels import SQLReadModels
+    from contextledger.infrastructure.readmodels.storage import engine_for
+
+    default = Settings.model_fields["connect_timeout"].default
+    assert default == 5
+    assert inspect.signature(SQLReadModels.for_url).parameters["connect_timeout"].default == default
+    assert inspect.signature(engine_for).parameters["connect_timeout"].default == default
+    pages = {page.name: " ".join(page.read_text(encoding="utf-8").split()) for page in DOCS}
+    assert f"| `connect_timeout` | `CONTEXTLEDGER_CONNECT_TIMEOUT` | `{default:g}` |" in pages["configuration.md"]
+    assert f"the `connect_timeout` setting, {default:g} seconds by default" in pages["configuration.md"]
+    assert f"`connect_timeout`, default {default:g} s" in pages["operations.md"]
+    assert f"The command line gives a PostgreSQL server {CLI_CONNECT_TIMEOUT} seconds" in pages["operations.md"]
+    said = [(name, seconds) for name, text in pages.items()
+            for seconds in re.findall(r"connect[_ ]timeout[^.|]{0,60}?\b(\d+) s(?:econds)?\b", text)]
+    assert said and all(int(s) in (default, CLI_CONNECT_TIMEOUT) for _, s in said), said
