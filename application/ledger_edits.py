@@ -25,7 +25,7 @@ from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import DuplicateConversationError
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
-from contextledger.domain.validation import check_text
+from contextledger.domain.validation import check_position, check_text
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -66,6 +66,7 @@ class LedgerEdits:
         made from a retracted message are invalidated (``SummaryInvalidated``).
         """
         conversation_id = resolve(conversation_id)
+        check_position(position, conversation_id=conversation_id)
         check_text(reason, "reason", optional=True)
         return self.store.execute(
             conversation_id,
@@ -82,6 +83,7 @@ class LedgerEdits:
         keeps its ``tool_call_id``, a tool-call message its call ids). False if the
         message is the same. Summaries made from the old version are invalidated."""
         conversation_id = resolve(conversation_id)
+        check_position(position, conversation_id=conversation_id)
         msg = Message.from_openai(message)
         check_message_bytes(msg, self.settings)
 
@@ -113,6 +115,7 @@ class LedgerEdits:
         """Retract every message after ``position`` (edit-and-regenerate is ``rewind``
         then ``append``); returns the retracted positions."""
         conversation_id = resolve(conversation_id)
+        check_position(position, conversation_id=conversation_id)
         return self.store.execute(
             conversation_id,
             lambda c: (c.rewind(position, history=self._history(c), at=self._clock()), []),

@@ -9,8 +9,8 @@ not exist, ``ConversationNotFoundError``.
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import logging
 import random
 import threading
 import time
@@ -22,6 +22,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
 
+from contextledger.application.outage import Outages
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
@@ -41,6 +42,8 @@ __all__ = ["ConversationStore", "FairLock", "failure_cause", "store_error", "sto
 
 T = TypeVar("T")
 Command = Callable[[Conversation], tuple[T, list[Any]]]
+
+log = logging.getLogger("contextledger.store")
 
 #: How long a command waits for this process's other writers of the conversation and
 #: retries optimistic-concurrency conflicts, unless told (``Settings.write_deadline``).
@@ -197,6 +200,8 @@ class ConversationStore:
         self._locks_lock = threading.Lock()
         #: conversation -> monotonic time of its last conflicting save in this process
         self._contended: dict[UUID, float] = {}
+        #: The last failure that said the store is away (a lock wait then names it).
+        self.outages = Outages(grace=app.settings.connect_timeout + 1.0)
 
     # -- commands -------------------------------------------------------------------
 
@@ -226,8 +231,11 @@ class ConversationStore:
             # Writers of one conversation in this process queue in order (FairLock);
             # the wait counts against the deadline.
             if not lock.acquire(timeout=deadline - time.monotonic()):
-                raise self._gave_up(conversation_id, attempt, started, "waiting for other writers")
+                raise self.outages.gave_up(started, conversation_id) or self._gave_up(
+                    conversation_id, attempt, started, "waiting for other writers"
+                )
             attempt += 1
+            token, failure = self.outages.begin(), None
             try:
                 conversation = self.load(conversation_id, fresh=False)
                 backup = self._backup(conversation)
@@ -261,7 +269,11 @@ class ConversationStore:
                 else:
                     self._cache_put(conversation)
                     return result
+            except StoreError as exc:
+                failure = exc
+                raise
             finally:
+                self.outages.end(token, failure)
                 lock.release()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -323,8 +335,12 @@ class ConversationStore:
         interval = snapshot_step(self.snapshot_interval, len(conversation.state.window))
         snapshots = self.app.snapshots
         if conversation.version // interval > before // interval and snapshots is not None:
-            with contextlib.suppress(IntegrityError):  # another writer took the same one
+            try:
                 snapshots.put([ConversationSnapshot.take(conversation)])
+            except IntegrityError:  # another writer took the same one
+                pass
+            except PersistenceError as exc:  # the events are saved; the next boundary takes one
+                log.warning("no snapshot of %s at version %s: %s", conversation.id, conversation.version, exc)
         if self._on_saved is not None:
             self._on_saved(saved)
 
@@ -367,9 +383,25 @@ class ConversationStore:
         return conversation
 
     def read(self, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T:
-        """``reader`` applied to the up-to-date conversation, under its lock."""
-        with self.lock(conversation_id):
+        """``reader`` applied to the up-to-date conversation, under its lock. While the
+        store is away, a wait for the lock past the deadline raises the outage's
+        ``StoreError`` (see ``outage``); otherwise it waits for the writers ahead."""
+        started = time.monotonic()
+        lock = self.lock(conversation_id)
+        if not lock.acquire(timeout=self.deadline_seconds):
+            error = self.outages.gave_up(started, conversation_id)
+            if error is not None:
+                raise error
+            lock.acquire()
+        token, failure = self.outages.begin(), None
+        try:
             return reader(self.load(conversation_id))
+        except StoreError as exc:
+            failure = exc
+            raise
+        finally:
+            self.outages.end(token, failure)
+            lock.release()
 
     def copy(self, conversation_id: UUID) -> Conversation:
         """A private copy of the conversation as it is now."""

@@ -52,7 +52,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
@@ -66,12 +66,13 @@ from eventsourcing.persistence import (
     Subscription,
 )
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
-from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
 from psycopg import generators, pq
 from psycopg.sql import SQL, Identifier
 
-from contextledger.infrastructure.pgstore import TimedPostgresFactory
+from contextledger.infrastructure.pgreads import FinalMark, once_more
+from contextledger.infrastructure.pgstore import PostgresSnapshotRecorder, TimedPostgresFactory, event_columns
 
 __all__ = [
     "GroupCommit",
@@ -83,8 +84,6 @@ __all__ = [
     "SQLiteConversationRecorder",
     "WindowedPOPORecorder",
 ]
-
-T = TypeVar("T")
 
 #: Most events one group commit writes in one statement.
 MAX_BATCH_EVENTS = 1000
@@ -134,16 +133,6 @@ class _Mapped:
 
 #: Entered as ``with _MAPPED:`` (it holds no state).
 _MAPPED = _Mapped()
-
-
-def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
-    """The events as four arrays (ids, versions, topics, states), sent in binary."""
-    return (
-        [e.originator_id for e in stored_events],
-        [e.originator_version for e in stored_events],
-        [e.topic for e in stored_events],
-        [e.state for e in stored_events],
-    )
 
 
 class _Save:
@@ -293,7 +282,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         # per-row composite encoding). No table lock and no NOTIFY: both serialize
         # committing transactions (NOTIFY takes a cluster-wide lock held through the
         # commit). The filter takes the transaction id before the rows draw their
-        # notification ids, which is what ``max_notification_id`` relies on.
+        # notification ids: earlier readers judged gaps by xids and rely on it (this
+        # release's readers go by the table's write locks, see ``pgreads``).
         self.append_statement = SQL(
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
             "SELECT e.o, e.v, e.t, e.s "
@@ -303,25 +293,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
             "ORDER BY e.n "
             "RETURNING notification_id AS id"
         ).format(schema=schema, table=table)
-        # One statement, one snapshot: the highest id, how many ids lie above the
-        # settled mark, and whether every transaction that had an xid when a gap was
-        # first seen has ended (the oldest running xid is above the bound taken then).
-        # On a gap with no bound pending, it takes a new bound: an xid of its own, drawn
-        # after its snapshot, so above every xid assigned before the gap was seen.
-        self.horizon_statement = SQL(
-            "WITH h AS (SELECT (SELECT max(notification_id) FROM {schema}.{table}) AS top, "
-            "(SELECT count(*) FROM {schema}.{table} WHERE notification_id > %(asked)s) AS newer, "
-            "coalesce(pg_snapshot_xmin(pg_current_snapshot()) > %(bound)s::text::xid8, true) AS ended) "
-            "SELECT top, newer, ended, "
-            "CASE WHEN top > %(asked)s AND newer < top - %(asked)s AND ended "
-            "THEN pg_current_xact_id()::text END AS bound FROM h"
-        ).format(schema=schema, table=table)
-        self._horizon_lock = threading.Lock()
-        #: Every notification id up to this one is final: committed, or never to be.
-        self._settled = 0
-        #: ``(top, bound)``: ids up to ``top`` become final once every transaction with
-        #: an xid up to ``bound`` has ended.
-        self._pending: tuple[int, str] | None = None
+        #: Where the log is final (see ``pgreads``).
+        self.final_mark = FinalMark(self.datastore, self.events_table_name)
         #: The connection saves are written on (see the module doc), once taken.
         self._writer: psycopg.Connection[Any] | None = None
         self.group_commit = GroupCommit(self._write)
@@ -371,7 +344,7 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
             with conn.cursor() as curs:
-                curs.execute(self.append_statement, _columns(stored_events), prepare=True)
+                curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
                 return [row["id"] for row in curs.fetchall()]
 
     def _save_connection(self) -> psycopg.Connection[Any]:
@@ -423,8 +396,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         raw: Any = PostgresApplicationRecorder.select_events.__wrapped__
-        events: Sequence[StoredEvent] = self._once_more(
-            lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        events: Sequence[StoredEvent] = once_more(
+            lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit), self.datastore
         )
         return events
 
@@ -442,73 +415,33 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         still be filled in by a transaction that has not committed yet. With
         ``committed``, a one-off read of everything committed now (an audit's listing,
         not a follower's position to resume from): it does not wait for the mark."""
-        if not committed and (stop is None or stop > self._settled):
+        if not committed and (stop is None or stop > self.final_mark.settled):
             horizon = self.max_notification_id() or 0
             stop = horizon if stop is None else min(stop, horizon)
         raw: Any = PostgresApplicationRecorder.select_notifications.__wrapped__
-        return self._once_more(
-            lambda: raw(self, start, limit, stop, topics, inclusive_of_start=inclusive_of_start)
-        )
+        read = lambda: raw(self, start, limit, stop, topics, inclusive_of_start=inclusive_of_start)  # noqa: E731
+        return once_more(read, self.datastore)
 
     def max_notification_id(self) -> int | None:
         """The highest notification id up to which the log is final: every lower id is
         committed or will never be (a rolled-back or conflicting insert leaves a gap).
-
-        Notification ids come from a sequence, so transactions may commit out of id
-        order; a reader that passed over an id still in flight would miss it. Each
-        insert takes its transaction id before drawing ids, so a missing id below the
-        highest visible one belongs to a transaction that already had an xid when that
-        was seen. The mark then draws an xid of its own (the bound, above every xid
-        assigned before), and the ids up to that highest one are final once the oldest
-        running xid is above the bound. A snapshot's running set would not do: it lists
-        only xids below its ``xmax`` (the newest *ended* xid + 1), and the open insert's
-        xid can be newer than that of the insert that committed the highest id.
+        Ids below the first gap are final at once; past one, once no transaction that
+        was writing to the event table when the gap was seen still is (``pgreads``).
         None while the log is empty."""
-        top: int | None = self._once_more(self._horizon)
+        top: int | None = once_more(self.final_mark.top, self.datastore)
         return top
 
     def max_committed_notification_id(self) -> int | None:
         """The highest notification id committed now (None while the log is empty): above
         ``max_notification_id()`` while a lower id's transaction may still commit."""
-
-        def top() -> int | None:
-            with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute(self.max_notification_id_statement)
-                row = curs.fetchone()
-            return None if row is None else row["max"]
-
-        committed: int | None = self._once_more(top)
+        committed: int | None = once_more(self.final_mark.committed_top, self.datastore)
         return committed
 
-    def _horizon(self) -> int | None:
-        with self._horizon_lock:
-            for _ in range(2):  # a gap seen for the first time is checked at once, once
-                top = self._advance()
-                if self._pending is None or top is None:
-                    break
-            return self._settled or None if top is not None else None
-
-    def _advance(self) -> int | None:
-        """One look at the log: move ``_settled`` as far as is safe; the log's top id."""
-        asked, pending = self._settled, self._pending
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            bound = pending[1] if pending else None
-            curs.execute(self.horizon_statement, {"asked": asked, "bound": bound}, prepare=True)
-            row = curs.fetchone()
-        assert row is not None
-        top, newer, ended, bound = row["top"], row["newer"], row["ended"], row["bound"]
-        if top is None:
-            return None
-        settled = asked
-        if pending is not None and ended:
-            settled, pending = max(settled, pending[0]), None
-        if newer == top - asked:
-            # Every id above the old mark up to the top is committed.
-            settled, pending = top, None
-        elif pending is None and top > settled and bound is not None:
-            pending = (top, bound)
-        self._settled, self._pending = settled, pending
-        return int(top)
+    def writers_in_flight(self) -> list[int]:
+        """Server processes (pids) of other sessions with an open transaction writing to
+        the event table: what holds ``max_notification_id()`` below the committed top."""
+        pids: list[int] = once_more(self.final_mark.writers, self.datastore)
+        return pids
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
@@ -516,35 +449,6 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         """eventsourcing's subscription, woken by a poll instead of NOTIFY (saves do not
         notify; see the class doc)."""
         return PollingSubscription(self, gt=gt, topics=topics)
-
-    def _once_more(self, call: Callable[[], T]) -> T:
-        """``call()``; if the connection it used was dead (a server restart, a killed
-        backend), check the pool -- broken connections are replaced -- and call once more."""
-        try:
-            return call()
-        except (InterfaceError, OperationalError):
-            self.datastore.pool.check()
-            return call()
-
-
-class PostgresSnapshotRecorder(PostgresAggregateRecorder):
-    """eventsourcing's aggregate recorder (the snapshots' table), writing its rows as
-    four arrays sent in binary instead of an array of a composite type: the library
-    encodes that array as text, escaping every byte of a snapshot's state (tens of KB)."""
-
-    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
-        super().__init__(datastore, events_table_name=events_table_name)
-        self.insert_events_statement = SQL(
-            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
-            "SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[])"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-            id_type=Identifier(self.datastore.originator_id_type),
-        )
-
-    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any) -> None:
-        curs.execute(self.insert_events_statement, _columns(stored_events), prepare=True)
 
 
 class PollingSubscription(ListenNotifySubscription[PostgresConversationRecorder]):
@@ -576,7 +480,6 @@ class PostgresConversationFactory(TimedPostgresFactory):
     connect and statement timeouts of ``TimedPostgresFactory``."""
 
     application_recorder_class = PostgresConversationRecorder
-    aggregate_recorder_class = PostgresSnapshotRecorder
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from typing import TYPE_CHECKING
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.observability import traced
-from contextledger.application.summarization import SummarizationRunner
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, shard
 from contextledger.infrastructure.cli.connect import databases, open_ledger
 from contextledger.infrastructure.cli.signals import stop_on_signals
-from contextledger.infrastructure.readmodels import SQLReadModels
+
+if TYPE_CHECKING:
+    from contextledger.application.follower import LogFollower
+    from contextledger.application.ledger import Ledger
 
 __all__ = ["register"]
 
@@ -55,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> int:
+    from contextledger.application.observability import traced
+    from contextledger.application.summarization import SummarizationRunner
+    from contextledger.infrastructure.cli.waiting import waiting_for
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
     shard_: tuple[int, int] | None = args.shard
     only: int | None = getattr(args, "follow_store", None)
     several = len(ledger.shards) > 1
@@ -63,13 +69,16 @@ def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> 
                       f"(0 to {len(ledger.shards) - 1})", code=2)
     followed = [only] if only is not None else list(range(len(ledger.shards)))
     with_read_models = shard_ is None or shard_[0] == 0
+    runners: dict[int, list[LogFollower]] = {}
     for index in followed:  # each store's log: its own policy, tracking and read models
         store = ledger.shards[index]
         # Traced as the in-process policy is: each summarizer call a span (with tracing on).
-        store.attach(SummarizationRunner(store, traced(ledger.summarizer, ledger.tracer), shard=shard_))
+        runners[index] = [SummarizationRunner(store, traced(ledger.summarizer, ledger.tracer), shard=shard_)]
         if with_read_models:
             models = SQLReadModels.for_ledger(store)
-            store.attach(models.runner(store))
+            runners[index].append(models.runner(store))
+        for runner in runners[index]:
+            store.attach(runner)
     where = f"shard {shard_[0]}/{shard_[1]}" if shard_ else "all conversations"
     if several:
         where += f" of store{'s' if len(followed) > 1 else ''} " + ", ".join(map(str, followed))
@@ -81,7 +90,9 @@ def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> 
     if args.once:
         for index in followed:
             if not ledger.shards[index].wait_idle(args.timeout):
-                raise Failure(f"not idle after {args.timeout:g} s (summaries still due?)")
+                where = f" (store {index})" if several else ""
+                raise Failure(f"not idle after {args.timeout:g} s{where}: "
+                              + waiting_for(ledger.shards[index], runners[index]))
         tops = [ledger.shards[i].recorder.max_notification_id() or 0 for i in followed]
         if several:
             render.out("worker: idle at notification " + ", ".join(

@@ -197,8 +197,8 @@ def _event(oid: UUID, version: int, topic: str = "t") -> StoredEvent:
 
 def _settled_mark(recorder: PostgresConversationRecorder, expected: int, timeout: float = 10.0) -> int | None:
     """``max_notification_id()`` once it reaches ``expected`` (or the timeout). Past a gap
-    the mark waits for every transaction on the server that held an xid when the gap was
-    seen, other tests' included (they run beside this one), so it may take a moment."""
+    the mark waits for the transactions that were writing to the event table when the
+    gap was seen, so it may take a moment."""
     deadline = time.monotonic() + timeout
     mark = recorder.max_notification_id()
     while mark != expected and time.monotonic() < deadline:
@@ -268,9 +268,8 @@ def _terminate(pid: int) -> None:
 
 def _stored(recorder: PostgresConversationRecorder) -> list[tuple[UUID, int]]:
     """Every stored event, read through the log once it is final through the highest
-    committed id: a transaction of another session that was running when a gap was
-    seen (the other test worker's, on the same server) holds the final mark back
-    until it ends."""
+    committed id: a save still writing to the table when a gap was seen holds the
+    final mark back until it ends."""
     with recorder.datastore.get_connection() as conn:
         row = conn.execute(
             f'SELECT coalesce(max(notification_id), 0) AS top FROM "{recorder.datastore.schema}".app_events'
