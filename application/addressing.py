@@ -8,12 +8,26 @@ that parses as a UUID is taken as an id; a key must therefore not look like one.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.errors import ContextLedgerError, InvalidArgumentError
 
-__all__ = ["KEY_NAMESPACE", "MAX_KEY_LENGTH", "ConversationRef", "check_key", "id_for_key", "resolve"]
+__all__ = [
+    "KEY_NAMESPACE",
+    "MAX_KEY_LENGTH",
+    "ConversationRef",
+    "check_key",
+    "id_for_key",
+    "name_keys_in_errors",
+    "named_by_key",
+    "resolve",
+]
+
+C = TypeVar("C", bound=type)
 
 #: The fixed namespace of ``uuid5`` for conversation keys (never change it: ids derive
 #: from it). It is itself ``uuid5(NAMESPACE_URL, "https://contextledger/conversation-keys")``.
@@ -79,3 +93,74 @@ def resolve(ref: Any, *, argument: str = "conversation_id") -> UUID:
         f"a conversation is named by its id (UUID or string) or its key, not {type(ref).__name__}",
         argument=argument,
     )
+
+
+def _key_of(ref: Any) -> tuple[str, UUID] | None:
+    """The key ``ref`` is, with its id (None: an id, or not a valid key)."""
+    if not isinstance(ref, str) or _looks_like_uuid(ref) is not None:
+        return None
+    try:
+        return ref, id_for_key(ref)
+    except InvalidArgumentError:
+        return None
+
+
+def named_by_key(error: ContextLedgerError, ref: Any) -> None:
+    """Make ``error`` name the key ``ref`` when the call addressed its conversation by
+    that key: its ``key`` attribute, and its message (the derived id alone means
+    nothing to the caller). Errors about another conversation are left as they are."""
+    keyed = _key_of(ref)
+    if keyed is None or getattr(error, "key", None) is not None:
+        return
+    key, cid = keyed
+    if error.conversation_id is not None and error.conversation_id not in (cid, key):
+        return
+    error.key = key
+    error.message = f"conversation {key!r}: {error.message}"
+    error.args = (error.message, *error.args[1:])
+
+
+def _keyed(method: Callable[..., Any], argument: str) -> Callable[..., Any]:
+    signature = inspect.signature(method)
+
+    def ref_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return signature.bind_partial(*args, **kwargs).arguments.get(argument)
+        except TypeError:
+            return None
+
+    def named(iterator: Iterator[Any], ref: Any) -> Iterator[Any]:
+        try:
+            yield from iterator
+        except ContextLedgerError as error:
+            named_by_key(error, ref)
+            raise
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = method(*args, **kwargs)
+        except ContextLedgerError as error:
+            named_by_key(error, ref_of(args, kwargs))
+            raise
+        if inspect.isgenerator(result):
+            return named(result, ref_of(args, kwargs))
+        return result
+
+    return wrapper
+
+
+def name_keys_in_errors(cls: C) -> C:
+    """Class decorator: every public method that takes a conversation (its first
+    argument, ``conversation_id``) or a key (``start``, ``get_or_start``) raises errors
+    that name the key the caller passed, when the caller passed one."""
+    for name in dir(cls):
+        method = getattr(cls, name)
+        if name.startswith("_") or not inspect.isfunction(method):
+            continue
+        parameters = list(inspect.signature(method).parameters)
+        if parameters[1:2] == ["conversation_id"]:
+            setattr(cls, name, _keyed(method, "conversation_id"))
+        elif name in ("start", "get_or_start") and "key" in parameters:
+            setattr(cls, name, _keyed(method, "key"))
+    return cls

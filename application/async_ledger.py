@@ -199,10 +199,16 @@ class AsyncLedger:
         )
 
     async def extend(
-        self, conversation_id: ConversationRef, messages: Iterable[Message | dict[str, Any] | Any]
+        self,
+        conversation_id: ConversationRef,
+        messages: Iterable[Message | dict[str, Any] | Any],
+        *,
+        client_message_ids: Sequence[str | None] | None = None,
     ) -> list[int]:
         """Append several messages atomically; returns their positions."""
-        return await self.run(self.sync.extend, conversation_id, list(messages))
+        return await self.run(
+            self.sync.extend, conversation_id, messages, client_message_ids=client_message_ids
+        )
 
     async def change_policy(self, conversation_id: ConversationRef, policy: ReductionPolicy) -> bool:
         """Adopt a new reduction policy from now on; False if it is the same."""

@@ -125,6 +125,12 @@ def context_items(
     summary_role: SummaryRole = "system",
 ) -> list[Item]:
     """What the model is sent next (or was sent at aggregate ``version``), as items."""
+    if summary_role not in ("system", "developer", "user"):
+        raise InvalidArgumentError(
+            "summary_role must be 'system', 'developer' or 'user'",
+            argument="summary_role",
+            value=shown(summary_role),
+        )
     if version is not None:
         past = ledger.conversation(conversation_id, version=version)
         return items_of_conversation(past, summary_role=summary_role)

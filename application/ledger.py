@@ -20,7 +20,13 @@ from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, PersistenceError, Recording
 from eventsourcing.utils import Environment, EnvType, TopicError, resolve_topic
 
-from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
+from contextledger.application.addressing import (
+    ConversationRef,
+    check_key,
+    id_for_key,
+    name_keys_in_errors,
+    resolve,
+)
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
 from contextledger.application.history import (
@@ -28,6 +34,12 @@ from contextledger.application.history import (
     shared_history,
     summary_infos,
     transcript_entries,
+)
+from contextledger.application.idempotency import (
+    check_client_message_id,
+    check_client_message_ids,
+    execute_once,
+    id_records,
 )
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
@@ -57,7 +69,6 @@ from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
 from contextledger.application.summary_service import SummaryService
 from contextledger.application.wire import ContextMessage, ToolDefinition
-from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot, SummaryFailure
 from contextledger.domain.errors import (
     ConfigurationError,
@@ -123,6 +134,7 @@ class _DeferredSummarizer:
 FOREIGN_THRESHOLD_DELAY = 2.0
 
 
+@name_keys_in_errors
 class Ledger(LedgerEdits, Application[UUID]):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
@@ -274,7 +286,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         if read_only is not None:
             updates = {**updates, **read_only_updates(read_only, run_policy)}
         if updates:
-            base = base.model_copy(update=updates)
+            base = Settings(**{**base.model_dump(), **updates})  # validated, as the given URL needs
         ledger = cls(base, summarizer=summarizer, token_counter=token_counter, clock=clock)
         if base.run_policy:
             ledger.start_policy()
@@ -474,7 +486,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 self.store.create(conversation)
             except IntegrityError:
                 raise DuplicateConversationError(
-                    "a conversation with this key already exists"
+                    f"a conversation with the key {key!r} already exists"
                     if key is not None
                     else "a conversation with this id already exists",
                     conversation_id=cid,
@@ -511,8 +523,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         ``ChatCompletionMessage`` (or its ``model_dump()``), or a whole
         ``ChatCompletion``: then its first choice's message is appended and the usage
         the provider reported is recorded against the conversation, in one transaction.
-        With ``client_message_id``, a retried append of the same id is a no-op that
-        returns the original position.
+        With ``client_message_id``, a retried append of the same id and message is a
+        no-op that returns the original position; the id reused for another message
+        raises ``IdempotencyConflictError`` (nothing is written).
         """
         cid = resolve(conversation_id)
         with self.tracer.span("append", conversation_id=cid) as span:
@@ -525,54 +538,45 @@ class Ledger(LedgerEdits, Application[UUID]):
 
     def _append(self, conversation_id: UUID, given: Inbound, client_message_id: str | None) -> int:
         msg, usage = given.message, given.usage
-        if client_message_id is not None:
-            check_text(client_message_id, "client_message_id", empty=False)
-            if len(client_message_id) > 200:
-                raise InvalidArgumentError(
-                    "client_message_id must be 1 to 200 characters", argument="client_message_id"
-                )
+        ids = [None if client_message_id is None else check_client_message_id(client_message_id)]
 
-        def command(conversation: Conversation) -> tuple[int, list[Any]]:
+        def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
                 conversation.record_usage(
                     prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens,
                     at=self._clock(),
                 )
-            position = self._append_to(conversation, msg, client_message_id)
-            extra: list[Any] = []
-            if client_message_id is not None:
-                extra.append(
-                    ClientMessageId.record(
-                        conversation.id, client_message_id, position, at=self._clock()
-                    )
-                )
-            return position, extra
+            positions = [self._append_to(conversation, msg, ids[0])]
+            return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
-        def on_conflict() -> int | None:
-            if client_message_id is None:
-                return None
-            return self.store.client_position(conversation_id, client_message_id)
-
-        return self.store.execute(conversation_id, command, on_conflict=on_conflict)
+        return execute_once(self.store, conversation_id, command, ids, [msg])[0]
 
     def extend(
-        self, conversation_id: ConversationRef, messages: Iterable[Message | dict[str, Any] | Any]
+        self,
+        conversation_id: ConversationRef,
+        messages: Iterable[Message | dict[str, Any] | Any],
+        *,
+        client_message_ids: Sequence[str | None] | None = None,
     ) -> list[int]:
-        """Append several messages atomically (one transaction); returns their positions."""
+        """Append several messages atomically (one transaction); returns their positions.
+        ``client_message_ids`` (one per message, or None) make a retry a no-op, as in
+        ``append``."""
         conversation_id = resolve(conversation_id)
         if isinstance(messages, str | bytes | dict | Message) or not isinstance(messages, Iterable):
             raise InvalidArgumentError(
                 "messages must be a list of messages", argument="messages", value=shown(messages)
             )
         msgs = [inbound(m).message for m in messages]
+        ids = check_client_message_ids(client_message_ids, len(msgs))
         if not msgs:
             return []
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
-            return [self._append_to(conversation, m, None) for m in msgs], []
+            positions = [self._append_to(conversation, m, i) for m, i in zip(msgs, ids, strict=True)]
+            return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
-        return self.store.execute(conversation_id, command)
+        return execute_once(self.store, conversation_id, command, ids, msgs)
 
     def _append_to(
         self, conversation: Conversation, message: Message, client_message_id: str | None
@@ -674,8 +678,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> list[ContextMessage]:
         """What the model is sent next (or was sent at aggregate ``version``): OpenAI
         chat messages, typed as the openai SDK's ``ChatCompletionMessageParam``."""
-        memory = self.working_memory(conversation_id, version=version)
-        return cast("list[ContextMessage]", memory.messages)
+        return self.working_memory(conversation_id, version=version).messages
 
     def tools(self, conversation_id: ConversationRef, *, version: int | None = None) -> list[ToolDefinition]:
         """The tool definitions to send with the next model call (empty: none)."""
@@ -700,7 +703,9 @@ class Ledger(LedgerEdits, Application[UUID]):
         def read(conversation: Conversation) -> WorkingMemory:
             messages, tokens = conversation.working_memory()
             return WorkingMemory(
-                messages=[m.to_openai() for m in messages], tokens=tokens, version=conversation.version
+                messages=cast("list[ContextMessage]", [m.to_openai() for m in messages]),
+                tokens=tokens,
+                version=conversation.version,
             )
 
         if version is not None:

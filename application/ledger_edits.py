@@ -22,13 +22,10 @@ from contextledger.application.ports import TokenCounter
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import (
-    DuplicateConversationError,
-    InvalidArgumentError,
-)
+from contextledger.domain.errors import DuplicateConversationError
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
-from contextledger.domain.validation import check_position
+from contextledger.domain.validation import check_position, check_text
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -70,8 +67,7 @@ class LedgerEdits:
         """
         conversation_id = resolve(conversation_id)
         check_position(position, conversation_id=conversation_id)
-        if reason is not None and not isinstance(reason, str):
-            raise InvalidArgumentError("reason must be a string or None", argument="reason")
+        check_text(reason, "reason", optional=True)
         return self.store.execute(
             conversation_id,
             lambda c: (
@@ -144,8 +140,7 @@ class LedgerEdits:
     def change_system_prompt(self, conversation_id: ConversationRef, text: str | None) -> bool:
         """Replace the system prompt from now on; False if it is the same."""
         conversation_id = resolve(conversation_id)
-        if text is not None and not isinstance(text, str):
-            raise InvalidArgumentError("the system prompt must be a string or None", argument="text")
+        check_text(text, "text", optional=True)
         system = Message(role="system", content=text) if text is not None else None
         if system is not None:
             check_message_bytes(system, self.settings, field="system_prompt")
@@ -176,7 +171,7 @@ class LedgerEdits:
             self.store.create(fork)
         except IntegrityError:
             raise DuplicateConversationError(
-                "a conversation with this key already exists", conversation_id=fork.id, key=key
+                f"a conversation with the key {key!r} already exists", conversation_id=fork.id, key=key
             ) from None
         return fork.id
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from contextledger.application.wire import ContextMessage
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.events import (
     DomainEvent,
@@ -32,9 +33,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class WorkingMemory:
-    """The context at one version, with what its prompt costs: one consistent read."""
+    """The context at one version, with what its prompt costs: one consistent read.
+    ``messages`` are typed as ``context()``'s (the openai SDK's request messages)."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ContextMessage]
     tokens: int
     version: int
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.validation import check_unicode_fields
 
 __all__ = ["DEFAULT_SQLITE_FILE", "Settings", "absolute_tiktoken_cache_dir", "split_stores"]
 
@@ -109,12 +110,15 @@ class Settings(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"]))
+            text = first["msg"].removeprefix("Value error, ")
             raise ConfigurationError(
-                f"invalid setting {where}: {first['msg']}", setting=where or None
+                f"invalid setting {where}: {text}" if where else f"invalid settings: {text}",
+                setting=where or None,
             ) from exc
 
     @model_validator(mode="after")
     def _first_store(self) -> Settings:
+        check_unicode_fields(self)
         if self.stores:
             if any(not isinstance(u, str) or not u.strip() for u in self.stores):
                 raise ValueError("every store must be a non-empty URL")

@@ -12,6 +12,7 @@
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
+    │   ├── IdempotencyConflictError    a client_message_id reused for a different message
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
     │   ├── ReadOnlyError               a write on a ledger opened read_only=True
     │   ├── LedgerClosedError           a call to a ledger that is closed (or closing)
@@ -57,6 +58,7 @@ __all__ = [
     "ContextOverflowError",
     "ConversationNotFoundError",
     "DuplicateConversationError",
+    "IdempotencyConflictError",
     "InvalidArgumentError",
     "InvalidEditError",
     "InvalidMessageError",
@@ -95,8 +97,10 @@ class ContextLedgerError(Exception):
 
     #: The conversation the error concerns (its id, or the key it was addressed by).
     conversation_id: UUID | str | None = None
+    #: The key the caller addressed the conversation by, when it used one.
+    key: str | None = None
 
-    _fields: ClassVar[tuple[str, ...]] = ("conversation_id",)
+    _fields: ClassVar[tuple[str, ...]] = ("conversation_id", "key")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -206,9 +210,16 @@ class ConversationNotFoundError(UsageError):
 
 
 class DuplicateConversationError(UsageError):
-    """``start()`` was given an id (or key) that is already taken."""
+    """``start()`` was given an id (or key) that is already taken (``key`` names it)."""
 
-    key: str | None = None
+
+class IdempotencyConflictError(UsageError):
+    """A ``client_message_id`` already names a different message in this conversation
+    (a retry must send the same message); nothing is written."""
+
+    client_message_id: str | None = None
+    #: The position of the message the id already names.
+    position: int | None = None
 
 
 class ConfigurationError(UsageError):

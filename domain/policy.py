@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from contextledger.domain.errors import InvalidPolicyError
+from contextledger.domain.validation import check_unicode_fields
 
 __all__ = ["ReductionPolicy"]
 
@@ -72,6 +73,7 @@ class ReductionPolicy(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ReductionPolicy:
+        check_unicode_fields(self)
         for name in ("trigger_messages", "trigger_tokens", "max_context_tokens"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, SecretStr
+
 from contextledger.domain.errors import InvalidArgumentError
 
-__all__ = ["MAX_COUNT", "check_count", "check_position", "check_text", "shown"]
+__all__ = ["MAX_COUNT", "check_count", "check_position", "check_text", "check_unicode_fields", "shown"]
 
 #: The largest count or version any store can hold (a signed 64-bit integer).
 MAX_COUNT = 2**63 - 1
@@ -74,3 +76,20 @@ def check_text(
             **context,
         ) from None
     return value
+
+
+def check_unicode_fields(model: BaseModel) -> None:
+    """Raise ``ValueError`` (in a pydantic validator: the model's typed error) if a
+    text field of ``model`` (a string, a secret, or a tuple of strings) holds a lone
+    surrogate, which no store, digest or HTTP header can encode."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        texts = value if isinstance(value, tuple | list) else (value,)
+        for text in texts:
+            if isinstance(text, SecretStr):
+                text = text.get_secret_value()
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError(f"{name} must be valid Unicode (it holds a lone surrogate)") from None

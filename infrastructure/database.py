@@ -5,7 +5,7 @@ the command line all take their database from ``Database.parse(url)``:
 
 - ``memory://`` -- the in-memory store (tests);
 - ``sqlite:///path/to/file.db`` -- a SQLite file (its read models in ``file.views.db``);
-- ``postgresql://user:password@host:5432/db?schema=s&pool_size=4&connect_timeout=10``.
+- ``postgresql://user:password@host:5432/db?schema=s&pool_size=4&connect_timeout=5``.
 
 A ``Database`` never shows its password: ``str()``, ``repr()`` and ``masked`` hide it.
 """
@@ -182,7 +182,7 @@ class Database:
             "POSTGRES_PASSWORD": self.url.password or "",
             "POSTGRES_POOL_SIZE": self.option("pool_size", "4"),
             "POSTGRES_MAX_OVERFLOW": self.option("max_overflow", "8"),
-            "POSTGRES_CONNECT_TIMEOUT": self.option("connect_timeout", "10"),
+            "POSTGRES_CONNECT_TIMEOUT": self.option("connect_timeout", "5"),
             "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "30",
             # No check of a pooled connection before each use (a round trip per
             # checkout): the recorder replaces dead connections when one fails and

@@ -4,6 +4,7 @@ OpenAI server of ``contextledger.testing``."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,21 +43,40 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except ConfigurationError as exc:
         pytest.exit(f"cannot count tokens, no test can run: {exc}", returncode=3)
 
+
 POSTGRES_URL = os.environ.get(
     "CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-CORPORA = _REPO.parent / "shared" / "corpora"
+#: The conversation corpora: the folder CONTEXTLEDGER_CORPORA names, else the full set
+#: next to the checkout (../shared/corpora), else the licensed subset the repository
+#: carries (tests/fixtures/corpora), so that the corpus tests run in every clone.
+_FULL_CORPORA = _REPO.parent / "shared" / "corpora"
+CORPORA_SUBSET = _REPO / "tests" / "fixtures" / "corpora"
+CORPORA = Path(
+    os.environ.get("CONTEXTLEDGER_CORPORA")
+    or (_FULL_CORPORA if _FULL_CORPORA.is_dir() else CORPORA_SUBSET)
+)
 
 
 def _postgres_admin() -> object:
+    """A connection to the test database. An unreachable server fails the test (a green
+    run then always means PostgreSQL was tested), unless CONTEXTLEDGER_SKIP_POSTGRES=1
+    asks to skip the PostgreSQL tests (never in CI)."""
     import psycopg
 
     try:
         return psycopg.connect(POSTGRES_URL.split("?")[0], autocommit=True, connect_timeout=3)
     except psycopg.OperationalError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI and is unreachable: {exc}")
-        pytest.skip(f"PostgreSQL unreachable: {exc}")
+        where = re.sub(r"//([^:@/]*):[^@/]*@", r"//\1:***@", POSTGRES_URL)
+        if os.environ.get("CONTEXTLEDGER_SKIP_POSTGRES") == "1" and not os.environ.get("CI"):
+            pytest.skip(f"PostgreSQL unreachable at {where} (CONTEXTLEDGER_SKIP_POSTGRES=1): {exc}")
+        pytest.fail(
+            f"PostgreSQL is unreachable at {where}: {exc}. Start it, point "
+            "CONTEXTLEDGER_TEST_POSTGRES_URL at a server (default "
+            "postgresql://postgres@127.0.0.1:5432/test), or set CONTEXTLEDGER_SKIP_POSTGRES=1 "
+            "to skip the PostgreSQL tests (docs/testing.md)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def run_context(args: argparse.Namespace) -> int:
     render.out(f"context of {args.cid} at version {memory.version}: {len(memory.messages)} messages, "
                f"{memory.tokens:,} tokens")
     for index, message in enumerate(memory.messages):
-        render.out(f"[{index:>3}] {message['role']:<9} {render.excerpt(message)}")
+        render.out(f"[{index:>3}] {message['role']:<9} {render.excerpt(dict(message))}")
     return 0
 
 

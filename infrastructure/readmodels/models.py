@@ -84,7 +84,7 @@ class SQLReadModels:
         database_url: str,
         *,
         cipher_key: str | None = None,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
         statement_timeout: float = 30.0,
         create: bool = True,
     ) -> SQLReadModels:

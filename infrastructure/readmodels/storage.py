@@ -212,7 +212,7 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
 
 
 def engine_for(
-    database: Database, *, connect_timeout: float = 10.0, statement_timeout: float = 30.0
+    database: Database, *, connect_timeout: float = 5.0, statement_timeout: float = 30.0
 ) -> Engine:
     """The engine of ``database``'s read models (see the module doc): PostgreSQL
     connections with libpq ``connect_timeout`` and a session ``statement_timeout``,

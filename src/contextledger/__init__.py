@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         ContextOverflowError,
         ConversationNotFoundError,
         DuplicateConversationError,
+        IdempotencyConflictError,
         InvalidArgumentError,
         InvalidEditError,
         InvalidMessageError,
@@ -134,6 +135,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "domain.errors": (
         "ConcurrencyError", "ConfigurationError", "ContextLedgerError", "ContextLedgerRuntimeError",
         "ContextOverflowError", "ConversationNotFoundError", "DuplicateConversationError",
+        "IdempotencyConflictError",
         "InvalidArgumentError", "InvalidEditError", "InvalidMessageError", "InvalidPolicyError",
         "LedgerClosedError", "LogDamagedError",
         "MessageTooLargeError", "ReadOnlyError", "RetractedPositionError", "SchemaMissingError",
@@ -207,6 +209,7 @@ __all__ = [
     "DuplicateConversationError",
     "FollowerHealth",
     "FunctionCall",
+    "IdempotencyConflictError",
     "InvalidArgumentError",
     "InvalidEditError",
     "InvalidMessageError",

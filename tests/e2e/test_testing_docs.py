@@ -1,5 +1,6 @@
 """The contract example of docs/testing.md is a working test module: pytest, run on it
-as a user would, collects the three suites (and no base class) and they pass."""
+as a user would, collects the three suites (and no base class) and they pass. The
+first example type-checks under mypy --strict, as the page says."""
 
 from __future__ import annotations
 
@@ -13,11 +14,27 @@ REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "testing.md"
 
 
+def blocks() -> list[str]:
+    found: list[str] = re.findall(r"^```python[ \t]*\n(.*?)^```[ \t]*$", PAGE.read_text(encoding="utf-8"),
+                                  re.MULTILINE | re.DOTALL)
+    return found
+
+
 def contract_example() -> str:
-    blocks = re.findall(r"^```python[ \t]*\n(.*?)^```[ \t]*$", PAGE.read_text(encoding="utf-8"),
-                        re.MULTILINE | re.DOTALL)
-    [example] = [block for block in blocks if "contextledger.testing.contracts" in block]
+    [example] = [block for block in blocks() if "contextledger.testing.contracts" in block]
     return example
+
+
+def test_the_first_example_type_checks_under_mypy_strict(tmp_path: Path) -> None:
+    first = blocks()[0]
+    assert "FakeOpenAIServer" in first and "working_memory" in first
+    (tmp_path / "example.py").write_text(first, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "cache"),
+         "example.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_documented_contract_suites_run_and_pass_under_pytest(tmp_path: Path) -> None:

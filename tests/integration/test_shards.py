@@ -90,7 +90,7 @@ def test_conversations_spread_and_each_is_whole_in_its_home_store(make_stores: S
             assert [m["content"] for m in ledger.context(cid)][-2:] == [f"question {n}", f"answer {n}"]
             assert next(e.kind for e in ledger.replay(cid)) == "Started"
             # a retried append with the same client id returns the first position
-            assert ledger.append(cid, {"role": "assistant", "content": "again"}, client_message_id=f"a{n}") == 1
+            assert ledger.append(cid, {"role": "assistant", "content": f"answer {n}"}, client_message_id=f"a{n}") == 1
     # Another process (a fresh ledger) finds each one from the recorded placements.
     with open_ledger(urls) as again:
         for n, cid in enumerate(ids):

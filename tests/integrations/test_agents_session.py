@@ -473,3 +473,21 @@ def test_a_failed_construction_leaves_an_existing_database_free(tmp_path: Path) 
     session.close()
     assert _open_files(path) == []
     path.unlink()
+
+
+def test_pop_and_clear_keep_the_session_on_its_conversation(ledger: cl.Ledger) -> None:
+    """As docs/integrations.md says: no fresh conversation, the items are retracted."""
+
+    async def scenario() -> None:
+        session = LedgerSession("kept", ledger)
+        await session.add_items([user("a"), user("b"), user("c")])
+        cid, started = session.conversation_id, ledger.conversation_ids()
+        await session.pop_item()
+        await session.clear_session()
+        await session.add_items([user("d")])
+        assert session.conversation_id == cid and ledger.conversation_ids() == started
+        assert contents(await session.get_items()) == ["d"]
+        assert contents(session.transcript_items()) == ["a", "b", "c", "d"]
+        assert [e.retracted for e in ledger.transcript(cid)] == [True, True, True, False]
+
+    asyncio.run(scenario())

@@ -27,6 +27,7 @@ SAMPLES: dict[str, object] = {
     "tokens": 120,
     "version": 3,
     "key": "chat-7",
+    "client_message_id": "req-7",
     "url": "postgresql://u:***@h/db",
     "setting": "poll_interval",
     "encoding": "o200k_base",

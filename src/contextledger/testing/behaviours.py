@@ -9,7 +9,7 @@ the server renders it for the endpoint that was called, so one script serves
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
@@ -65,7 +65,8 @@ class Reply:
 
     text: str | None = None
     _: KW_ONLY
-    tool_calls: tuple[Call, ...] = ()
+    #: A list or tuple of ``Call`` (kept as a tuple).
+    tool_calls: Sequence[Call] = ()
     reasoning: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None

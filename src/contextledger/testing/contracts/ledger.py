@@ -15,6 +15,7 @@ from contextledger.application.ports import SummaryRequest, SummaryResult
 from contextledger.domain.errors import (
     ConversationNotFoundError,
     DuplicateConversationError,
+    IdempotencyConflictError,
     InvalidMessageError,
     StaleSummaryError,
 )
@@ -109,6 +110,10 @@ class LedgerContract(ABC):
         ledger.append(cid, {"role": "assistant", "content": "ok"})
         again = ledger.append(cid, {"role": "user", "content": "pay 10"}, client_message_id="req-7")
         assert first == again == 0
+        assert len(ledger.transcript(cid)) == 2
+        # The same id for another message is a conflict, and writes nothing.
+        with pytest.raises(IdempotencyConflictError):
+            ledger.append(cid, {"role": "user", "content": "pay 99"}, client_message_id="req-7")
         assert len(ledger.transcript(cid)) == 2
         other = ledger.start("s")
         assert ledger.append(other, {"role": "user", "content": "x"}, client_message_id="req-7") == 0

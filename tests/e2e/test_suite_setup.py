@@ -1,0 +1,52 @@
+"""How this project's own suite behaves where it runs (docs/testing.md, "This
+project's tests"): an unreachable PostgreSQL fails the PostgreSQL tests unless the run
+opts out, and the conversation corpora are always there to test with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+#: One quick test that needs the PostgreSQL fixture.
+POSTGRES_TEST = "tests/integration/test_idempotency.py::test_the_async_twin[postgres]"
+
+
+def run_suite(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("CI", "CONTEXTLEDGER_SKIP_POSTGRES") and not k.startswith("PYTEST_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rfs", *args],
+        cwd=REPO, env={**environ, **env}, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_an_unreachable_postgres_fails_the_run() -> None:
+    result = run_suite(POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL="postgresql://postgres:pw@127.0.0.1:1/test")
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "1 failed" in result.stdout and "skipped" not in result.stdout
+    assert "PostgreSQL is unreachable at postgresql://postgres:***@127.0.0.1:1/test" in result.stdout
+    assert "CONTEXTLEDGER_SKIP_POSTGRES=1" in result.stdout and ":pw@" not in result.stdout
+
+
+def test_the_postgres_tests_are_skipped_only_when_asked() -> None:
+    url = "postgresql://postgres@127.0.0.1:1/test"
+    result = run_suite(POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL=url, CONTEXTLEDGER_SKIP_POSTGRES="1")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "1 skipped" in result.stdout and "CONTEXTLEDGER_SKIP_POSTGRES=1" in result.stdout
+    # CI never skips them.
+    result = run_suite(POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL=url, CONTEXTLEDGER_SKIP_POSTGRES="1", CI="true")
+    assert result.returncode == 1 and "1 failed" in result.stdout, result.stdout[-3000:]
+
+
+def test_the_testing_page_documents_what_the_suite_reads() -> None:
+    from tests.conftest import POSTGRES_URL
+
+    page = " ".join((REPO / "docs" / "testing.md").read_text(encoding="utf-8").split())
+    for name in ("CONTEXTLEDGER_TEST_POSTGRES_URL", "CONTEXTLEDGER_SKIP_POSTGRES=1", "CONTEXTLEDGER_CORPORA",
+                 "tests/fixtures/corpora", "TIKTOKEN_CACHE_DIR"):
+        assert f"`{name}`" in page, name
+    if "CONTEXTLEDGER_TEST_POSTGRES_URL" not in os.environ:
+        assert f"`{POSTGRES_URL}`" in page
