@@ -42,6 +42,13 @@ from contextledger.application.results import (
 )
 from contextledger.application.settings import Settings
 from contextledger.application.summarization import SummarizationRunner
+from contextledger.application.whatif_results import (
+    ConversationWhatIf,
+    ModelPrice,
+    RunFigures,
+    SummarizerUsage,
+    WhatIfReport,
+)
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
@@ -135,6 +142,7 @@ __all__ = [
     "Conversation",
     "ConversationNotFoundError",
     "ConversationRef",
+    "ConversationWhatIf",
     "DuplicateConversationError",
     "FollowerHealth",
     "FunctionCall",
@@ -146,12 +154,14 @@ __all__ = [
     "LogFollower",
     "Message",
     "MessageTooLargeError",
+    "ModelPrice",
     "OfflineSummarizer",
     "OpenAISummarizer",
     "ReadModelProjection",
     "ReadModelRunner",
     "ReductionPolicy",
     "RetractedPositionError",
+    "RunFigures",
     "SQLReadModels",
     "Settings",
     "StaleSummaryError",
@@ -165,6 +175,7 @@ __all__ = [
     "SummarizerRequestError",
     "SummarizerTimeoutError",
     "SummarizerUnavailableError",
+    "SummarizerUsage",
     "SummaryInfo",
     "SummaryQualityError",
     "SummaryRejectedError",
@@ -183,6 +194,7 @@ __all__ = [
     "UsageError",
     "VerifyProblem",
     "VerifyReport",
+    "WhatIfReport",
     "WorkingMemory",
     "__version__",
     "attach_read_models",
