@@ -259,7 +259,8 @@ class _Replay:
             self.stopped_at_turn = len(recorded.turn_tokens)
             return self._result(simulated, turns_in_log, None, recorded)
         except ContextLedgerError as exc:
-            return self._result(None, turns_in_log, f"the candidate policy refuses it: {exc}")
+            self.recorded = Tally()  # a refused conversation counts on neither side
+            return self._result(None, turns_in_log, f"the candidate policy refuses it: {exc.message}")
         return self._result(simulated, turns_in_log, None, recorded)
 
     def _turns_in_log(self) -> int:
