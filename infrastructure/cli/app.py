@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "conversations",
     "audit",
     "stats",
+    "whatif",
     "rebuild",
     "worker",
     "demo",
