@@ -36,6 +36,7 @@ from contextledger.domain.errors import ContextLedgerError, ConversationNotFound
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.web.chart import token_chart
 from contextledger.infrastructure.web.views import ConversationIndex, context_page, conversation_page
+from contextledger.infrastructure.web.whatif import whatif_routes
 
 __all__ = ["PAGE_SIZE", "create_app"]
 
@@ -197,6 +198,7 @@ def create_app(
             Route("/conversations/{cid}/context", context, methods=["GET"], name="context"),
             Route("/conversations/{cid}/context.json", context, methods=["GET"]),
             Route("/conversations/{cid}", conversation, methods=["GET"], name="conversation"),
+            *whatif_routes(ledger, env),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={
