@@ -139,6 +139,10 @@ def test_the_call_budget_stops_the_replay_and_says_where(tmp_path: Path) -> None
     assert partial and partial[0].simulated is not None
     assert partial[0].recorded.turns == partial[0].simulated.turns < partial[0].turns_in_log
     assert report.recorded.turns == report.simulated.turns
+    first, stopped_in, never = report.conversations
+    assert first.complete and stopped_in is partial[0]
+    assert never.simulated is None and never.reason == "not reached: the summarizer call budget ran out"
+    assert report.stopped.endswith("; 1 conversation not reached")
 
 
 def test_edited_and_forked_conversations_are_reported_as_not_simulated() -> None:
@@ -193,3 +197,28 @@ def test_the_price_table_prices_context_and_summarizer_tokens() -> None:
     assert usage.model == "offline-extractive"
     assert usage.cost == pytest.approx((usage.input_tokens * 0.5 + usage.output_tokens * 4.0) / 1e6)
     assert unpriced.simulated.unpriced_models == ("offline-extractive",)
+
+
+def test_the_openai_summarizer_stops_at_the_call_budget(tmp_path: Path) -> None:
+    from contextledger.testing import FakeOpenAIServer, Status
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with cl.Ledger.open(url) as ledger:
+        record(ledger, load("plain/sgd_plain.jsonl")[:2], RECORDED)
+    with FakeOpenAIServer() as server:
+        server.script(Status(500))  # the first call fails: recorded, tried again after the next append
+        settings = cl.Settings(
+            database_url=url, run_policy=False, openai_api_key="sk-test", openai_base_url=server.base_url
+        )
+        with cl.Ledger.open(settings=settings) as ledger:
+            report = ledger.simulate(RECORDED, summarizer="openai", budget_calls=3)
+        assert server.request_count == 3
+        sent = [r.body for r in server.requests]
+    assert not report.complete and report.stopped is not None and "turn" in report.stopped
+    sim = report.simulated
+    assert sim.summarizer_calls == 3 and sim.summaries == 2
+    assert [u.model for u in sim.summarizer_usage] == ["gpt-4o-mini"]
+    assert sim.summarizer_usage[0].cost is not None and sim.summarizer_input_tokens > 0
+    assert all(body["model"] == "gpt-4o-mini" for body in sent)
+    partial = next(c for c in report.conversations if not c.complete)
+    assert partial.simulated is not None and partial.simulated.turns < partial.turns_in_log
