@@ -9,22 +9,24 @@ is written anywhere: the aggregate is never saved, no follower sees it.
   other than an assistant message that leaves no tool call open (a user message,
   a system or developer message, the result that answers a group's last call). A
   turn's context is the working memory as ``context()`` would answer it just before
-  the next message is appended (or at the end of the log): the summary a threshold
-  triggers counts from the turn that crossed it.
+  the next message is appended or the next edit recorded (or at the end of the log):
+  the summary a threshold triggers counts from the turn that crossed it.
 - **Recorded side.** The stored events folded in order, the recorded policy (and any
   ``PolicyChanged``) in force: the context at each turn exactly as the log re-derives
   it (``context(cid, version=v)``). A summary the live policy recorded late (after
   the next append) shows from the turn before which it landed.
-- **Simulated side.** Summaries are made synchronously, right after the append that
+- **Simulated side.** Summaries are made synchronously, right after the event that
   crossed the threshold, by the chosen summarizer (the live system summarizes in the
   background, so under load its summaries land later). A failed or refused summary
-  is recorded in memory and tried again after the next append. ``ToolsChanged`` is
-  replayed; recorded summaries, thresholds, failures, policy changes and usage are
-  not (the candidate decides those).
-- **Not simulated.** Conversations whose log holds edits (retractions, edits, system
-  prompt changes, invalidated summaries) or that are forks, and those the candidate
-  policy refuses (a message over its cap): reported with the reason, left out of
-  the sums.
+  is recorded in memory and tried again after the next replayed event. Messages,
+  ``ToolsChanged`` and the edits (retract, rewind, pop, clear, edit, system prompt
+  changes) are replayed, each by its own command, so a summary an edit touches is
+  invalidated and redone under the candidate; recorded summaries, thresholds,
+  failures, invalidations, policy changes and usage are not (the candidate decides
+  those). See ``contextledger.application.whatif_candidate``.
+- **Not simulated.** Forks (their history is another conversation's), conversations
+  the candidate policy refuses (a message over its cap) and edits that do not replay
+  the same positions: reported with the reason, left out of the sums.
 - **Budget.** With ``budget_calls`` the replay stops before the call past the budget;
   the report says where, and both sides cover the turns replayed.
 """
@@ -37,8 +39,13 @@ from typing import Any, cast
 from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef, resolve
-from contextledger.application.limits import with_default_cap
-from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.ports import Summarizer, TokenCounter
+from contextledger.application.whatif_candidate import (
+    Budget,
+    BudgetSpent,
+    CandidateConversation,
+    Unreplayable,
+)
 from contextledger.application.whatif_results import (
     DEFAULT_PRICES,
     ConversationWhatIf,
@@ -48,16 +55,13 @@ from contextledger.application.whatif_results import (
     combine,
     parse_prices,
 )
-from contextledger.domain.conversation import Conversation, SummaryFailure
-from contextledger.domain.digests import summary_source_digest
+from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
     ConversationNotFoundError,
     InvalidArgumentError,
     InvalidPolicyError,
-    SummarizerError,
-    SummaryQualityError,
 )
 from contextledger.domain.events import (
     ConversationEvent,
@@ -69,17 +73,14 @@ from contextledger.domain.events import (
     Started,
     SummarizationFailed,
     SummaryCreated,
-    SummaryInvalidated,
-    SummaryProvenance,
     SystemPromptChanged,
-    ToolsChanged,
 )
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import summary_message
 
 __all__ = ["LogSource", "candidate_policy", "choose_summarizer", "simulate_policy"]
 
-_EDITS = (MessagesRetracted, MessageEdited, SystemPromptChanged, SummaryInvalidated)
+#: Recorded events before which a pending turn's context is taken (the next message, or an edit).
+_ENDS_TURN = (MessageAppended, MessagesRetracted, MessageEdited, SystemPromptChanged)
 
 
 @dataclass(frozen=True)
@@ -90,21 +91,6 @@ class LogSource:
     conversation_ids: Callable[[], list[UUID]]
     events: Callable[[UUID], list[DomainEvent]]
     counter_for: Callable[[str], TokenCounter]
-
-
-class _BudgetSpent(Exception):
-    """The next summarizer call would pass the budget."""
-
-
-class _Budget:
-    def __init__(self, calls: int | None) -> None:
-        self.limit = calls
-        self.used = 0
-
-    def spend(self) -> None:
-        if self.limit is not None and self.used >= self.limit:
-            raise _BudgetSpent
-        self.used += 1
 
 
 def candidate_policy(policy: ReductionPolicy | Mapping[str, Any]) -> ReductionPolicy:
@@ -147,7 +133,7 @@ def simulate_policy(
         for cid in ids:
             if cid not in present:
                 raise ConversationNotFoundError("no such conversation", conversation_id=cid)
-    budget = _Budget(budget_calls)
+    budget = Budget(budget_calls)
     results: list[ConversationWhatIf] = []
     tallies: list[tuple[Tally, Tally]] = []
     stopped: str | None = None
@@ -231,7 +217,7 @@ class _Replay:
         candidate: ReductionPolicy,
         source: LogSource,
         summarizer: Summarizer,
-        budget: _Budget,
+        budget: Budget,
         prices: Mapping[str, ModelPrice],
     ) -> None:
         self.cid = cid
@@ -248,19 +234,28 @@ class _Replay:
     def run(self) -> ConversationWhatIf:
         first = self.events[0]
         turns_in_log = self._turns_in_log()
-        reason = self._unsupported(first)
-        if reason is not None or not isinstance(first, Started):
-            return self._result(None, turns_in_log, reason or "not a started conversation")
+        if isinstance(first, Forked):
+            return self._result(None, turns_in_log, "a fork (its history is another conversation's)")
+        if not isinstance(first, Started):
+            return self._result(None, turns_in_log, "not a started conversation")
         recorded = _Side(Conversation.apply(None, first), self.recorded)
+        simulated: _Side | None = None
         try:
-            simulated = _Side(self._start(first), self.simulated)
-            self._replay(recorded, simulated)
-        except _BudgetSpent:
+            candidate = CandidateConversation(
+                first, self.candidate, summarizer=self.summarizer, counter_for=self.source.counter_for,
+                budget=self.budget, tally=self.simulated,
+            )
+            simulated = _Side(candidate.conversation, self.simulated)
+            self._replay(recorded, simulated, candidate)
+        except BudgetSpent:
             self.stopped_at_turn = len(recorded.turn_tokens)
             return self._result(simulated, turns_in_log, None, recorded)
         except ContextLedgerError as exc:
-            self.recorded = Tally()  # a refused conversation counts on neither side
+            self.recorded = Tally()  # a conversation not replayed counts on neither side
             return self._result(None, turns_in_log, f"the candidate policy refuses it: {exc.message}")
+        except Unreplayable as exc:
+            self.recorded = Tally()
+            return self._result(None, turns_in_log, f"its edits do not replay: {exc}")
         return self._result(simulated, turns_in_log, None, recorded)
 
     def _turns_in_log(self) -> int:
@@ -271,35 +266,11 @@ class _Replay:
             if role != "assistant" and (role != "tool" or i + 1 == len(roles) or roles[i + 1] != "tool")
         )
 
-    def _unsupported(self, first: DomainEvent) -> str | None:
-        if isinstance(first, Forked):
-            return "a fork (its history is another conversation's): not simulated"
-        edits = sorted({type(e).__name__ for e in self.events if isinstance(e, _EDITS)})
-        if edits:
-            return f"its log holds edits ({', '.join(edits)}): not simulated"
-        return None
-
-    def _start(self, first: Started) -> Conversation:
-        policy = with_default_cap(self.candidate, first.model)
-        return Conversation.start(
-            self.cid,
-            system_prompt=first.system_prompt,
-            system_tokens=first.system_tokens,
-            model=first.model,
-            policy=policy,
-            reply_priming=first.reply_priming,
-            at=first.timestamp,
-            key=first.key,
-            tools=first.tools,
-            tools_tokens=first.tools_tokens,
-        )
-
-    def _replay(self, recorded: _Side, simulated: _Side) -> None:
+    def _replay(self, recorded: _Side, simulated: _Side, candidate: CandidateConversation) -> None:
         turn_pending = False
         rec = recorded.conversation
-        sim = simulated.conversation
         for event in self.events[1:]:
-            if isinstance(event, MessageAppended) and turn_pending:
+            if turn_pending and isinstance(event, _ENDS_TURN):
                 recorded.take_turn()
                 simulated.take_turn()
                 turn_pending = False
@@ -311,89 +282,12 @@ class _Replay:
             elif isinstance(event, SummarizationFailed) and event.called_provider:
                 model = rec.policy.summarizer_model or "unknown"
                 self.recorded.call(model, event.input_tokens, event.output_tokens)
-            elif isinstance(event, MessageAppended):
-                sim.append(
-                    event.message,
-                    tokens=event.tokens,
-                    placeholder_tokens=event.placeholder_tokens,
-                    client_message_id=None,
-                    at=event.timestamp,
-                    items=event.items,
-                )
-                self._summarize(sim, event)
-                turn_pending = _is_turn(event, sim)
-            elif isinstance(event, ToolsChanged):
-                sim.change_tools(event.tools, tools_tokens=event.tools_tokens, at=event.timestamp)
-                self._summarize(sim, event)
+            candidate.replay(event)
+            if isinstance(event, MessageAppended):
+                turn_pending = _is_turn(event, candidate.conversation)
         if turn_pending:
             recorded.take_turn()
             simulated.take_turn()
-
-    def _summarize(self, sim: Conversation, event: DomainEvent) -> None:
-        """Summarize the pinned range now (and any range the summary pins next); a
-        failure is recorded and the range tried again after the next append."""
-        at = event.timestamp
-        attempted: set[int] = set()
-        while (pending := sim.state.pending) is not None and pending.threshold_version not in attempted:
-            attempted.add(pending.threshold_version)
-            policy = sim.policy
-            request = SummaryRequest(
-                conversation_id=self.cid,
-                from_position=pending.from_position,
-                through_position=pending.through_position,
-                messages=tuple(e.message for e in sim.pending_messages_for_summary()),
-                previous_summary=sim.previous_summary_text(),
-                model=policy.summarizer_model or self.summarizer.model,
-                max_summary_tokens=policy.max_summary_tokens,
-                idempotency_key=f"whatif:{self.cid}:{pending.threshold_version}",
-                attempt=pending.attempts + 1,
-                threshold_version=pending.threshold_version,
-            )
-            self.budget.spend()
-            try:
-                result = self.summarizer.summarize(request)
-            except SummarizerError as exc:
-                self.simulated.call(request.model, None, None)
-                failure = SummaryFailure(
-                    kind=type(exc).__name__, error=exc.message,
-                    retryable=getattr(exc, "retryable", True) is not False, called_provider=True,
-                )
-                sim.record_summarization_failure(
-                    failure, from_position=request.from_position,
-                    through_position=request.through_position, at=at,
-                )
-                return
-            self.simulated.call(result.model, result.input_tokens, result.output_tokens)
-            counter = self.source.counter_for(sim.state.model)
-            text = result.text.strip()
-            rendered = summary_message(
-                0 if request.previous_summary is not None else request.from_position,
-                request.through_position,
-                text,
-            )
-            try:
-                sim.record_summary(
-                    from_position=request.from_position,
-                    through_position=request.through_position,
-                    text=text,
-                    tokens=counter.count_text(text),
-                    message_tokens=counter.count_message(rendered),
-                    source_digest=summary_source_digest(request.previous_summary, request.messages),
-                    provenance=_provenance(result),
-                    at=at,
-                    threshold_version=request.threshold_version,
-                )
-            except SummaryQualityError as exc:
-                failure = SummaryFailure(
-                    kind="quality", error=exc.message, retryable=True, called_provider=True,
-                    input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-                )
-                sim.record_summarization_failure(
-                    failure, from_position=request.from_position,
-                    through_position=request.through_position, at=at,
-                )
-                return
-            self.simulated.summaries += 1
 
     def _result(
         self,
@@ -419,16 +313,6 @@ class _Replay:
             complete=self.stopped_at_turn is None,
             reason=reason,
         )
-
-
-def _provenance(result: SummaryResult) -> SummaryProvenance:
-    return SummaryProvenance(
-        model=result.model,
-        prompt_version=result.prompt_version,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        latency_ms=result.latency_ms,
-    )
 
 
 def choose_summarizer(

@@ -224,7 +224,7 @@ class ConversationWhatIf:
     """One conversation, recorded against simulated, turn by turn.
 
     ``simulated`` is None when the conversation could not be simulated (``reason``
-    says why: edits in its log, a fork, a message the candidate cap cannot hold) or
+    says why: a fork, a message the candidate cap cannot hold, an edit that does not replay) or
     was not reached before the call budget ran out. ``complete`` is False when the
     budget stopped the replay inside it: both sides then cover the turns replayed."""
 

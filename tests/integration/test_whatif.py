@@ -145,26 +145,46 @@ def test_the_call_budget_stops_the_replay_and_says_where(tmp_path: Path) -> None
     assert report.stopped.endswith("; 1 conversation not reached")
 
 
-def test_edited_and_forked_conversations_are_reported_as_not_simulated() -> None:
+def test_edits_replay_and_forks_and_refused_conversations_are_reported() -> None:
     with cl.Ledger.open("memory://") as ledger:
         cid = ledger.start("You help.", policy=RECORDED)
-        for n in range(4):
-            ledger.append(cid, {"role": "user", "content": f"question {n}"})
-            ledger.append(cid, {"role": "assistant", "content": f"answer {n}"})
-        ledger.retract(cid, 2)
+
+        def say(n: int) -> None:
+            for message in ({"role": "user", "content": f"question {n} about the order"},
+                            {"role": "assistant", "content": f"answer {n}: it ships on day {n}."}):
+                ledger.append(cid, message)
+                assert ledger.wait_idle()
+
+        for n in range(12):
+            say(n)
+        ledger.retract(cid, 2, reason="pasted a card number")  # summarized: its summary is redone
+        assert ledger.wait_idle()
+        ledger.edit(cid, 20, {"role": "user", "content": "question 10, corrected"})
+        assert ledger.wait_idle()
+        ledger.change_system_prompt(cid, "You help, briefly.")
+        for n in range(12, 15):
+            say(n)
+        ledger.pop(cid)
+        assert ledger.wait_idle()
+        ledger.rewind(cid, 25)
+        assert ledger.wait_idle()
+        say(15)
         fork = ledger.fork(cid)
-        plain = ledger.start("You help.", policy=RECORDED)
-        ledger.append(plain, {"role": "user", "content": "hi"})
         long = ledger.start("You help.", policy=RECORDED)
         ledger.append(long, {"role": "user", "content": "word " * 400})
+        assert any(not s.valid for s in ledger.summaries(cid))  # the edits invalidated summaries
+        same = ledger.simulate(RECORDED, conversations=[cid])
         report = ledger.simulate({"trigger_messages": 4, "keep_messages": 1, "max_context_tokens": 300,
                                   "max_summary_tokens": 100})
+    edited = same.conversations[0]
+    assert edited.reason is None and edited.simulated is not None
+    assert edited.simulated_turn_tokens == edited.recorded_turn_tokens
+    assert edited.simulated.summarizer_calls == edited.recorded.summarizer_calls > 3
     reasons = {c.conversation_id: c.reason for c in report.conversations}
-    assert "MessagesRetracted" in str(reasons[cid]) and "fork" in str(reasons[fork])
+    assert reasons[cid] is None
+    assert "fork" in str(reasons[fork])
     assert "refuses it" in str(reasons[long]) and "max_context_tokens (300)" in str(reasons[long])
-    assert reasons[plain] is None
-    assert len(report.not_simulated) == 3
-    assert report.simulated.turns == report.recorded.turns == 1
+    assert len(report.not_simulated) == 2
 
 
 def test_bad_input_gets_typed_errors() -> None:
