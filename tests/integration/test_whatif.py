@@ -57,6 +57,20 @@ def rows(path: Path) -> list[str]:
         return list(conn.iterdump())
 
 
+def pg_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table of the URL's PostgreSQL schema, table by table."""
+    import psycopg
+
+    base, _, query = url.partition("?schema=")
+    with psycopg.connect(base) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", (query,)
+        )]
+        return {
+            t: sorted(conn.execute(f'SELECT * FROM "{query}"."{t}"').fetchall(), key=repr) for t in tables
+        }
+
+
 def test_the_recorded_policy_with_the_offline_summarizer_reproduces_the_recorded_run(tmp_path: Path) -> None:
     path = tmp_path / "recorded.db"
     records = workload()
@@ -93,9 +107,10 @@ def test_a_changed_policy_matches_a_live_run_under_it(
         report = recorded.simulate(candidate.model_dump(exclude_defaults=True))
     with cl.Ledger.open(postgres_url) as live:
         record(live, records, candidate)
-        top = live.recorder.max_notification_id()
+    with cl.Ledger.open(postgres_url, run_policy=False) as live:
+        before = pg_rows(postgres_url)
         under_candidate = live.simulate(candidate)  # its recorded side: the live run
-        assert live.recorder.max_notification_id() == top
+        assert pg_rows(postgres_url) == before and "contextledger_events" in before
     assert report.complete
     for simulated, lived in zip(report.conversations, under_candidate.conversations, strict=True):
         assert simulated.key == lived.key
@@ -242,3 +257,19 @@ def test_the_openai_summarizer_stops_at_the_call_budget(tmp_path: Path) -> None:
     assert all(body["model"] == "gpt-4o-mini" for body in sent)
     partial = next(c for c in report.conversations if not c.complete)
     assert partial.simulated is not None and partial.simulated.turns < partial.turns_in_log
+
+
+def test_the_async_ledger_simulates_too(tmp_path: Path) -> None:
+    import asyncio
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with cl.Ledger.open(url) as ledger:
+        record(ledger, load("plain/sgd_plain.jsonl")[:1], RECORDED)
+        expected = ledger.simulate(CANDIDATE)
+
+    async def run() -> cl.WhatIfReport:
+        async with cl.AsyncLedger.open(url, run_policy=False) as ledger:
+            return await ledger.simulate(CANDIDATE, conversations="chat-0")
+
+    found = asyncio.run(run())
+    assert found.simulated == expected.simulated and found.recorded == expected.recorded
