@@ -78,6 +78,7 @@ class AsyncLedger:
         clock: Clock | None = None,
         run_policy: bool | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
+        read_only: bool | None = None,
     ) -> AsyncLedger:
         """An async ledger on ``url`` (as ``Ledger.open``). The store is opened in the
         thread pool by ``async with`` (or ``await ledger.start_up()``)."""
@@ -89,6 +90,7 @@ class AsyncLedger:
             settings=settings,
             clock=clock,
             run_policy=run_policy,
+            read_only=read_only,
         )
         return cls(opener, max_workers=max_workers)
 

@@ -34,6 +34,7 @@ from contextledger.application.ledger_edits import LedgerEdits
 from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.read_only import read_only_updates, refuse_writes
 from contextledger.application.results import (
     AuditEvent,
     SharedHistory,
@@ -49,6 +50,7 @@ from contextledger.application.settings import (
     STORE_ENV_TOPIC,
     TOKEN_COUNTER_TOPIC,
     Settings,
+    masked_url,
 )
 from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
@@ -199,6 +201,8 @@ class Ledger(LedgerEdits, Application[UUID]):
         self.history_cache = HistoryCache()
         if len(self.settings.store_urls) > 1:
             self._open_shards(summarizer, token_counter, env)
+        if self.settings.read_only:
+            refuse_writes(self, masked_url(self.settings.database_url))
 
     def _open_shards(
         self, summarizer: Summarizer | None, token_counter: TokenCounter | None, env: EnvType | None
@@ -241,6 +245,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         settings: Settings | None = None,
         clock: Clock | None = None,
         run_policy: bool | None = None,
+        read_only: bool | None = None,
     ) -> Ledger:
         """Open a ledger on ``url`` (``memory://``, ``sqlite:///file.db``,
         ``postgresql://user@host:5432/db``), or a list of such URLs: conversations are
@@ -249,6 +254,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         ``sqlite:///contextledger.db``. No summarizer: OpenAI when
         ``OPENAI_API_KEY`` is set, else the offline summarizer. With ``run_policy``
         (the default) summarization runs in a background thread of this process.
+        With ``read_only`` nothing is created or written (``application/read_only.py``).
         """
         base = settings or Settings.from_env()
         updates: dict[str, Any] = {}
@@ -265,6 +271,8 @@ class Ledger(LedgerEdits, Application[UUID]):
             updates["stores"] = ()
         if run_policy is not None:
             updates["run_policy"] = run_policy
+        if read_only is not None:
+            updates = {**updates, **read_only_updates(read_only, run_policy)}
         if updates:
             base = base.model_copy(update=updates)
         ledger = cls(base, summarizer=summarizer, token_counter=token_counter, clock=clock)
@@ -441,7 +449,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 )
         else:
             cid = uuid4() if conversation_id is None else resolve(conversation_id)
-        checked_tools = check_tools(tools)
+        checked_tools = check_tools(tools, max_bytes=self.settings.max_tools_bytes)
         counter = self.counter_for(model)
         tools_tokens = self.counters.tools_cost(model, checked_tools)
         system_tokens = 0
@@ -623,7 +631,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> bool:
         """Send these tool definitions from now on (``ToolsChanged``); False if unchanged."""
         conversation_id = resolve(conversation_id)
-        checked = check_tools(tools)
+        checked = check_tools(tools, max_bytes=self.settings.max_tools_bytes)
 
         def command(conversation: Conversation) -> tuple[bool, list[Any]]:
             cost = self.counters.tools_cost(conversation.state.model, checked)

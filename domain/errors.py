@@ -6,13 +6,14 @@
     ├── UsageError                      the caller asked for something invalid
     │   ├── InvalidArgumentError        an argument of the wrong type or out of range
     │   ├── InvalidMessageError         malformed message or broken tool-call order
-    │   │   └── MessageTooLargeError    over max_message_bytes or max_message_tokens
+    │   │   └── MessageTooLargeError    over max_message_bytes, max_message_tokens or max_tools_bytes
     │   ├── InvalidPolicyError          a ReductionPolicy that cannot work
     │   ├── ContextOverflowError        a message that cannot fit under max_context_tokens
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   ├── ReadOnlyError               a write on a ledger opened read_only=True
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
     │       ├── RetractedPositionError  the message at that position is already retracted
@@ -20,6 +21,7 @@
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
+        │   └── SchemaMissingError      the store's schema or tables are not there
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
@@ -57,7 +59,9 @@ __all__ = [
     "InvalidMessageError",
     "InvalidPolicyError",
     "MessageTooLargeError",
+    "ReadOnlyError",
     "RetractedPositionError",
+    "SchemaMissingError",
     "StaleSummaryError",
     "StoreError",
     "SummarizerAuthenticationError",
@@ -165,7 +169,8 @@ class InvalidMessageError(UsageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """A message (or system prompt) larger than ``Settings.max_message_bytes`` (UTF-8
-    bytes of its JSON) or ``Settings.max_message_tokens``; nothing is written."""
+    bytes of its JSON) or ``Settings.max_message_tokens``, or tool definitions larger
+    than ``Settings.max_tools_bytes`` (``field="tools"``); nothing is written."""
 
     #: The limit exceeded, and the message's size, in ``unit`` ("bytes" or "tokens").
     limit: int | None = None
@@ -218,6 +223,14 @@ class UnknownReadModelError(UsageError):
     known: tuple[str, ...] | None = None
 
 
+class ReadOnlyError(UsageError):
+    """A write (``append``, ``start``, an edit, the summarization policy ...) on a
+    ledger opened with ``read_only=True``; nothing is written."""
+
+    #: The refused call (``append``, ``start_policy`` ...).
+    operation: str | None = None
+
+
 class InvalidEditError(UsageError):
     """An edit (retract, edit, rewind, pop, clear) that cannot apply: e.g. an edited
     message of another role, changed tool-call ids, or a rewind that splits a group."""
@@ -264,6 +277,16 @@ class StoreError(ContextLedgerRuntimeError):
     #: Why a database server could not be used: ``server_unreachable``,
     #: ``database_missing`` or ``authentication_failed`` (None: another failure).
     cause: str | None = None
+
+
+class SchemaMissingError(StoreError):
+    """A store opened read-only lacks its schema, a table, or (SQLite) its file: it
+    is not a contextledger store, or not yet one (``contextledger init`` makes one).
+    Nothing is created."""
+
+    #: The missing table (or schema, or file), as the database names it.
+    table: str | None = None
+    schema: str | None = None
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):

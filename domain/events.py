@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
 
 __all__ = [
     "ConversationEvent",
@@ -84,8 +84,17 @@ class SummaryProvenance(BaseModel):
 
 
 
+def keep_token_scope(policy: Any) -> None:
+    """Upcast a stored policy written before ``token_scope`` existed: its token trigger
+    counted the messages (and tools) only, so it is read back as ``messages``."""
+    if isinstance(policy, dict) and policy.get("trigger_tokens") is not None:
+        policy.setdefault("token_scope", "messages")
+
+
 class Started(ConversationEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.Started"
+    #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
     system_prompt: str | None
     system_tokens: int
     model: str
@@ -97,6 +106,10 @@ class Started(ConversationEvent):
     #: Tool definitions sent with every model call (OpenAI ``tools`` format), and their cost.
     tools: tuple[dict[str, Any], ...] | None = None
     tools_tokens: int = 0
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        keep_token_scope(state.get("policy"))
 
 
 def _entry(
@@ -176,8 +189,14 @@ class SummarizationFailed(ConversationEvent):
 
 class PolicyChanged(ConversationEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.PolicyChanged"
+    #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
     policy: ReductionPolicy
     policy_version: int
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        keep_token_scope(state.get("policy"))
 
 
 class UsageRecorded(ConversationEvent):
@@ -260,6 +279,9 @@ class SummaryInvalidated(ConversationEvent):
     invalidated_versions: tuple[int, ...]
     layers: tuple[SummaryLayer, ...]
     reopened: tuple[Entry, ...]
+    #: In a fork: the inherited summaries (their links name the log that holds them)
+    #: that no longer stand here. Empty in events recorded before forks listed them.
+    invalidated_inherited: tuple[SummaryLink, ...] = ()
 
 
 class ForkOrigin(BaseModel):
@@ -281,7 +303,15 @@ class Forked(ConversationEvent):
     """
 
     TOPIC: ClassVar[str] = "contextledger.conversation.Forked"
+    #: v2: the state's policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
     origin: ForkOrigin
     key: str | None = None
     state: dict[str, Any]
     digest: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        inherited = state.get("state")
+        if isinstance(inherited, dict):
+            keep_token_scope(inherited.get("policy"))

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.history import event_marks
-from contextledger.application.ledger import Ledger
-from contextledger.application.results import AuditEvent
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
 from contextledger.infrastructure.cli.connect import open_ledger
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.results import AuditEvent
 
 __all__ = ["describe", "register"]
 
@@ -141,7 +142,7 @@ def run_replay(args: argparse.Namespace) -> int:
     """``replay CID`` or ``replay --all``."""
     if (args.cid is None) == (not args.all):
         raise Failure("give a conversation id CID or --all (not both)", code=2)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)
@@ -182,6 +183,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _marks(ledger: Ledger, events: list[AuditEvent]) -> dict[int, dict[str, Any]]:
     """The marks of one conversation's events (``event_marks``)."""
+    from contextledger.application.history import event_marks
+
     cid = events[0].conversation_id if events else None
     return {} if cid is None else event_marks(ledger.store, cid)
 
@@ -193,7 +196,7 @@ def _marks_of(marks: dict[int, dict[str, Any]], version: int) -> dict[str, Any]:
 def run_export(args: argparse.Namespace) -> int:
     """``export [CID]``: JSON lines on stdout."""
     out = sys.stdout
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         if ledger.settings.cipher_key is not None and not args.plaintext:
             raise Failure(
                 "the store is encrypted at rest: export writes its content in plaintext only "
@@ -217,7 +220,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``verify [CID]``: exit 1 naming the first altered event."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         report = ledger.verify(args.cid)
     if args.json:
         print(render.dump({

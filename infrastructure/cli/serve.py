@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "written to the store. Needs the web extra: pip install 'contextledger[web]'.",
     )
     serve.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (default 127.0.0.1: this machine only)")
+                       help="address to listen on (default 127.0.0.1: this machine only; any "
+                            "other address prints a warning: the viewer has no authentication)")
     serve.add_argument("--port", type=_port, default=8765,
                        help="port to listen on (default 8765; 0 picks a free one)")
     serve.set_defaults(handler=_serve)

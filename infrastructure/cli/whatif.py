@@ -11,13 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.whatif_results import WhatIfReport
 from contextledger.domain.errors import InvalidArgumentError, InvalidPolicyError
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
 from contextledger.infrastructure.cli.connect import open_ledger
+
+if TYPE_CHECKING:
+    from contextledger.application.whatif_results import WhatIfReport
 
 __all__ = ["read_json_object", "register"]
 

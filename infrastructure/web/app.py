@@ -4,13 +4,17 @@ Pages (each also JSON, with a ``.json`` suffix or ``?format=json``):
 
 - ``/`` -- the conversations, newest activity first; ``?q=`` matches a substring of
   the id (or the key, when conversations have one); ``?page=N``.
-- ``/conversations/{id}`` -- the event timeline, the integrity check, token totals
-  and a chart of tokens sent against the full history per model turn.
-- ``/conversations/{id}/context?version=V`` -- the exact messages the model was sent
-  at version V, with where each came from and what it cost.
+- ``/conversations/{ref}`` -- the event timeline (``?page=N&per_page=M``), the
+  integrity check, token totals and a chart of tokens sent against the full history
+  per model turn. ``ref`` is the conversation's id or its key.
+- ``/conversations/{ref}/context?version=V`` -- the exact messages the model was sent
+  at version V (``?page=N&per_page=M``), with where each came from and what it cost.
 
 Only GET (and HEAD) are routed; the ledger is opened without the summarization
 policy, so nothing is ever written to the store. Templates autoescape everything.
+A bad query parameter or a malformed key is answered 400, an unknown conversation
+404, both with a message saying what was wrong. Every response carries the headers
+of ``security.security_headers``.
 """
 
 from __future__ import annotations
@@ -26,16 +30,29 @@ from uuid import UUID
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contextledger.application.ledger import Ledger
-from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError
+from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError, InvalidArgumentError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.web.chart import token_chart
-from contextledger.infrastructure.web.views import ConversationIndex, context_page, conversation_page
+from contextledger.infrastructure.web.conversation import (
+    EVENTS_PER_PAGE,
+    MAX_EVENTS_PER_PAGE,
+    ConversationPages,
+)
+from contextledger.infrastructure.web.params import Ref, as_json, conversation_ref, search_query, whole_number
+from contextledger.infrastructure.web.security import SecurityHeaders
+from contextledger.infrastructure.web.views import (
+    CONTEXT_PER_PAGE,
+    MAX_CONTEXT_PER_PAGE,
+    ConversationIndex,
+    context_page,
+)
 from contextledger.infrastructure.web.whatif import whatif_routes
 
 __all__ = ["PAGE_SIZE", "create_app"]
@@ -69,22 +86,20 @@ def _when(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _wants_json(request: Request, name: str) -> tuple[bool, str]:
-    """Whether the JSON form was asked for, and the path parameter without ``.json``."""
-    raw: str = request.path_params.get(name, "")
-    if raw.endswith(".json"):
-        return True, raw[: -len(".json")]
-    return request.query_params.get("format") == "json", raw
+def _looks_json(request: Request) -> bool:
+    """For error pages: whether the request asked for JSON (never raises)."""
+    return request.url.path.endswith(".json") or request.query_params.get("format") == "json"
 
 
-def _int_param(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        return -1
+def _format_and_ref(request: Request, name: str = "cid") -> tuple[bool, Ref]:
+    """Whether JSON was asked for, and the conversation the path names. A ``.json``
+    ending of the conversation segment is the format, unless ``?format=html`` says the
+    key itself ends so."""
+    raw: str = request.path_params[name]
+    suffixed = request.url.path.endswith(".json")
+    if raw.endswith(".json") and request.query_params.get("format") != "html":
+        return as_json(request, True), conversation_ref(raw[: -len(".json")])
+    return as_json(request, suffixed), conversation_ref(raw)
 
 
 def create_app(
@@ -99,36 +114,35 @@ def create_app(
         ledger = ledger_or_url
         owned = False
     else:
-        ledger = Ledger.open(ledger_or_url, run_policy=False)
+        ledger = Ledger.open(ledger_or_url, read_only=True)
         owned = True
     database = Database.parse(ledger.settings.database_url).masked
     index = ConversationIndex(ledger)
+    pages = ConversationPages(ledger)
     env = Environment(
         loader=FileSystemLoader(_HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["pretty"] = _pretty
     env.filters["when"] = _when
-    env.globals.update(title=title, database=database)
+    env.globals.update(title=title, database=database, events_per_page=EVENTS_PER_PAGE)
 
     def html(template: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(template).render(**context), status_code=status)
 
-    def problem(request: Request, as_json: bool, status: int, message: str) -> Response:
-        if as_json:
+    def problem(as_json_: bool, status: int, message: str) -> Response:
+        if as_json_:
             return _JSON({"error": message}, status_code=status)
         return html("error.html", status=status, message=message, status_code=status)
 
-    def conversation_id(request: Request, as_json: bool, raw: str) -> UUID | Response:
-        try:
-            return UUID(raw)
-        except ValueError:
-            return problem(request, as_json, 404, f"{raw!r} is not a conversation id")
+    def missing(ref: Ref, exc: ConversationNotFoundError, json_: bool) -> Response:
+        """404 naming what the URL asked for (the key, when named by key)."""
+        return problem(json_, 404, ref.missing() if exc.version is None else exc.message)
 
     def conversations(request: Request) -> Response:
-        as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
-        query = request.query_params.get("q", "").strip()
-        page = max(1, _int_param(request, "page") or 1)
+        json_ = as_json(request, request.url.path.endswith(".json"))
+        query = search_query(request)
+        page = whole_number(request, "page", default=1) or 1
         rows = [row for row in index.rows() if row.matches(query)]
         pages = max(1, -(-len(rows) // page_size))
         shown = rows[(page - 1) * page_size : page * page_size]
@@ -140,40 +154,47 @@ def create_app(
             "total": len(rows),
             "conversations": [row.record() for row in shown],
         }
-        if as_json:
+        if json_:
             return _JSON(data)
         return html("conversations.html", **data)
 
     def conversation(request: Request) -> Response:
-        as_json, raw = _wants_json(request, "cid")
-        cid = conversation_id(request, as_json, raw)
-        if isinstance(cid, Response):
-            return cid
-        data = conversation_page(ledger, cid)
-        if as_json:
+        json_, ref = _format_and_ref(request)
+        page = whole_number(request, "page", default=1) or 1
+        per_page = whole_number(request, "per_page", default=EVENTS_PER_PAGE, maximum=MAX_EVENTS_PER_PAGE)
+        try:
+            data = pages.page(ref.id, page, per_page or EVENTS_PER_PAGE, suffix=".json" if json_ else "")
+        except ConversationNotFoundError as exc:
+            return missing(ref, exc, json_)
+        if json_:
             return _JSON(data)
         return html("conversation.html", chart=token_chart(data["turns"], data["summary_marks"]), **data)
 
     def context(request: Request) -> Response:
-        as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
-        cid = conversation_id(request, as_json, request.path_params["cid"])
-        if isinstance(cid, Response):
-            return cid
-        version = _int_param(request, "version")
-        if version is not None and version < 1:
-            return problem(request, as_json, 400, "version must be a whole number, 1 or more")
-        data = context_page(ledger, cid, version)
-        if as_json:
+        json_, ref = _format_and_ref(request)
+        version = whole_number(request, "version", default=None)
+        page = whole_number(request, "page", default=1) or 1
+        per_page = whole_number(request, "per_page", default=CONTEXT_PER_PAGE, maximum=MAX_CONTEXT_PER_PAGE)
+        try:
+            data = context_page(
+                ledger, ref.id, version, page=page, per_page=per_page or CONTEXT_PER_PAGE,
+                suffix=".json" if json_ else "",
+            )
+        except ConversationNotFoundError as exc:
+            return missing(ref, exc, json_)
+        if json_:
             return _JSON(data)
         return html("context.html", **data)
 
+    def bad_request(request: Request, exc: Exception) -> Response:
+        message = exc.message if isinstance(exc, ContextLedgerError) else str(exc)
+        return problem(_looks_json(request), 400, message)
+
     def not_found(request: Request, exc: Exception) -> Response:
-        as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
-        return problem(request, as_json, 404, str(exc) or "not found")
+        return problem(_looks_json(request), 404, str(exc) or "not found")
 
     def failure(request: Request, exc: Exception) -> Response:
-        as_json = request.url.path.endswith(".json") or request.query_params.get("format") == "json"
-        return problem(request, as_json, 500, f"{type(exc).__name__}: {exc}")
+        return problem(_looks_json(request), 500, f"{type(exc).__name__}: {exc}")
 
     def home(request: Request) -> Response:
         query = request.url.query
@@ -196,15 +217,17 @@ def create_app(
             Route("/conversations", conversations, methods=["GET"], name="conversations"),
             Route("/conversations.json", conversations, methods=["GET"]),
             Route("/conversations/{cid}/context", context, methods=["GET"], name="context"),
-            Route("/conversations/{cid}/context.json", context, methods=["GET"]),
+            Route("/conversations/{cid}/context.json", context, methods=["GET"], name="context-json"),
             Route("/conversations/{cid}", conversation, methods=["GET"], name="conversation"),
             *whatif_routes(ledger, env),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={
+            InvalidArgumentError: bad_request,
             ConversationNotFoundError: not_found,
             ContextLedgerError: failure,
         },
+        middleware=[Middleware(SecurityHeaders)],
         lifespan=lifespan,
     )
     app.state.ledger = ledger

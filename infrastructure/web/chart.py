@@ -48,14 +48,17 @@ def _nice_step(top: float, ticks: int = 5) -> int:
 
 
 def token_chart(turns: list[dict[str, Any]], marks: list[dict[str, Any]]) -> Chart:
-    """The chart of ``turns`` (from ``conversation_page``) with summary ``marks``."""
+    """The chart of ``turns`` (from ``conversation_page``) with summary ``marks``.
+
+    ``turns`` may be a sample of a long conversation's turns (first and last kept):
+    the x axis runs to the highest turn number given."""
     left, top, right, bottom = LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM
     if not turns:
         return Chart(WIDTH, HEIGHT, (left, top, right, bottom), "", "")
     highest = max(max(int(t["full_history_tokens"]), int(t["sent_tokens"])) for t in turns)
     step = _nice_step(highest)
     y_max = max(step, -(-highest // step) * step)
-    n = len(turns)
+    n = max(int(t["turn"]) for t in turns)
 
     def x(turn: float) -> float:
         return left + (right - left) * ((turn - 1) / max(1, n - 1))

@@ -10,24 +10,31 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
-from contextledger.application.history import event_marks
 from contextledger.application.ledger import Ledger
-from contextledger.application.results import AuditEvent, TokenTotals
+from contextledger.application.results import AuditEvent
+from contextledger.application.store import store_errors
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.events import ConversationEvent, MessageAppended, SummaryCreated
+from contextledger.domain.errors import ConversationNotFoundError
+from contextledger.domain.events import DomainEvent
 from contextledger.domain.state import is_placeholder
+from contextledger.infrastructure.web.paging import Paging
 
 __all__ = [
+    "CONTEXT_PER_PAGE",
+    "MAX_CONTEXT_PER_PAGE",
     "ConversationIndex",
     "ConversationRow",
     "context_page",
-    "conversation_page",
     "describe_event",
+    "events_between",
 ]
 
+#: Context messages on one page unless ``?per_page=`` says otherwise, and the most it may say.
+CONTEXT_PER_PAGE = 250
+MAX_CONTEXT_PER_PAGE = 1000
 #: Notifications read per page when catching up with the log.
 _PAGE = 500
 #: Topics of the conversation's events (other aggregates, e.g. client message ids, share the log).
@@ -242,87 +249,6 @@ _KNOWN = frozenset(
 )
 
 
-def _turns(events: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Per model turn (each assistant message): what the model was sent to produce it
-    and what sending the full history would have cost; and where summaries landed."""
-    turns: list[dict[str, Any]] = []
-    marks: list[dict[str, Any]] = []
-    conversation: Conversation | None = None
-    for event in events:
-        if not isinstance(event, ConversationEvent):
-            continue
-        if (
-            conversation is not None
-            and isinstance(event, MessageAppended)
-            and event.message.role == "assistant"
-        ):
-            turns.append(
-                {
-                    "turn": len(turns) + 1,
-                    "version": conversation.version,
-                    "position": event.position,
-                    "sent_tokens": conversation.context_tokens(),
-                    "full_history_tokens": conversation.full_history_tokens,
-                }
-            )
-        try:
-            conversation = Conversation.apply(conversation, event)
-        except ValueError:
-            break  # a broken log: verify says where; the chart stops there
-        if isinstance(event, SummaryCreated):
-            marks.append(
-                {
-                    "after_turn": len(turns),
-                    "version": event.originator_version,
-                    "from_position": event.from_position,
-                    "through_position": event.through_position,
-                }
-            )
-    return turns, marks
-
-
-def conversation_page(ledger: Ledger, cid: UUID) -> dict[str, Any]:
-    """The conversation's timeline, integrity, totals and per-turn token chart data."""
-    events = ledger.store.events(cid)
-    audits = [AuditEvent.from_event(e) for e in events]
-    report = ledger.verify(cid)
-    position_at = {
-        a.version: a.data.get("position") for a in audits if a.kind == "MessageAppended"
-    }
-    problems = [
-        {"version": p.version, "position": position_at.get(p.version), "problem": p.problem}
-        for p in report.problems
-    ]
-    current = ledger.conversation(cid)
-    totals: TokenTotals = TokenTotals.of(current)
-    turns, marks = _turns(events)
-    edits = event_marks(ledger.store, cid)
-    origin = current.state.fork_of
-    return {
-        "conversation": ConversationRow.of(current).record(),
-        "fork_of": None
-        if origin is None
-        else {
-            "conversation_id": str(origin.conversation_id),
-            "version": origin.version,
-            "through_position": origin.through_position,
-        },
-        "totals": vars(totals),
-        "integrity": {
-            "verified": report.ok,
-            "events": report.events,
-            "messages": report.messages,
-            "summaries": report.summaries,
-            "first_problem": problems[0] if problems else None,
-            "problems": problems,
-        },
-        "summaries": [asdict(s) for s in ledger.summaries(cid)],
-        "turns": turns,
-        "summary_marks": marks,
-        "events": [_timeline_entry(a, edits) for a in audits],
-    }
-
-
 # ------------------------------------------------------------------ the context at v
 
 
@@ -354,24 +280,57 @@ def _annotations(conversation: Conversation) -> list[dict[str, Any]]:
     return notes
 
 
-def context_page(ledger: Ledger, cid: UUID, version: int | None) -> dict[str, Any]:
+def events_between(ledger: Ledger, cid: UUID, after: int, through: int) -> list[DomainEvent]:
+    """The conversation's stored events of versions ``after`` (excluded) to ``through``."""
+    with store_errors(cid):
+        found = list(ledger.store.app.events.get(cid, gt=after, lte=through))
+    return cast("list[DomainEvent]", found)
+
+
+def context_page(
+    ledger: Ledger,
+    cid: UUID,
+    version: int | None,
+    *,
+    page: int = 1,
+    per_page: int = CONTEXT_PER_PAGE,
+    suffix: str = "",
+) -> dict[str, Any]:
     """The messages the model was sent at ``version`` (default: the latest), with
-    their sources and token counts."""
-    latest = ledger.conversation(cid).version
-    chosen = latest if version is None else version
-    memory = ledger.working_memory(cid, version=chosen)
-    notes = _annotations(ledger.conversation(cid, version=chosen))
-    if len(notes) != len(memory.messages):  # pragma: no cover - a domain change not mirrored here
-        notes = [{"source": "", "position": None, "tokens": None} for _ in memory.messages]
-    events = {a.version: a for a in ledger.replay(cid)}
-    at = events.get(chosen)
+    their sources and token counts, ``per_page`` of them on page ``page`` (links to
+    the neighbouring pages end in ``suffix``: ``.json`` for the JSON's)."""
+    def read(conversation: Conversation) -> tuple[int, list[dict[str, Any]], int, list[dict[str, Any]]]:
+        messages, tokens = conversation.working_memory()
+        return conversation.version, [m.to_openai() for m in messages], tokens, _annotations(conversation)
+
+    if version is None:
+        chosen, messages, tokens, notes = ledger.store.read(cid, read)
+        latest = chosen
+    else:
+        latest = ledger.store.read(cid, lambda conversation: conversation.version)
+        if version > latest:
+            raise ConversationNotFoundError(
+                f"version {version} is past the latest version of conversation {cid} ({latest})",
+                conversation_id=cid,
+                version=version,
+            )
+        chosen, messages, tokens, notes = read(ledger.conversation(cid, version=version))
+    if len(notes) != len(messages):  # pragma: no cover - a domain change not mirrored here
+        notes = [{"source": "", "position": None, "tokens": None} for _ in messages]
+    at = events_between(ledger, cid, chosen - 1, chosen)
+    audit = AuditEvent.from_event(at[0]) if at else None
+    paging = Paging(page, per_page, len(messages))
+    link = f"/conversations/{cid}/context{suffix}"
+    shown = zip(messages[paging.start : paging.stop], notes[paging.start : paging.stop], strict=True)
     return {
         "conversation_id": str(cid),
         "version": chosen,
         "latest_version": latest,
-        "tokens": memory.tokens,
-        "event": None if at is None else {"kind": at.kind, "description": describe_event(at)},
-        "messages": [
-            {"message": message, **note} for message, note in zip(memory.messages, notes, strict=True)
-        ],
+        "tokens": tokens,
+        "event": None if audit is None else {"kind": audit.kind, "description": describe_event(audit)},
+        "messages_page": {
+            **paging.record(link, CONTEXT_PER_PAGE, extra=f"version={chosen}"),
+            "first_index": paging.start,
+        },
+        "messages": [{"message": message, **note} for message, note in shown],
     }

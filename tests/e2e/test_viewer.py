@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ def _digest(path: Path) -> str:
 @pytest.fixture(scope="module")
 def server(store: Store) -> Iterator[str]:
     before = _digest(store.path)
-    with serve(store.url, cwd=store.path.parent) as base:
+    with serve(store.served_url, cwd=store.path.parent) as base:
         yield base
     assert _digest(store.path) == before, "the viewer wrote to the store"
 
@@ -62,7 +63,7 @@ def tampered(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         position = next(e.position for e in ledger.transcript(store.demo)
                         if e.position >= 20 and e.message["role"] == "user")
     version = tamper(path, store.demo, position)
-    with serve(f"sqlite:///{path}", cwd=folder) as base:
+    with serve("sqlite:///ledger.db", cwd=folder) as base:
         yield base, position, version
 
 
@@ -92,6 +93,11 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 def _screenshot(page: Page, name: str, tmp_path: Path) -> Path:
+    """Save the page (the docs' images are made here), checking first that it shows
+    nothing of the machine that made it: no temporary folder, no pytest path."""
+    shown = page.content()
+    for local in (tempfile.gettempdir(), str(tmp_path.parent.parent), "pytest-of-"):
+        assert local not in shown, f"the page shows a local path: {local}"
     folder = Path(os.environ.get("CONTEXTLEDGER_SCREENSHOTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
@@ -149,7 +155,7 @@ def test_the_list_shows_every_conversation_newest_activity_first(
                               key=lambda cid: ledger.conversation(cid).modified_on, reverse=True)
     assert ids == [str(cid) for cid in newest_first]
     assert "4 conversations" in page.locator("#count").inner_text()
-    assert store.url.removeprefix("sqlite:///") in page.locator("header").inner_text()
+    assert page.locator("header .db").inner_text() == "sqlite:///ledger.db"
     _screenshot(page, "viewer-conversations.png", tmp_path)
 
 
@@ -371,7 +377,7 @@ def edited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         ledger.retract(cid, 0, reason="asked to forget")
         ledger.edit(cid, 7, {"role": "assistant", "content": "answer 3, corrected"})
         fork = ledger.fork(cid)
-    with serve(url, cwd=folder) as base:
+    with serve("sqlite:///ledger.db", cwd=folder) as base:
         yield base, cid, fork
 
 

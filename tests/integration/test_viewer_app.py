@@ -20,6 +20,7 @@ with warnings.catch_warnings():
 import contextledger as cl
 from contextledger.infrastructure.web import create_app
 from contextledger.infrastructure.web.chart import token_chart
+from contextledger.infrastructure.web.paging import Paging, sample
 from contextledger.infrastructure.web.views import _timeline_entry
 from contextledger.testing import ScriptedSummarizer
 
@@ -56,6 +57,7 @@ def test_the_list_is_paginated_newest_first() -> None:
 
 def test_the_database_url_is_shown_with_its_password_masked(postgres_url: str) -> None:
     with_password = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    cl.Ledger.open(postgres_url, run_policy=False).close()  # the viewer opens a store read-only
     app = create_app(with_password)
     with TestClient(app) as client:
         html = client.get("/conversations").text
@@ -102,6 +104,27 @@ def test_every_point_and_mark_of_the_chart_lies_inside_its_frame(
     assert chart.y_ticks[0]["label"] == "0"
 
 
+@settings(max_examples=200, deadline=None)
+@given(count=st.integers(0, 50_000), limit=st.integers(1, 500))
+def test_a_chart_sample_keeps_at_most_its_limit_and_the_last_turn(count: int, limit: int) -> None:
+    chosen = sample(count, limit)
+    assert len(chosen) <= limit and chosen <= set(range(count))
+    if count <= limit:
+        assert chosen == set(range(count))
+    if count:
+        assert count - 1 in chosen and (limit < 2 or 0 in chosen)
+
+
+@settings(max_examples=200, deadline=None)
+@given(total=st.integers(0, 10_000), per_page=st.integers(1, 1000))
+def test_the_pages_of_a_list_cover_it_once_in_order(total: int, per_page: int) -> None:
+    pages = [Paging(n, per_page, total) for n in range(1, Paging(1, per_page, total).pages + 2)]
+    covered = [i for p in pages for i in range(p.start, p.stop)]
+    assert covered == list(range(total))
+    last = pages[-2].record("/x", per_page)
+    assert last["next"] is None and pages[-1].start == pages[-1].stop == total
+
+
 def test_edits_and_forks_are_marked_in_pages_and_json() -> None:
     policy = cl.ReductionPolicy(trigger_messages=4, keep_messages=2)
     with cl.Ledger.open("memory://", summarizer=ScriptedSummarizer(), run_policy=True) as ledger:
@@ -133,6 +156,14 @@ def test_edits_and_forks_are_marked_in_pages_and_json() -> None:
         assert "retracted at" in html and "&lt;i&gt;private&lt;/i&gt;" in html and "<i>private" not in html
         assert "replaced by the edit at" in html and "edit of version" in html
         assert 'class="invalidated"' in html
+
+        # Paged by two: the retracted message (page 1) links to its retraction's page.
+        retracted_at = appended[0]["marks"]["retracted_version"]
+        first = client.get(f"/conversations/{cid}?per_page=2").text
+        wanted = f'href="?page={(retracted_at - 1) // 2 + 1}&amp;per_page=2#v{retracted_at}"'
+        assert wanted in first and first.count('<tr id="v') == 2
+        later = client.get(f"/conversations/{cid}?per_page=2&page={(retracted_at - 1) // 2 + 1}").text
+        assert f'<tr id="v{retracted_at}"' in later
 
         forked = client.get(f"/conversations/{fork}.json").json()
         assert forked["fork_of"]["conversation_id"] == str(cid)

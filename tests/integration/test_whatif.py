@@ -21,8 +21,13 @@ import contextledger as cl
 from tests.properties.test_corpora import load, split_system
 
 RECORDED = cl.ReductionPolicy(trigger_messages=8, keep_messages=3, keep_tool_results=2)
+#: The token trigger over the whole prompt (the default scope), and over the messages alone.
 CANDIDATE = cl.ReductionPolicy(
-    trigger_tokens=700, keep_tokens=200, max_summary_tokens=150, max_context_tokens=2600, keep_tool_results=1
+    trigger_tokens=2000, keep_tokens=400, max_summary_tokens=150, max_context_tokens=3000, keep_tool_results=1
+)
+MESSAGES_SCOPE = cl.ReductionPolicy(
+    trigger_tokens=700, keep_tokens=200, max_summary_tokens=150, max_context_tokens=2600, keep_tool_results=1,
+    token_scope="messages",
 )
 #: A late trigger under a tight cap: the cap drops turns from the view before summaries land.
 CAPPED = cl.ReductionPolicy(trigger_messages=24, keep_messages=4, max_summary_tokens=100, max_context_tokens=2400)
@@ -97,7 +102,9 @@ def test_the_recorded_policy_with_the_offline_summarizer_reproduces_the_recorded
     assert report.simulated == report.recorded
 
 
-@pytest.mark.parametrize("candidate", [CANDIDATE, CAPPED], ids=["tokens", "capped"])
+@pytest.mark.parametrize(
+    "candidate", [CANDIDATE, MESSAGES_SCOPE, CAPPED], ids=["tokens", "message-tokens", "capped"]
+)
 def test_a_changed_policy_matches_a_live_run_under_it(
     tmp_path: Path, postgres_url: str, candidate: cl.ReductionPolicy
 ) -> None:

@@ -34,6 +34,10 @@ SCRIPT_MESSAGE = (
 )
 
 
+#: The application key of one of the small conversations.
+KEY = "chat-7"
+
+
 @dataclass(frozen=True)
 class Store:
     url: str
@@ -41,6 +45,13 @@ class Store:
     demo: UUID
     hostile: UUID
     others: tuple[UUID, ...]
+
+    @property
+    def served_url(self) -> str:
+        """The store's URL relative to its folder, where ``serve`` runs: the pages
+        (and the screenshots in the docs) show ``sqlite:///ledger.db``, never the
+        temporary folder of the machine that ran the tests."""
+        return f"sqlite:///{self.path.name}"
 
 
 def offline_env() -> dict[str, str]:
@@ -51,12 +62,13 @@ def offline_env() -> dict[str, str]:
 
 def build_store(path: Path, *, messages: int = 200) -> Store:
     """A SQLite store: a demo-like support conversation (tool calls, placeholders,
-    summaries by the offline summarizer), one with a hostile message, two small ones."""
+    summaries by the offline summarizer), one with a hostile message, two small ones
+    (the first started with the key ``KEY``)."""
     url = f"sqlite:///{path}"
     with Ledger.open(url) as ledger:
         others = []
-        for topic in ("billing question", "dns question"):
-            cid = ledger.start("You are terse.", policy=DEMO_POLICY)
+        for topic, key in (("billing question", KEY), ("dns question", None)):
+            cid = ledger.start("You are terse.", policy=DEMO_POLICY, key=key)
             ledger.append(cid, {"role": "user", "content": f"A short {topic}."})
             ledger.append(cid, {"role": "assistant", "content": "A short answer."})
             others.append(cid)
@@ -94,14 +106,14 @@ def tamper(path: Path, cid: UUID, position: int) -> int:
 
 
 @contextmanager
-def serve(url: str, *, cwd: Path) -> Iterator[str]:
-    """``contextledger serve`` on a free port of 127.0.0.1; yields its base URL.
+def serve(url: str, *, cwd: Path, host: str = "127.0.0.1") -> Iterator[str]:
+    """``contextledger serve`` on a free port of ``host``; yields its base URL.
 
     The command announces its URL on stderr only once its socket is bound, so the
     first request after that line is accepted."""
     process = subprocess.Popen(
         [sys.executable, "-m", "contextledger.infrastructure.cli", "serve",
-         "--database", url, "--host", "127.0.0.1", "--port", "0"],
+         "--database", url, "--host", host, "--port", "0"],
         cwd=cwd, env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
