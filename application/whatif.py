@@ -18,7 +18,8 @@ is written anywhere: the aggregate is never saved, no follower sees it.
 - **Simulated side.** Summaries are made synchronously, right after the event that
   crossed the threshold, by the chosen summarizer (the live system summarizes in the
   background, so under load its summaries land later). A failed or refused summary
-  is recorded in memory and tried again after the next replayed event. Messages,
+  is recorded in memory (each attempt made as the live policy makes one:
+  ``attempt_summary``) and tried again after the next replayed event. Messages,
   ``ToolsChanged`` and the edits (retract, rewind, pop, clear, edit, system prompt
   changes) are replayed, each by its own command, so a summary an edit touches is
   invalidated and redone under the candidate; recorded summaries, thresholds,

@@ -13,11 +13,12 @@ from uuid import UUID
 
 from contextledger.application.limits import with_default_cap
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.settings import Settings
+from contextledger.application.summary_attempts import attempt_summary
 from contextledger.application.whatif_results import Tally
 from contextledger.domain.conversation import Conversation, SummaryFailure
 from contextledger.domain.digests import summary_source_digest
 from contextledger.domain.edits import HistoryFold
-from contextledger.domain.errors import SummarizerError, SummaryQualityError
 from contextledger.domain.events import (
     DomainEvent,
     MessageAppended,
@@ -94,6 +95,10 @@ class CandidateConversation:
         self.budget = budget
         self.tally = tally
         self.history = _MemoryHistory()
+        #: What ``attempt_summary`` reads of a ledger (defaults: backoff is not waited for).
+        self.settings = Settings()
+        self._counted = _Counted(summarizer, tally)
+        self._at = first.timestamp
         self.conversation = Conversation.start(
             first.originator_id,
             system_prompt=first.system_prompt,
@@ -168,9 +173,12 @@ class CandidateConversation:
         self.history.record(self.conversation.collect_events())
 
     def _summarize(self, event: DomainEvent) -> None:
-        """Summarize the pinned range now (and any range the summary pins next); a
-        failure is recorded and the range tried again after the next replayed event."""
+        """Summarize the pinned range now (and any range the summary pins next), each
+        attempt as the live policy makes one (``attempt_summary``: whatever the
+        summarizer raises or answers that is not a summary is a recorded failure); a
+        failed range is tried again after the next replayed event."""
         sim = self.conversation
+        self._at = event.timestamp
         attempted: set[int] = set()
         while (pending := sim.state.pending) is not None and pending.threshold_version not in attempted:
             attempted.add(pending.threshold_version)
@@ -188,31 +196,13 @@ class CandidateConversation:
                 threshold_version=pending.threshold_version,
             )
             self.budget.spend()
-            try:
-                result = self.summarizer.summarize(request)
-            except SummarizerError as exc:
-                self.tally.call(request.model, None, None)
-                failure = SummaryFailure(
-                    kind=type(exc).__name__,
-                    error=exc.message,
-                    retryable=getattr(exc, "retryable", True) is not False,
-                    called_provider=True,
-                )
-                self._fail(request, failure, event)
+            outcome = attempt_summary(self, self._counted, request, _no_backoff)
+            if outcome.retry_in is not None:
                 return
-            self.tally.call(result.model, result.input_tokens, result.output_tokens)
-            try:
-                self._record(request, result, event)
-            except SummaryQualityError as exc:
-                failure = SummaryFailure(
-                    kind="quality", error=exc.message, retryable=True, called_provider=True,
-                    input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-                )
-                self._fail(request, failure, event)
-                return
-            self.tally.summaries += 1
 
-    def _record(self, request: SummaryRequest, result: SummaryResult, event: DomainEvent) -> None:
+    # -- SummaryRecorder: what ``attempt_summary`` records through ------------------
+
+    def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """As the summary service records a result (the same counts, the same gate)."""
         text = result.text.strip()
         rendered = summary_message(
@@ -234,16 +224,54 @@ class CandidateConversation:
                 output_tokens=result.output_tokens,
                 latency_ms=result.latency_ms,
             ),
-            at=event.timestamp,
+            at=self._at,
             threshold_version=request.threshold_version,
         )
         self._settle()
+        self.tally.summaries += 1
 
-    def _fail(self, request: SummaryRequest, failure: SummaryFailure, event: DomainEvent) -> None:
-        self.conversation.record_summarization_failure(
+    def record_summary_failure(self, request: SummaryRequest, failure: SummaryFailure) -> int:
+        attempt = self.conversation.record_summarization_failure(
             failure,
             from_position=request.from_position,
             through_position=request.through_position,
-            at=event.timestamp,
+            at=self._at,
+            threshold_version=request.threshold_version,
         )
         self._settle()
+        return attempt
+
+
+def _no_backoff(attempt: int) -> float:
+    return 0.0
+
+
+class _Counted:
+    """The summarizer, with every call counted in the tally (model, tokens)."""
+
+    def __init__(self, inner: Summarizer, tally: Tally) -> None:
+        self.inner = inner
+        self.tally = tally
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self.inner.model = value
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        try:
+            result = self.inner.summarize(request)
+        except BaseException:
+            self.tally.call(request.model, None, None)
+            raise
+        if isinstance(result, SummaryResult):
+            self.tally.call(result.model, result.input_tokens, result.output_tokens)
+        else:
+            self.tally.call(request.model, None, None)
+        return result

@@ -280,3 +280,31 @@ def test_the_async_ledger_simulates_too(tmp_path: Path) -> None:
 
     found = asyncio.run(run())
     assert found.simulated == expected.simulated and found.recorded == expected.recorded
+
+
+class _FlakyOnce:
+    """A summarizer of the user's own that crashes once, answers None once, then works."""
+
+    def __init__(self, inner: cl.Summarizer) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.calls = 0
+
+    def summarize(self, request: cl.SummaryRequest) -> cl.SummaryResult:
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyError("choices")
+        if self.calls == 2:
+            return None  # type: ignore[return-value]
+        return self.inner.summarize(request)
+
+
+def test_a_summarizer_that_crashes_or_answers_nothing_fails_an_attempt_and_is_tried_again() -> None:
+    with cl.Ledger.open("memory://") as ledger:
+        record(ledger, load("plain/sgd_plain.jsonl")[:1], RECORDED)
+        flaky = _FlakyOnce(ledger.summarizer)
+        report = ledger.simulate(RECORDED, summarizer=flaky)
+    assert report.complete and flaky.calls == report.simulated.summarizer_calls
+    assert report.simulated.summarizer_calls == report.recorded.summarizer_calls + 2
+    assert report.simulated.summaries == report.recorded.summaries
+    assert report.simulated.tokens_sent > report.recorded.tokens_sent  # the first summary landed later
