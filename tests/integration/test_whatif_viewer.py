@@ -30,8 +30,8 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cl.Ledger]:
     path = tmp_path_factory.mktemp("viewer") / "store.db"
     with cl.Ledger.open(f"sqlite:///{path}") as recording:
         record(recording, load("plain/sgd_plain.jsonl")[:2], RECORDED)
-    # As the viewer opens a store: without the summarization policy.
-    with cl.Ledger.open(f"sqlite:///{path}", run_policy=False) as opened:
+    # As the viewer opens a store given by its URL: read-only.
+    with cl.Ledger.open(f"sqlite:///{path}", read_only=True) as opened:
         yield opened
 
 
