@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -42,6 +42,7 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.settings import Settings
+from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.errors import ConfigurationError, LedgerClosedError
 from contextledger.domain.messages import Message
@@ -326,6 +327,20 @@ class AsyncLedger:
     async def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
         """Recompute every digest chain and summary digest."""
         return await self.run(self.sync.verify, conversation_id)
+
+    async def simulate(
+        self,
+        policy: ReductionPolicy | Mapping[str, Any],
+        conversations: Iterable[ConversationRef] | ConversationRef | None = None,
+        summarizer: Summarizer | str | None = None,
+        *,
+        budget_calls: int | None = None,
+        prices: Mapping[str, Any] | None = None,
+    ) -> WhatIfReport:
+        """What ``policy`` would have sent, against what the log recorded (no writes)."""
+        return await self.run(
+            self.sync.simulate, policy, conversations, summarizer, budget_calls=budget_calls, prices=prices
+        )
 
     async def wait_idle(self, timeout: float | None = 30.0) -> bool:
         """Wait (in the pool) until the policy and followers have caught up."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID, uuid4
@@ -68,6 +68,8 @@ from contextledger.application.settings import (
 from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
 from contextledger.application.summary_service import SummaryService
+from contextledger.application.whatif import LogSource, choose_summarizer, simulate_policy
+from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation, ConversationSnapshot, SummaryFailure
 from contextledger.domain.errors import (
@@ -748,6 +750,27 @@ class Ledger(LedgerEdits, Application[UUID]):
         """Every summary recorded, oldest first, with ranges and provenance; one that a
         retraction or an edit invalidated is marked ``valid=False``."""
         return summary_infos(self.store, resolve(conversation_id))
+
+    def simulate(
+        self,
+        policy: ReductionPolicy | Mapping[str, Any],
+        conversations: Iterable[ConversationRef] | ConversationRef | None = None,
+        summarizer: Summarizer | str | None = None,
+        *,
+        budget_calls: int | None = None,
+        prices: Mapping[str, Any] | None = None,
+    ) -> WhatIfReport:
+        """What ``policy`` would have sent, turn by turn, against what the log recorded:
+        an in-memory replay that writes nothing (see ``contextledger.application.whatif``).
+        ``summarizer``: None or "offline" (no network), "openai", or a ``Summarizer``."""
+        source = LogSource(self.conversation_ids, self.store.events, self.counter_for)
+        chosen = choose_summarizer(
+            summarizer, self._build_summarizer, openai_configured=self.settings.openai_api_key is not None
+        )
+        return simulate_policy(
+            policy, source, summarizer=chosen, conversations=conversations,
+            budget_calls=budget_calls, prices=prices,
+        )
 
     # -------------------------------------------------------------------- audit
 

@@ -193,9 +193,13 @@ class SummarizationRunner(LogFollower):
         return self._position
 
     def idle_at(self, head: int) -> bool:
-        """The log is read through ``head`` and no summary is in flight or due."""
+        """The log is read through ``head`` and no summary is in flight, due, or saved
+        by this process and not yet taken (``_arrived``: a step reads the log, which
+        skips this process's own thresholds, before it takes them)."""
         with self._progress:
-            return self._caught_up_to >= head and not self._due and not self._inflight
+            return (
+                self._caught_up_to >= head and not self._due and not self._inflight and not self._arrived
+            )
 
     def step(self) -> int:
         """Read new notifications, collect finished jobs, start due ones; returns the

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "conversations",
     "audit",
     "stats",
+    "whatif",
     "rebuild",
     "worker",
     "demo",

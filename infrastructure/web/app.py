@@ -62,6 +62,7 @@ from contextledger.infrastructure.web.views import (
     ConversationIndex,
     context_page,
 )
+from contextledger.infrastructure.web.whatif import whatif_routes
 
 __all__ = ["PAGE_SIZE", "create_app"]
 
@@ -250,6 +251,7 @@ def create_app(
             Route("/verify", integrity, methods=["GET"]),
             Route("/verify.json", integrity, methods=["GET"]),
             Route("/conversations/{cid}", conversation, methods=["GET"], name="conversation"),
+            *whatif_routes(ledger, env),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={

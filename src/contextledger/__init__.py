@@ -55,6 +55,13 @@ if TYPE_CHECKING:
     )
     from contextledger.application.settings import Settings
     from contextledger.application.summarization import SummarizationRunner
+    from contextledger.application.whatif_results import (
+        ConversationWhatIf,
+        ModelPrice,
+        RunFigures,
+        SummarizerUsage,
+        WhatIfReport,
+    )
     from contextledger.application.wire import (
         ContextMessage,
         ToolDefinition,
@@ -130,6 +137,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "application.settings": ("Settings",),
     "application.summarization": ("SummarizationRunner",),
+    "application.whatif_results": (
+        "ConversationWhatIf", "ModelPrice", "RunFigures", "SummarizerUsage", "WhatIfReport",
+    ),
     "application.wire": ("ContextMessage", "ToolDefinition"),
     "domain.conversation": ("Conversation",),
     "domain.errors": (
@@ -206,6 +216,7 @@ __all__ = [
     "Conversation",
     "ConversationNotFoundError",
     "ConversationRef",
+    "ConversationWhatIf",
     "DuplicateConversationError",
     "FollowerHealth",
     "FunctionCall",
@@ -220,6 +231,7 @@ __all__ = [
     "LogFollower",
     "Message",
     "MessageTooLargeError",
+    "ModelPrice",
     "OfflineSummarizer",
     "OpenAISummarizer",
     "ReadModelProjection",
@@ -227,6 +239,7 @@ __all__ = [
     "ReadOnlyError",
     "ReductionPolicy",
     "RetractedPositionError",
+    "RunFigures",
     "SQLReadModels",
     "SchemaMissingError",
     "Settings",
@@ -241,6 +254,7 @@ __all__ = [
     "SummarizerRequestError",
     "SummarizerTimeoutError",
     "SummarizerUnavailableError",
+    "SummarizerUsage",
     "SummaryInfo",
     "SummaryQualityError",
     "SummaryRejectedError",
@@ -259,6 +273,7 @@ __all__ = [
     "UsageError",
     "VerifyProblem",
     "VerifyReport",
+    "WhatIfReport",
     "WorkingMemory",
     "__version__",
     "attach_read_models",
