@@ -74,6 +74,7 @@ READING = frozenset({
     "pending_summary",
     "register_transcodings",
     "replay",
+    "simulate",
     "summaries",
     "summarizer",
     "summarizer_model_name",
