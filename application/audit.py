@@ -156,7 +156,7 @@ def verify_conversation(
             n_messages += 1
             if event.position != fold.next_position:
                 problems.append(VerifyProblem(cid, version, "position gap"))
-            expected = chain_digest(digest, event.message, event.items)
+            expected = chain_digest(digest, event.message, event.items, event.envelope)
             digest = check(event, expected, event.digest, f"message {event.position}")
         elif isinstance(event, MessageEdited):
             record = edit_record(event.position, event.replaces_version, event.message)

@@ -340,9 +340,9 @@ class Conversation(EditCommands):
         client_message_id: str | None,
         at: datetime,
         items: tuple[dict[str, Any], ...] | None = None,
+        envelope: dict[str, Any] | None = None,
     ) -> int:
-        """Command: append a message (with the raw Responses ``items`` it stands for, if
-        any); may also pin a range (ThresholdReached)."""
+        """Command: append a message (with its raw ``items`` and ``envelope``); may pin a range."""
         self.check_message(message)
         s = self.state
         cap = s.policy.max_context_tokens
@@ -368,8 +368,8 @@ class Conversation(EditCommands):
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
             client_message_id=client_message_id,
-            digest=chain_digest(s.digest, message, items),
-            items=items,
+            digest=chain_digest(s.digest, message, items, envelope),
+            items=items, envelope=envelope,
         )
         self._maybe_pin_range(at)
         return position

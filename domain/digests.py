@@ -23,16 +23,22 @@ def genesis_digest(conversation_id: str, system_prompt: str | None, model: str) 
 
 
 def chain_digest(
-    previous: str, message: Message, items: tuple[dict[str, Any], ...] | None = None
+    previous: str,
+    message: Message,
+    items: tuple[dict[str, Any], ...] | None = None,
+    envelope: dict[str, Any] | None = None,
 ) -> str:
     """SHA-256 over the previous digest and this message's canonical JSON (and the raw
-    Responses items it stands for, when it has any)."""
+    Responses items it stands for, and its envelope, when it has them)."""
     h = hashlib.sha256(previous.encode("ascii"))
     h.update(b"\n")
     h.update(message.canonical_json().encode("utf-8"))
     if items is not None:
         h.update(b"\nitems\n")
         h.update(json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    if envelope is not None:
+        h.update(b"\nenvelope\n")
+        h.update(json.dumps(envelope, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
     return h.hexdigest()
 
 

@@ -100,7 +100,10 @@ class Started(ConversationEvent):
 
 
 def _entry(
-    event: MessageAppended | MessageEdited, tool_name: str | None, items: tuple[dict[str, Any], ...] | None
+    event: MessageAppended | MessageEdited,
+    tool_name: str | None,
+    items: tuple[dict[str, Any], ...] | None,
+    envelope: dict[str, Any] | None = None,
 ) -> Entry:
     """The window entry of a message-carrying event at its position and version."""
     return Entry(
@@ -111,6 +114,7 @@ def _entry(
         placeholder_tokens=event.placeholder_tokens,
         tool_name=tool_name,
         items=items,
+        envelope=envelope,
     )
 
 
@@ -124,10 +128,13 @@ class MessageAppended(ConversationEvent):
     digest: str
     #: The raw Responses-format items this message stands for (None: appended as a chat message).
     items: tuple[dict[str, Any], ...] | None = None
+    #: A framework's own lossless record of what this message stands for, kept verbatim
+    #: (``{"format": "<framework>/<version>", ...}``; None: none was given).
+    envelope: dict[str, Any] | None = None
 
     def entry(self, tool_name: str | None = None) -> Entry:
         """The window entry this message becomes (``tool_name``: the call it answers)."""
-        return _entry(self, tool_name, self.items)
+        return _entry(self, tool_name, self.items, self.envelope)
 
 
 class ThresholdReached(ConversationEvent):

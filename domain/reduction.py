@@ -44,6 +44,8 @@ class Entry(BaseModel):
     tool_name: str | None = None
     #: The raw Responses-format items the message stands for (None: a chat message).
     items: tuple[dict[str, Any], ...] | None = None
+    #: A framework's lossless record of the message (``MessageAppended.envelope``).
+    envelope: dict[str, Any] | None = None
 
     @property
     def starts_group(self) -> bool:
