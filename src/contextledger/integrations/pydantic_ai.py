@@ -5,7 +5,7 @@
 
     history = LedgerHistory("user-42", url="sqlite:///memory.db", system_prompt="Be brief.",
                             policy=cl.ReductionPolicy(trigger_messages=40, keep_messages=10))
-    agent = Agent(model, history_processors=[history.processor])
+    agent = Agent(model, capabilities=[history.capability])
     result = await agent.run("hi", message_history=history.messages())
     history.extend(result.new_messages())
 
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     BinaryContent,
     ImageUrl,
@@ -344,4 +345,10 @@ class LedgerHistory(SessionBinding):
             return messages
         memory = await asyncio.to_thread(self.messages)
         return memory + messages[start:]
+
+    @property
+    def capability(self) -> ProcessHistory[Any]:
+        """``processor`` as the agent capability Pydantic AI 2 takes:
+        ``Agent(model, capabilities=[history.capability])``."""
+        return ProcessHistory(self.processor)
 
