@@ -198,3 +198,33 @@ def test_envelopes_are_chained_into_the_digests(sqlite_url: str) -> None:
         events = [e for e in ledger.store.events(history.conversation_id) if getattr(e, "envelope", None)]
         assert [e.envelope["format"] for e in events] == [ENVELOPE_FORMAT] * 2
         assert ledger.verify(history.conversation_id).ok
+
+
+TIGHT = cl.ReductionPolicy(trigger_messages=6, keep_messages=3, keep_tool_results=1, max_context_tokens=4000)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=histories())
+def test_the_working_memory_never_splits_a_call_from_its_return(batches: list[list[ModelMessage]]) -> None:
+    with cl.Ledger.open("memory://") as ledger:
+        history = LedgerHistory("chat", ledger, policy=TIGHT, system_prompt="Be brief.")
+        for batch in batches:
+            history.extend(batch)
+            ledger.wait_idle()
+            memory = history.messages()
+            open_calls: set[str] = set()
+            for m in memory:
+                if isinstance(m, ModelResponse):
+                    assert not open_calls, f"calls {open_calls} unanswered"
+                    open_calls = {p.tool_call_id for p in m.parts if isinstance(p, ToolCallPart)}
+                else:
+                    for p in m.parts:
+                        if isinstance(p, ToolReturnPart):
+                            assert p.tool_call_id in open_calls, f"return {p.tool_call_id} answers no call"
+                            open_calls.discard(p.tool_call_id)
+            assert not open_calls
+            # The tool returns sent are the ledger's (placeholders included), in order.
+            sent = ledger.context(history.conversation_id)
+            assert_valid_openai_context(sent)
+            returns = [p for m in memory for p in m.parts if isinstance(p, ToolReturnPart)]
+            assert [p.tool_call_id for p in returns] == [m["tool_call_id"] for m in sent if m["role"] == "tool"]
