@@ -75,9 +75,9 @@ def _run(url: str, turns: int) -> None:
         async def converse() -> None:
             for turn in range(turns):
                 runs.append((server.request_count, history.version()))
-                result = await agent.run(f"turn {turn}", message_history=history.messages())
+                result = await agent.run(f"turn {turn}", message_history=await history.amessages())
                 new = result.new_messages()
-                await asyncio.to_thread(history.extend, new)
+                await history.aextend(new)
                 added.extend(new)
                 ledger.wait_idle()
 

@@ -5,6 +5,7 @@ counts, summarizes and sends the chat messages they stand for."""
 from __future__ import annotations
 
 import uuid
+import warnings
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,9 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    RetryFeedbackPart,
+    RetryInfo,
+    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ThinkingPart,
@@ -100,6 +104,11 @@ def turns(draw: st.DrawFn, number: int) -> list[ModelMessage]:
         answer.insert(0, ThinkingPart(draw(text), id="rs_1", signature=draw(text), provider_name="openai"))
     out.append(ModelResponse(parts=answer, usage=draw(usages()), model_name=draw(st.none() | st.just("gpt-4o")),
                              timestamp=draw(times), provider_details=draw(details), run_id=f"run-{number}"))
+    if draw(st.integers(0, 3)) == 0:  # the answer failed output validation: feedback, then a new answer
+        cause = draw(st.sampled_from(["validation_error", "model_retry"]))
+        out.append(ModelRequest(parts=[RetryFeedbackPart(draw(text), retry=RetryInfo(cause, attempt=1, max_retries=2),
+                                                         timestamp=draw(times))], run_id=f"run-{number}"))
+        out.append(ModelResponse(parts=[TextPart(draw(text))], timestamp=draw(times), run_id=f"run-{number}"))
     return out
 
 
@@ -228,3 +237,23 @@ def test_the_working_memory_never_splits_a_call_from_its_return(batches: list[li
             assert_valid_openai_context(sent)
             returns = [p for m in memory for p in m.parts if isinstance(p, ToolReturnPart)]
             assert [p.tool_call_id for p in returns] == [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+
+
+def test_legacy_retry_prompts_come_back_as_pydantic_ai_loads_them(sqlite_url: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RetryPromptPart is deprecated in Pydantic AI 2
+        added: list[ModelMessage] = [
+            ModelRequest(parts=[UserPromptPart("weather?")]),
+            ModelResponse(parts=[ToolCallPart("weather", {"city": 1}, tool_call_id="c1")]),
+            ModelRequest(parts=[RetryPromptPart("city must be a string", tool_name="weather", tool_call_id="c1")]),
+            ModelResponse(parts=[TextPart("{}")]),
+            ModelRequest(parts=[RetryPromptPart("no output")]),
+            ModelResponse(parts=[TextPart("sunny")]),
+        ]
+    with cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
+        history = LedgerHistory("chat-legacy", ledger)
+        history.extend(added)
+        assert history.all_messages() == ModelMessagesTypeAdapter.validate_json(_json(added))
+        sent = ledger.context(history.conversation_id)
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert "city must be a string" in sent[2]["content"]

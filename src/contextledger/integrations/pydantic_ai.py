@@ -327,6 +327,14 @@ class LedgerHistory(SessionBinding):
         records = chat_records(messages) if messages else []
         return append_enveloped(self.ledger, self.conversation_id, records) if records else []
 
+    async def amessages(self, *, version: int | None = None) -> list[ModelMessage]:
+        """``messages()`` off the event loop (the ledger's reads are blocking I/O)."""
+        return await asyncio.to_thread(lambda: self.messages(version=version))
+
+    async def aextend(self, messages: Sequence[ModelMessage]) -> list[int]:
+        """``extend()`` off the event loop."""
+        return await asyncio.to_thread(self.extend, messages)
+
     def all_messages(self) -> list[ModelMessage]:
         """Every message ever added, oldest first, equal to what was added."""
         return model_messages(enveloped_transcript(self.ledger, self.conversation_id))
