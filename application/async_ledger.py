@@ -12,6 +12,11 @@ counting or on a conversation's lock. The persistence library underneath
 per thread, so a pool of threads is its natural concurrency, and at most
 ``max_workers`` connections are used by the pool. The summarization runner keeps
 running in its own thread, as with the ``Ledger``.
+
+``aclose()`` (or leaving ``async with``) refuses new calls at once with
+``LedgerClosedError``, lets the calls in flight finish (up to ``timeout`` seconds,
+``Settings.close_timeout``; those still queued in the pool are refused), then closes
+the ledger; closing again does nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef
 from contextledger.application.ledger import Clock, Ledger
+from contextledger.application.lifecycle import check_timeout
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -37,7 +43,7 @@ from contextledger.application.results import (
 )
 from contextledger.application.settings import Settings
 from contextledger.application.wire import ContextMessage, ToolDefinition
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.errors import ConfigurationError, LedgerClosedError
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 
@@ -65,6 +71,7 @@ class AsyncLedger:
         self._opener = None if isinstance(ledger, Ledger) else ledger
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="contextledger")
         self.max_workers = max_workers
+        self._closed = False
 
     @classmethod
     def open(
@@ -77,6 +84,7 @@ class AsyncLedger:
         clock: Clock | None = None,
         run_policy: bool | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
+        read_only: bool | None = None,
     ) -> AsyncLedger:
         """An async ledger on ``url`` (as ``Ledger.open``). The store is opened in the
         thread pool by ``async with`` (or ``await ledger.start_up()``)."""
@@ -88,6 +96,7 @@ class AsyncLedger:
             settings=settings,
             clock=clock,
             run_policy=run_policy,
+            read_only=read_only,
         )
         return cls(opener, max_workers=max_workers)
 
@@ -95,6 +104,8 @@ class AsyncLedger:
     def sync(self) -> Ledger:
         """The synchronous ledger underneath (for code that runs in a thread of its own)."""
         if self._ledger is None:
+            if self._closed:
+                raise LedgerClosedError("the async ledger is closed")
             raise ConfigurationError("the async ledger is not open yet: use `async with`")
         return self._ledger
 
@@ -102,15 +113,30 @@ class AsyncLedger:
         """Open the store (once); ``async with`` calls it."""
         if self._ledger is None:
             assert self._opener is not None
-            loop = asyncio.get_running_loop()
-            self._ledger = await loop.run_in_executor(self._executor, self._opener)
+            ledger = await self.run(self._opener)
+            if self._closed:  # closed while it opened
+                await asyncio.to_thread(ledger.close)
+                raise LedgerClosedError("the async ledger is closed")
+            self._ledger = ledger
+        elif self._closed:
+            raise LedgerClosedError("the async ledger is closed")
         return self
 
-    async def aclose(self) -> None:
-        """Close the ledger (its runner and followers) and the thread pool."""
-        if self._ledger is not None:
-            await self.run(self._ledger.close)
-        self._executor.shutdown(wait=False)
+    async def aclose(self, timeout: float | None = None) -> None:
+        """Refuse new calls (``LedgerClosedError``), let those in flight finish (up to
+        ``timeout`` seconds, ``Settings.close_timeout``), then close the ledger (its
+        policy, followers and store) and the thread pool. Closing again does nothing."""
+        if timeout is not None:
+            check_timeout(timeout)
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._ledger is not None:
+                # Not in the pool: its threads may all be busy with the calls in flight.
+                await asyncio.to_thread(self._ledger.close, timeout)
+        finally:
+            self._executor.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncLedger:
         return await self.start_up()
@@ -122,8 +148,16 @@ class AsyncLedger:
 
     async def run(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run any synchronous function (e.g. a method of ``sync``) in the pool."""
+        if self._closed:
+            raise LedgerClosedError("the async ledger is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(function, *args, **kwargs))
+        try:
+            future = loop.run_in_executor(self._executor, functools.partial(function, *args, **kwargs))
+        except RuntimeError:
+            if self._closed:  # the pool shut down since the check above
+                raise LedgerClosedError("the async ledger is closed") from None
+            raise
+        return await future
 
     # ----------------------------------------------------------------- commands
 

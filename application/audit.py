@@ -7,11 +7,22 @@ version. ``replay`` and ``export`` show the stored events as they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence, Set
 from uuid import UUID
 
 from eventsourcing.application import Application
 
+from contextledger.application.counting import TokenCounters
+from contextledger.application.integrity import (
+    FOREIGN as _FOREIGN,
+)
+from contextledger.application.integrity import (
+    ApplicationLog,
+    check_fold,
+    check_seals,
+    missing_versions,
+    read_events,
+)
 from contextledger.application.notifications import read_notifications
 from contextledger.application.results import AuditEvent, VerifyProblem, VerifyReport
 from contextledger.application.store import ConversationStore, store_errors
@@ -27,6 +38,7 @@ from contextledger.domain.edits import (
     retraction_record,
     system_prompt_record,
 )
+from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError
 from contextledger.domain.events import (
     DomainEvent,
     Forked,
@@ -41,13 +53,20 @@ from contextledger.domain.events import (
 
 __all__ = ["Audit", "verify_conversation"]
 
+#: Topic prefix of a conversation's events (every one of them, whatever its kind).
+_CONVERSATION_TOPICS = "contextledger.conversation."
+
 
 class Audit:
     """Read-only audits of one ledger's log."""
 
-    def __init__(self, app: Application[UUID], store: ConversationStore) -> None:
+    def __init__(
+        self, app: Application[UUID], store: ConversationStore, counters: TokenCounters | None = None
+    ) -> None:
         self.app = app
         self.store = store
+        #: Recounts every stored token count when given.
+        self.counters = counters
 
     def conversation_ids(self) -> list[UUID]:
         """Ids of every conversation, in the order they were started."""
@@ -61,9 +80,10 @@ class Audit:
             ]
 
     def replay(self, conversation_id: UUID) -> Iterator[AuditEvent]:
-        """Every stored event of the conversation, in order."""
-        for event in self.store.events(conversation_id):
-            yield AuditEvent.from_event(event)
+        """Every stored event of the conversation, in order (read now, from the store:
+        iterating touches the store no more, even once the ledger is closed)."""
+        events = self.store.events(conversation_id)
+        return (AuditEvent.from_event(event) for event in events)
 
     def export(self) -> Iterator[tuple[int, AuditEvent]]:
         """Every stored event of every conversation, with its notification id."""
@@ -74,30 +94,15 @@ class Audit:
                     yield notification.id, AuditEvent.from_event(event)  # type: ignore[arg-type]
 
     def verify(self, conversation_id: UUID | None = None) -> VerifyReport:
-        """Recompute every digest chain and summary digest; report what does not match."""
-        ids = [conversation_id] if conversation_id is not None else self.conversation_ids()
+        """Recompute every digest chain and summary digest, read every stored event
+        and snapshot, compare the snapshots with the events and recount the tokens;
+        report what does not match. A damaged conversation is reported, not raised:
+        the others are verified all the same."""
+        ids = [conversation_id] if conversation_id is not None else self.stored_conversation_ids()
         problems: list[VerifyProblem] = []
         events = messages = summaries = 0
         for cid in ids:
-            stored = self.store.events(cid)
-            base: HistoryFold | None = None
-            source_digest: str | None = None
-            first = stored[0]
-            if isinstance(first, Forked):
-                from contextledger.application.history import fold_history
-
-                origin = first.origin
-                base = fold_history(self.store, origin.conversation_id, through_version=origin.version)
-                source = [
-                    e
-                    for e in self.store.events(origin.conversation_id)
-                    if e.originator_version <= origin.version
-                ]
-                source_digest = next(
-                    (str(d) for e in reversed(source) if isinstance(d := getattr(e, "digest", None), str)),
-                    None,
-                )
-            found = verify_conversation(cid, stored, base=base, source_digest=source_digest)
+            found = self._verify_one(cid, listed=conversation_id is None)
             events += found[0]
             messages += found[1]
             summaries += found[2]
@@ -110,67 +115,147 @@ class Audit:
             problems=tuple(problems),
         )
 
+    def stored_conversation_ids(self) -> list[UUID]:
+        """Ids of every conversation with an event in the log, in the order of their
+        first stored event: also those whose ``Started`` is missing."""
+        seen: dict[UUID, None] = {}
+        with store_errors():
+            for page in read_notifications(self.app.notification_log, committed=True):
+                for n in page:
+                    if n.topic.startswith(_CONVERSATION_TOPICS):
+                        seen.setdefault(UUID(str(n.originator_id)), None)
+        return list(seen)
+
+    def _verify_one(self, cid: UUID, *, listed: bool) -> tuple[int, int, int, list[VerifyProblem]]:
+        # Listed from this store's log, the conversation is read from it; asked for by id,
+        # from the store that holds it (several stores: the router says which).
+        app_for = None if listed else getattr(self.store, "app_for", None)
+        log = ApplicationLog(app_for(cid) if app_for is not None else self.app)
+        with store_errors(cid):
+            stored, unreadable, problems = read_events(log, cid)
+        if not listed and not stored and all(p.problem.endswith(_FOREIGN) for p in problems):
+            raise ConversationNotFoundError("no such conversation", conversation_id=cid)
+        last = max([*unreadable, *(e.originator_version for e in stored)], default=0)
+        base: HistoryFold | None = None
+        source_digest: str | None = None
+        first = stored[0] if stored else None
+        if isinstance(first, Forked) and first.originator_version == 1:
+            from contextledger.application.history import fold_history
+
+            origin = first.origin
+            try:
+                base = fold_history(self.store, origin.conversation_id, through_version=origin.version)
+                source = [
+                    e
+                    for e in self.store.events(origin.conversation_id)
+                    if e.originator_version <= origin.version
+                ]
+            except ContextLedgerError as exc:
+                problems.append(VerifyProblem(cid, 1, f"the fork's source cannot be read: {exc.message}"))
+                source = []
+            source_digest = next(
+                (str(d) for e in reversed(source) if isinstance(d := getattr(e, "digest", None), str)),
+                None,
+            )
+        found = verify_conversation(
+            cid, stored, base=base, source_digest=source_digest, unreadable=unreadable
+        )
+        problems += found[3]
+        problems += check_seals(cid, stored)
+        with store_errors(cid):
+            problems += check_fold(log, cid, stored, last_version=last, counters=self.counters)
+        problems.sort(key=lambda p: p.version)  # stable: at one version, the digest's first
+        return len(stored) + len(unreadable), found[1], found[2], problems
+
 
 def verify_conversation(
     cid: UUID,
-    events: list[DomainEvent],
+    events: Sequence[DomainEvent],
     *,
     base: HistoryFold | None = None,
     source_digest: str | None = None,
+    unreadable: Set[int] = frozenset(),
 ) -> tuple[int, int, int, list[VerifyProblem]]:
     """Recompute the digest chain (messages and edits), every summary's source digest
-    and every invalidation's reopened messages. ``base`` and ``source_digest``: a
-    fork's shared history and its source's digest at the fork version."""
+    and every invalidation's reopened messages; report gaps in versions. ``base`` and
+    ``source_digest``: a fork's shared history and its source's digest at the fork
+    version; ``unreadable``: versions stored but undecodable (reported by the reader,
+    not as gaps). After a gap the chain goes on from the next stored digest."""
     problems: list[VerifyProblem] = []
+    if not events:
+        return 0, 0, 0, problems
     first = events[0]
-    if isinstance(first, Forked):
+    digest: str | None
+    if first.originator_version != 1:
+        fold = HistoryFold()
+        digest = None
+        layers: list[tuple[int, int, str]] = []
+    elif isinstance(first, Forked):
         fold = HistoryFold(base, through_position=first.origin.through_position)
         digest = first.digest
         if source_digest is not None and source_digest != first.digest:
             problems.append(VerifyProblem(cid, 1, "the fork's digest is not its source's at that version"))
-        layers: list[tuple[int, int, str]] = [
+        layers = [
             (int(layer["from_position"]), int(layer["through_position"]), str(layer["text"]))
             for layer in first.state.get("summaries", [])
             if isinstance(layer, dict)
         ]
-    else:
-        assert isinstance(first, Started)
+    elif isinstance(first, Started):
         fold = HistoryFold()
         digest = genesis_digest(str(cid), first.system_prompt, first.model)
         if digest != first.digest:
             problems.append(VerifyProblem(cid, 1, "the Started event was altered"))
         layers = []
+    else:
+        fold = HistoryFold()
+        digest = None
+        layers = []
+        problems.append(
+            VerifyProblem(cid, 1, f"the log begins with {type(first).__name__}, not with Started or Forked")
+        )
     texts: dict[int, str] = {}
     n_messages = n_summaries = 0
 
-    def check(event: DomainEvent, expected: str, stored: str, what: str) -> str:
-        if expected != stored:
+    def check(event: DomainEvent, expected: str | None, stored: str, what: str) -> str:
+        """The chain's next link: ``stored``, checked unless the previous is unknown."""
+        if expected is not None and expected != stored:
             problems.append(VerifyProblem(cid, event.originator_version, f"{what} does not match its digest"))
         return stored
 
-    for index, event in enumerate(events):
+    expected_version = 1
+    for event in events:
         version = event.originator_version
-        if version != index + 1:
-            problems.append(VerifyProblem(cid, version, "version gap"))
+        if version > expected_version:
+            digest = None  # the links in between are lost: go on from the next one
+            lost = [v for v in range(expected_version, version) if v not in unreadable]
+            problems.extend(_gaps(cid, lost))
+        elif version < expected_version:
+            problems.append(VerifyProblem(cid, version, "version out of order"))
+        expected_version = version + 1
         if isinstance(event, MessageAppended):
             n_messages += 1
-            if event.position != fold.next_position:
+            if event.position != fold.next_position and digest is not None:
                 problems.append(VerifyProblem(cid, version, "position gap"))
-            expected = chain_digest(digest, event.message, event.items, event.envelope)
+            expected = (
+                None if digest is None else chain_digest(digest, event.message, event.items, event.original)
+            )
             digest = check(event, expected, event.digest, f"message {event.position}")
         elif isinstance(event, MessageEdited):
             record = edit_record(event.position, event.replaces_version, event.message)
-            digest = check(event, edit_digest(digest, record), event.digest, f"the edit of {event.position}")
+            expected = None if digest is None else edit_digest(digest, record)
+            digest = check(event, expected, event.digest, f"the edit of {event.position}")
             if event.position not in fold.entries:
                 problems.append(
                     VerifyProblem(cid, version, f"edit of a retracted or unknown {event.position}")
                 )
         elif isinstance(event, MessagesRetracted):
             record = retraction_record(event.command, event.positions, event.reason)
-            digest = check(event, edit_digest(digest, record), event.digest, "the retraction")
+            expected = None if digest is None else edit_digest(digest, record)
+            digest = check(event, expected, event.digest, "the retraction")
         elif isinstance(event, SystemPromptChanged):
             record = system_prompt_record(event.system_prompt)
-            digest = check(event, edit_digest(digest, record), event.digest, "the system prompt change")
+            expected = None if digest is None else edit_digest(digest, record)
+            digest = check(event, expected, event.digest, "the system prompt change")
         elif isinstance(event, SummaryCreated):
             n_summaries += 1
             texts[version] = event.text
@@ -213,3 +298,14 @@ def verify_conversation(
             layers = [(x.from_position, x.through_position, x.text) for x in event.layers]
         fold.apply(event)
     return len(events), n_messages, n_summaries, problems
+
+
+def _gaps(cid: UUID, versions: list[int]) -> list[VerifyProblem]:
+    """One problem per run of consecutive missing versions."""
+    runs: list[list[int]] = []
+    for v in versions:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return [VerifyProblem(cid, a, missing_versions(a, b)) for a, b in runs]

@@ -40,7 +40,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, PersistenceError
 
 from contextledger.application.notifications import committed_top, read_notifications
-from contextledger.domain.errors import ConfigurationError, ContextLedgerError
+from contextledger.domain.errors import ConfigurationError, ContextLedgerError, LedgerClosedError
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -275,6 +275,9 @@ class LogFollower(ABC):
         False if it failed (a store error, or a bug in a subclass)."""
         try:
             self._active = self.step() > 0
+        except LedgerClosedError:  # the ledger closes: its followers stop with it
+            self._stop.set()
+            return False
         except (ContextLedgerError, PersistenceError) as exc:
             self._failed(exc)
             log.warning("%s: %s; retrying", self.name, exc)

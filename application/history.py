@@ -202,23 +202,37 @@ def transcript_entries(
     return sorted(out, key=transcript_order)
 
 
-def summary_infos(store: ConversationStore, conversation_id: UUID) -> list[SummaryInfo]:
-    """Every summary the conversation recorded, oldest first, marked invalid where a
-    ``SummaryInvalidated`` event took it back (a fork's reused summaries stay in its
-    source's list)."""
-    found: dict[int, SummaryInfo] = {}
-    for event in store.events(conversation_id):
+def summary_infos(
+    store: ConversationStore, conversation_id: UUID, *, through_version: int | None = None
+) -> list[SummaryInfo]:
+    """Every summary the conversation rests on, oldest first: a fork's shared history's
+    first (as they stood at the fork's version, marked ``inherited_from``), then its
+    own; marked invalid where a ``SummaryInvalidated`` event took one back."""
+    events = store.events(conversation_id)
+    if through_version is not None:
+        events = [e for e in events if e.originator_version <= through_version]
+    found: dict[tuple[UUID | None, int], SummaryInfo] = {}
+    first = events[0] if events else None
+    if isinstance(first, Forked):
+        origin = first.origin
+        for info in summary_infos(store, origin.conversation_id, through_version=origin.version):
+            holder = info.inherited_from or origin.conversation_id
+            found[(holder, info.version)] = replace(info, inherited_from=holder)
+    for event in events:
         if isinstance(event, SummaryCreated):
-            found[event.originator_version] = SummaryInfo.from_event(event)
+            found[(None, event.originator_version)] = SummaryInfo.from_event(event)
         elif isinstance(event, SummaryInvalidated):
-            for version in event.invalidated_versions:
-                info = found.get(version)
-                if info is not None and info.valid:
-                    found[version] = replace(
-                        info,
+            keys: list[tuple[UUID | None, int]] = [(None, v) for v in event.invalidated_versions]
+            keys += [(link.origin, link.version) for link in event.invalidated_inherited]
+            for key in keys:
+                standing = found.get(key)
+                if standing is not None and standing.valid:
+                    found[key] = replace(
+                        standing,
                         valid=False,
                         invalidated_version=event.originator_version,
                         invalidated_reason=event.reason,
+                        invalidated_in=conversation_id,
                     )
     return list(found.values())
 
@@ -262,7 +276,7 @@ def event_marks(store: ConversationStore, conversation_id: UUID) -> dict[int, di
         if mark:
             marks[entry.version] = mark
     for summary in summary_infos(store, conversation_id):
-        if not summary.valid:
+        if not summary.valid and summary.inherited_from is None:
             marks[summary.version] = {
                 "valid": False,
                 "invalidated_version": summary.invalidated_version,

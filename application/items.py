@@ -19,7 +19,7 @@ from uuid import UUID
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.events import MessageAppended
-from contextledger.domain.items import Item, items_from_message, messages_from_items
+from contextledger.domain.items import Item, ItemMessage, items_from_message, messages_from_items
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import Entry, placeholder_message, summary_message
 from contextledger.domain.state import is_placeholder
@@ -28,15 +28,23 @@ from contextledger.domain.validation import shown
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
 
-__all__ = ["SummaryRole", "append_items", "context_items", "items_of_conversation", "transcript_items"]
+__all__ = [
+    "SummaryRole",
+    "append_grouped",
+    "append_items",
+    "context_items",
+    "grouped_items",
+    "items_of_conversation",
+    "transcript_items",
+]
 
 #: The role of the message item that carries the summary.
 SummaryRole = Literal["system", "developer", "user"]
 
 
-def append_items(ledger: Ledger, conversation_id: UUID, items: Iterable[Item]) -> list[int]:
-    """Append Responses items in one transaction; returns the positions of the chat
-    messages they became (a run of function calls is one message)."""
+def grouped_items(items: Iterable[Item]) -> list[ItemMessage]:
+    """Check Responses items (JSON objects of valid text) and group them into chat
+    messages, each with a private copy of the items it stands for."""
     if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
         raise InvalidArgumentError(
             "items must be a list of Responses items", argument="items", value=shown(items)
@@ -51,27 +59,34 @@ def append_items(ledger: Ledger, conversation_id: UUID, items: Iterable[Item]) -
             raise InvalidArgumentError(
                 f"items[{index}] is not a JSON object of valid text: {exc}", argument="items"
             ) from None
-    grouped = messages_from_items(listed)
-    if not grouped:
+    return [(m, tuple(copy.deepcopy(dict(i)) for i in raw)) for m, raw in messages_from_items(listed)]
+
+
+def append_grouped(
+    ledger: Ledger, conversation: Conversation, message: Message, raw: tuple[Item, ...]
+) -> int:
+    """Append one grouped message with its items to ``conversation`` (in a command)."""
+    conversation.check_message(message)
+    tokens, placeholder_tokens = ledger.counters.message_cost(conversation, message)
+    return conversation.append(
+        message,
+        tokens=tokens,
+        placeholder_tokens=placeholder_tokens,
+        client_message_id=None,
+        at=ledger._clock(),
+        items=raw,
+    )
+
+
+def append_items(ledger: Ledger, conversation_id: UUID, items: Iterable[Item]) -> list[int]:
+    """Append Responses items in one transaction; returns the positions of the chat
+    messages they became (a run of function calls is one message)."""
+    frozen = grouped_items(items)
+    if not frozen:
         return []
-    frozen = [(m, tuple(copy.deepcopy(dict(i)) for i in raw)) for m, raw in grouped]
 
     def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
-        positions = []
-        for message, raw in frozen:
-            conversation.check_message(message)
-            tokens, placeholder_tokens = ledger.counters.message_cost(conversation, message)
-            positions.append(
-                conversation.append(
-                    message,
-                    tokens=tokens,
-                    placeholder_tokens=placeholder_tokens,
-                    client_message_id=None,
-                    at=ledger._clock(),
-                    items=raw,
-                )
-            )
-        return positions, []
+        return [append_grouped(ledger, conversation, m, raw) for m, raw in frozen], []
 
     return ledger.store.execute(conversation_id, command)
 

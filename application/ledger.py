@@ -31,9 +31,11 @@ from contextledger.application.history import (
 )
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.ledger_edits import LedgerEdits
+from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods, stop_all
 from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, TracedSummarizer, Tracer, log
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.read_only import read_only_updates, refuse_writes
 from contextledger.application.results import (
     AuditEvent,
     SharedHistory,
@@ -49,6 +51,7 @@ from contextledger.application.settings import (
     STORE_ENV_TOPIC,
     TOKEN_COUNTER_TOPIC,
     Settings,
+    masked_url,
 )
 from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
@@ -163,6 +166,9 @@ class Ledger(LedgerEdits, Application[UUID]):
                 raise StoreError(f"cannot open the event store: {exc}") from exc
             except OSError as exc:
                 raise StoreError(f"cannot open the event store: {exc}") from exc
+        self._lifecycle = Lifecycle(
+            stop=lambda: stop_all([*reversed(self._followers), self._runner]), release=super().close
+        )
         cls = type(self)
         #: Whether ``save_conversations`` may skip what ``save`` builds for hooks.
         self._lean_save = (
@@ -190,13 +196,15 @@ class Ledger(LedgerEdits, Application[UUID]):
             summarizer=summarizer,
             build=self._build_summarizer,
         )
-        self.audit = Audit(self, self.store)
+        self.audit = Audit(self, self.store, self.counters)
         #: Spans of append, context, summarize (and the read models' rebuild).
         self.tracer: Tracer = _resolve(TRACER_TOPIC)() if self.settings.tracing else NullTracer()
         #: Folds of edited conversations' logs (an edit reaching into summarized history).
         self.history_cache = HistoryCache()
         if len(self.settings.store_urls) > 1:
             self._open_shards(summarizer, token_counter, env)
+        if self.settings.read_only:
+            refuse_writes(self, masked_url(self.settings.database_url))
 
     def _open_shards(
         self, summarizer: Summarizer | None, token_counter: TokenCounter | None, env: EnvType | None
@@ -216,9 +224,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 shard.summary_service.counters = self.counters
                 self.shards.append(shard)
         except BaseException:
-            for shard in self.shards[1:]:
-                shard.close()
-            super().close()
+            self.close()
             raise
         router = ShardedStore([s.local_store for s in self.shards], clock=self._clock)
         for shard in self.shards:
@@ -239,6 +245,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         settings: Settings | None = None,
         clock: Clock | None = None,
         run_policy: bool | None = None,
+        read_only: bool | None = None,
     ) -> Ledger:
         """Open a ledger on ``url`` (``memory://``, ``sqlite:///file.db``,
         ``postgresql://user@host:5432/db``), or a list of such URLs: conversations are
@@ -247,6 +254,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         ``sqlite:///contextledger.db``. No summarizer: OpenAI when
         ``OPENAI_API_KEY`` is set, else the offline summarizer. With ``run_policy``
         (the default) summarization runs in a background thread of this process.
+        With ``read_only`` nothing is created or written (``application/read_only.py``).
         """
         base = settings or Settings.from_env()
         updates: dict[str, Any] = {}
@@ -263,6 +271,8 @@ class Ledger(LedgerEdits, Application[UUID]):
             updates["stores"] = ()
         if run_policy is not None:
             updates["run_policy"] = run_policy
+        if read_only is not None:
+            updates = {**updates, **read_only_updates(read_only, run_policy)}
         if updates:
             base = base.model_copy(update=updates)
         ledger = cls(base, summarizer=summarizer, token_counter=token_counter, clock=clock)
@@ -368,21 +378,20 @@ class Ledger(LedgerEdits, Application[UUID]):
         store.recorder.insert_events([to_stored(event) for event in events])
         return events
 
-    def close(self) -> None:
-        for follower in reversed(self._followers):
-            follower.stop()
-        self._followers.clear()
-        if self._runner is not None:
-            self._runner.stop()
-            self._runner = None
-        if self.shards[0] is self:
-            for shard in self.shards[1:]:
-                shard.close()
-        super().close()
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new calls (``LedgerClosedError``), stop the policy and followers, wait
+        up to ``timeout`` s (``Settings.close_timeout``) for calls in flight, close the
+        store(s) (``docs/operations.md``, shutting down). Closing again does nothing."""
+        group = self.shards if self.shards[0] is self else [self]
+        close_all([s._lifecycle for s in group], self.settings.close_timeout if timeout is None else timeout)
 
     def __enter__(self) -> Ledger:
+        self._lifecycle.check_open()
         super().__enter__()
         return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()  # the store stays open until a call still running after the timeout ends
 
     def add_listener(self, listener: Callable[[], None], topics: Iterable[str] | None = None) -> None:
         """Call ``listener`` after every save (wakes in-process followers); with
@@ -439,7 +448,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                 )
         else:
             cid = uuid4() if conversation_id is None else resolve(conversation_id)
-        checked_tools = check_tools(tools)
+        checked_tools = check_tools(tools, max_bytes=self.settings.max_tools_bytes)
         counter = self.counter_for(model)
         tools_tokens = self.counters.tools_cost(model, checked_tools)
         system_tokens = 0
@@ -621,7 +630,7 @@ class Ledger(LedgerEdits, Application[UUID]):
     ) -> bool:
         """Send these tool definitions from now on (``ToolsChanged``); False if unchanged."""
         conversation_id = resolve(conversation_id)
-        checked = check_tools(tools)
+        checked = check_tools(tools, max_bytes=self.settings.max_tools_bytes)
 
         def command(conversation: Conversation) -> tuple[bool, list[Any]]:
             cost = self.counters.tools_cost(conversation.state.model, checked)
@@ -789,3 +798,9 @@ class Ledger(LedgerEdits, Application[UUID]):
 
 def _totals_and_fork(conversation: Conversation) -> tuple[TokenTotals, bool]:
     return TokenTotals.of(conversation), conversation.state.fork_of is not None
+
+
+# Every public method refuses calls once close() has begun (LedgerClosedError).
+guard_methods(Ledger, module_prefix="contextledger.", exempt=(
+    "close", "construct_env", "add_listener", "add_event_listener", "counter_for",
+    "summarizer_model_name", "save_conversations"))

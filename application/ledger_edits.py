@@ -28,6 +28,7 @@ from contextledger.domain.errors import (
 )
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
+from contextledger.domain.validation import check_position
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -68,6 +69,7 @@ class LedgerEdits:
         made from a retracted message are invalidated (``SummaryInvalidated``).
         """
         conversation_id = resolve(conversation_id)
+        check_position(position, conversation_id=conversation_id)
         if reason is not None and not isinstance(reason, str):
             raise InvalidArgumentError("reason must be a string or None", argument="reason")
         return self.store.execute(
@@ -85,6 +87,7 @@ class LedgerEdits:
         keeps its ``tool_call_id``, a tool-call message its call ids). False if the
         message is the same. Summaries made from the old version are invalidated."""
         conversation_id = resolve(conversation_id)
+        check_position(position, conversation_id=conversation_id)
         msg = Message.from_openai(message)
         check_message_bytes(msg, self.settings)
 
@@ -116,6 +119,7 @@ class LedgerEdits:
         """Retract every message after ``position`` (edit-and-regenerate is ``rewind``
         then ``append``); returns the retracted positions."""
         conversation_id = resolve(conversation_id)
+        check_position(position, conversation_id=conversation_id)
         return self.store.execute(
             conversation_id,
             lambda c: (c.rewind(position, history=self._history(c), at=self._clock()), []),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 from uuid import UUID
 
+from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.messages import Message
 
 __all__ = ["Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"]
@@ -40,7 +41,8 @@ class SummaryRequest:
     """What a summarizer is asked to do: extend ``previous_summary`` with ``messages``.
 
     ``messages`` are exactly the newly covered ones (positions ``from_position`` to
-    ``through_position``); nothing already summarized is sent again.
+    ``through_position``, without the retracted ones, each at its position in
+    ``positions``); nothing already summarized is sent again.
     """
 
     conversation_id: UUID
@@ -57,6 +59,27 @@ class SummaryRequest:
     #: The version that pinned the range: a range pinned again after an edit (same
     #: positions, other messages) rejects a result made for the earlier pin.
     threshold_version: int | None = None
+    #: The transcript position of each of ``messages``, in order: a range with
+    #: retracted messages has gaps, so ``from_position + index`` is not a message's
+    #: position. None (a request built without them): the messages are taken as
+    #: consecutive from ``from_position``; ``positioned()`` answers either way.
+    positions: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.positions is not None and len(self.positions) != len(self.messages):
+            raise InvalidArgumentError(
+                f"a summary request names {len(self.positions)} positions for "
+                f"{len(self.messages)} messages",
+                conversation_id=self.conversation_id,
+                argument="positions",
+            )
+
+    def positioned(self) -> tuple[tuple[int, Message], ...]:
+        """``(position, message)`` for each message: the positions to cite."""
+        positions = self.positions
+        if positions is None:
+            positions = tuple(range(self.from_position, self.from_position + len(self.messages)))
+        return tuple(zip(positions, self.messages, strict=True))
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,12 @@ class SummaryInfo:
     previous summary, as in single mode). ``valid`` is False once a retraction or an
     edit of a message it was made from invalidated it (``invalidated_version``: the
     ``SummaryInvalidated`` event's version; ``invalidated_reason``: why).
+
+    A fork lists the summaries of the history it shares first, marked
+    ``inherited_from``: the conversation whose log holds the summary (its ``version``
+    is a version of that log). ``invalidated_in`` names the conversation whose
+    ``SummaryInvalidated`` took a summary back (``invalidated_version`` is a version
+    of that log): a fork's own edit can take back a summary it inherited.
     """
 
     from_position: int
@@ -182,6 +188,10 @@ class SummaryInfo:
     valid: bool = True
     invalidated_version: int | None = None
     invalidated_reason: str | None = None
+    #: Set on a fork's inherited summaries: the conversation whose log holds it.
+    inherited_from: UUID | None = None
+    #: The conversation whose ``SummaryInvalidated`` took it back (None while valid).
+    invalidated_in: UUID | None = None
 
     @classmethod
     def from_event(cls, event: SummaryCreated) -> SummaryInfo:
@@ -259,7 +269,7 @@ class TokenTotals:
             context_tokens=context_tokens,
             full_history_tokens=full,
             saved_tokens=max(0, full - context_tokens),
-            summaries=s.summaries_created,
+            summaries=s.summaries_created + s.inherited_summaries,
             summarizer_calls=s.summarizer_calls,
             summarizer_failures=s.summarizer_failures,
             summarizer_input_tokens=s.summarizer_input_tokens,
@@ -289,6 +299,7 @@ class TokenTotals:
             sums["appended_tokens"] -= inherited.appended_tokens
             sums["retracted_messages"] -= inherited.retracted_messages
             sums["edited_messages"] -= inherited.edited_messages
+            sums["summaries"] -= inherited.summaries
         return cls(**sums)
 
     @classmethod
@@ -305,6 +316,8 @@ class SharedHistory:
     appended_tokens: int
     retracted_messages: int
     edited_messages: int
+    #: Summaries of the shared history (0 for forks recorded before they were counted).
+    summaries: int = 0
 
     @classmethod
     def of(cls, event: Forked) -> SharedHistory:
@@ -314,6 +327,7 @@ class SharedHistory:
             appended_tokens=int(state.get("appended_tokens", 0)),
             retracted_messages=int(state.get("retracted_messages", 0)),
             edited_messages=int(state.get("edited_messages", 0)),
+            summaries=int(state.get("inherited_summaries", 0)),
         )
 
 

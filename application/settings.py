@@ -34,7 +34,8 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_RETRY_TOTAL_SECONDS``,
     ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
     ``CONTEXTLEDGER_CONNECT_TIMEOUT``, ``CONTEXTLEDGER_STATEMENT_TIMEOUT``,
-    ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``.
+    ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``,
+    ``CONTEXTLEDGER_MAX_TOOLS_BYTES``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,6 +72,10 @@ class Settings(BaseModel):
     #: ``ConcurrencyError`` (with ``attempts`` and ``seconds``); while the store is away,
     #: the outage's ``StoreError`` instead.
     write_deadline: float = Field(default=5.0, gt=0, le=3600)
+    #: How long ``close()`` waits for the calls in flight to finish before it
+    #: returns (new calls are refused at once with ``LedgerClosedError``); a call
+    #: still running then keeps the store open until it ends.
+    close_timeout: float = Field(default=10.0, ge=0, le=3600)
     #: Seconds to establish a PostgreSQL connection (libpq ``connect_timeout``,
     #: whole seconds, at least 2) and the longest wait for a pooled connection; a URL's
     #: ``?connect_timeout=`` wins. While the server is away, a call ends within
@@ -84,8 +89,14 @@ class Settings(BaseModel):
     #: (``InvalidMessageError`` naming the limit).
     max_message_bytes: int = Field(default=1_000_000, ge=1024)
     max_message_tokens: int = Field(default=100_000, ge=16)
+    #: Largest set of tool definitions accepted (``start(tools=...)``,
+    #: ``change_tools``), in UTF-8 bytes of their JSON, checked before tokens are counted.
+    max_tools_bytes: int = Field(default=1_000_000, ge=1024)
     #: Run the summarization policy inside this process (False: a worker does it).
     run_policy: bool = True
+    #: Open the store read-only: create nothing, run no policy, refuse every write
+    #: (``ReadOnlyError``); a missing schema or table is ``SchemaMissingError``.
+    read_only: bool = False
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
     tracing: bool = False
 
@@ -112,6 +123,10 @@ class Settings(BaseModel):
             if "database_url" in self.model_fields_set and self.database_url != self.stores[0]:
                 raise ValueError("database_url must be the first of stores (or not given)")
             object.__setattr__(self, "database_url", self.stores[0])
+        if self.read_only and self.run_policy:
+            if "run_policy" in self.model_fields_set:
+                raise ValueError("a read-only ledger runs no summarization policy (run_policy)")
+            object.__setattr__(self, "run_policy", False)
         return self
 
     @property
@@ -151,10 +166,12 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_RETRY_TOTAL_SECONDS": "retry_total_seconds",
             "CONTEXTLEDGER_TRACING": "tracing",
             "CONTEXTLEDGER_WRITE_DEADLINE": "write_deadline",
+            "CONTEXTLEDGER_CLOSE_TIMEOUT": "close_timeout",
             "CONTEXTLEDGER_CONNECT_TIMEOUT": "connect_timeout",
             "CONTEXTLEDGER_STATEMENT_TIMEOUT": "statement_timeout",
             "CONTEXTLEDGER_MAX_MESSAGE_BYTES": "max_message_bytes",
             "CONTEXTLEDGER_MAX_MESSAGE_TOKENS": "max_message_tokens",
+            "CONTEXTLEDGER_MAX_TOOLS_BYTES": "max_tools_bytes",
         }
         for key, field in mapping.items():
             if env.get(key):

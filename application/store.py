@@ -28,9 +28,10 @@ from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConversationNotFoundError,
+    LogDamagedError,
     StoreError,
 )
-from contextledger.domain.events import DomainEvent, Forked, Started
+from contextledger.domain.events import ConversationEvent, DomainEvent, Forked, Started
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -101,8 +102,9 @@ def store_error(exc: BaseException, conversation_id: UUID | None = None) -> Stor
 
 
 class store_errors:
-    """Map the event store's failures to ``StoreError`` (the cause chained). A plain
-    context manager: every load enters it."""
+    """Map the event store's failures to ``StoreError``, and stored events that do not
+    fold to ``LogDamagedError`` (the cause chained). A plain context manager: every
+    load enters it."""
 
     __slots__ = ("conversation_id",)
 
@@ -115,6 +117,11 @@ class store_errors:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, (OperationalError, PersistenceError)):
             raise store_error(exc, self.conversation_id) from exc
+        if isinstance(exc, (ValueError, KeyError, IndexError)):  # stored events that do not fold
+            raise LogDamagedError(
+                f"the log is damaged: its events do not fold ({type(exc).__name__}: {exc})",
+                conversation_id=self.conversation_id,
+            ) from exc
 
 
 class FairLock:
@@ -428,8 +435,16 @@ class ConversationStore:
         """Every stored event of the conversation, oldest first."""
         with store_errors(conversation_id):
             events = list(self.app.events.get(conversation_id))
-        if not events or not isinstance(events[0], (Started, Forked)):
+        if not events or not isinstance(events[0], ConversationEvent):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
+        if not isinstance(events[0], (Started, Forked)) or events[0].originator_version != 1:
+            first = events[0]
+            raise LogDamagedError(
+                f"the log is damaged: it begins with {type(first).__name__} at version "
+                f"{first.originator_version}, not with the conversation's start",
+                conversation_id=conversation_id,
+                version=first.originator_version,
+            )
         return events  # type: ignore[return-value]
 
     def client_position(self, conversation_id: UUID, client_message_id: str) -> int | None:

@@ -9,9 +9,9 @@ result, so a retry after a crash, or two workers racing, still leaves one
 
 - At most one summarization per conversation is in flight; up to
   ``max_concurrent_summaries`` for different conversations run in parallel.
-- Failures are recorded as ``SummarizationFailed`` and retried with exponential
-  backoff (honouring a provider's ``Retry-After`` up to ``retry_max_seconds``); the
-  conversation keeps working under its hard cap meanwhile. A failure that a retry
+- Failures (whatever a summarizer raises) are recorded as ``SummarizationFailed``
+  and retried with exponential backoff (honouring a provider's ``Retry-After`` up to
+  ``retry_max_seconds``); the conversation keeps working under its hard cap meanwhile. A failure that a retry
   cannot mend (``retryable=False``: a refused key or permission, an invalid request)
   hands the range to the offline fallback at once, when one is configured; so do
   ``fallback_after_attempts`` failures, or ``retry_total_seconds`` of them.
@@ -32,28 +32,21 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Notification, PersistenceError, Tracking
 
 from contextledger.application.follower import LogFollower, Shard
-from contextledger.application.ports import Summarizer, SummaryRequest
+from contextledger.application.ports import Summarizer
+from contextledger.application.summary_attempts import Outcome, attempt_summary
 from contextledger.domain import events
-from contextledger.domain.conversation import SummaryFailure
-from contextledger.domain.errors import (
-    ContextLedgerError,
-    StaleSummaryError,
-    SummarizerError,
-    SummarizerRateLimitedError,
-    SummaryQualityError,
-)
+from contextledger.domain.errors import ContextLedgerError, LedgerClosedError
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
 
-__all__ = ["SummarizationRunner", "summarize_pending"]
+__all__ = ["Outcome", "SummarizationRunner", "summarize_pending"]
 
 log = logging.getLogger("contextledger.summarization")
 
@@ -66,16 +59,6 @@ MARK_INTERVAL = 1.0
 #: thresholds from its saves (``foreign_delay`` > 0): the log then brings it only the
 #: thresholds of other processes, which wait ``foreign_delay`` anyway.
 LOG_READ_INTERVAL = 1.0
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a job decided: ``retry_in`` seconds (None: done)."""
-
-    retry_in: float | None = None
-    recheck: bool = False
-    #: Why the attempt cannot succeed on a retry (a non-retryable error), else None.
-    refused: str | None = None
 
 
 def summarize_pending(
@@ -115,7 +98,7 @@ def summarize_pending(
                 why,
             )
             summarizer = fallback
-    outcome = _attempt(ledger, summarizer, request, backoff)
+    outcome = attempt_summary(ledger, summarizer, request, backoff)
     if outcome.refused is None or fallback is None or summarizer is fallback:
         return outcome
     log.error(
@@ -129,69 +112,7 @@ def summarize_pending(
     request = ledger.pending_summary(conversation_id)
     if request is None:
         return Outcome()
-    return _attempt(ledger, fallback, request, backoff)
-
-
-def _attempt(
-    ledger: Ledger, summarizer: Summarizer, request: SummaryRequest, backoff: Callable[[int], float]
-) -> Outcome:
-    try:
-        result = summarizer.summarize(request)
-    except SummarizerError as exc:
-        return _failed(ledger, request, exc, backoff)
-    try:
-        ledger.record_summary(request, result)
-    except StaleSummaryError:
-        return Outcome(recheck=True)  # someone else recorded it, or the range moved on
-    except SummaryQualityError as exc:
-        failure = SummaryFailure(
-            kind="quality",
-            error=exc.message,
-            retryable=True,
-            called_provider=True,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-        )
-        try:
-            attempt = ledger.record_summary_failure(request, failure)
-        except StaleSummaryError:
-            return Outcome(recheck=True)
-        return Outcome(retry_in=backoff(attempt))
-    return Outcome(recheck=True)
-
-
-def _failed(
-    ledger: Ledger, request: SummaryRequest, exc: SummarizerError, backoff: Callable[[int], float]
-) -> Outcome:
-    retryable = getattr(exc, "retryable", True) is not False
-    failure = SummaryFailure(
-        kind=type(exc).__name__, error=exc.message, retryable=retryable, called_provider=True
-    )
-    try:
-        attempt = ledger.record_summary_failure(request, failure)
-    except StaleSummaryError:
-        return Outcome(recheck=True)
-    settings = ledger.settings
-    delay = backoff(attempt)
-    if isinstance(exc, SummarizerRateLimitedError):
-        retry_after = getattr(exc, "retry_after", None)
-        if isinstance(retry_after, int | float) and retry_after > 0:
-            # A provider's Retry-After is honoured up to retry_max_seconds.
-            delay = max(delay, min(float(retry_after), settings.retry_max_seconds))
-    if not retryable:
-        delay = max(delay, settings.retry_max_seconds)
-    log.log(
-        logging.WARNING if retryable else logging.ERROR,
-        "summarization of %s positions %d-%d failed (attempt %d, %s, retry in %.2fs): %s",
-        request.conversation_id,
-        request.from_position,
-        request.through_position,
-        attempt,
-        "retryable" if retryable else "not retryable",
-        delay,
-        exc.message,
-    )
-    return Outcome(retry_in=delay, refused=None if retryable else exc.message)
+    return attempt_summary(ledger, fallback, request, backoff)
 
 
 class SummarizationRunner(LogFollower):
@@ -434,6 +355,8 @@ class SummarizationRunner(LogFollower):
                     continue
                 try:
                     outcome = future.result()
+                except LedgerClosedError:  # the ledger closes: the range stays to do
+                    outcome = Outcome(recheck=True)
                 except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
                     log.exception("summarization job for %s crashed: %s", cid, exc)
                     outcome = Outcome(retry_in=self.ledger.settings.retry_base_seconds * 4)

@@ -82,17 +82,19 @@ class SummaryService:
             if pending is None:
                 return None
             policy = conversation.policy
+            entries = conversation.pending_messages_for_summary()
             return SummaryRequest(
                 conversation_id=conversation_id,
                 from_position=pending.from_position,
                 through_position=pending.through_position,
-                messages=tuple(e.message for e in conversation.pending_messages_for_summary()),
+                messages=tuple(e.message for e in entries),
                 previous_summary=conversation.previous_summary_text(),
                 model=policy.summarizer_model or self.model_name(),
                 max_summary_tokens=policy.max_summary_tokens,
                 idempotency_key=f"{conversation_id}:{pending.threshold_version}",
                 attempt=pending.attempts + 1,
                 threshold_version=pending.threshold_version,
+                positions=tuple(e.position for e in entries),
             )
 
         return self.store.read(conversation_id, request)

@@ -14,12 +14,14 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from contextledger.domain import events
+from contextledger.domain.budget import check_budget, keep_offset, trigger_extra
 from contextledger.domain.digests import chain_digest, genesis_digest
 from contextledger.domain.editing import EditCommands
 from contextledger.domain.errors import (
     ContextOverflowError,
     InvalidMessageError,
     InvalidPolicyError,
+    LogDamagedError,
     StaleSummaryError,
     SummaryQualityError,
 )
@@ -39,13 +41,13 @@ from contextledger.domain.events import (
 )
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.redaction import provider_text
 from contextledger.domain.reduction import (
     Entry,
     SummaryLayer,
     placeholder_message,
     plan_range,
     summary_message,
-    tools_leave_room,
     trigger_limit,
 )
 from contextledger.domain.state import (
@@ -99,7 +101,8 @@ class SummaryFailure:
     """One failed summarization attempt, as recorded in ``SummarizationFailed``.
 
     ``kind`` names the failure (an error class name, ``"quality"``, ...), ``error``
-    says what happened (kept to 2,000 characters), ``retryable`` whether trying
+    says what happened (one line of at most 2,000 characters, control characters
+    escaped and anything like an API key masked: ``redaction.provider_text``), ``retryable`` whether trying
     again may help, ``called_provider`` whether a provider was called (and may have
     charged for it), with the tokens it reported when it did.
     """
@@ -110,6 +113,9 @@ class SummaryFailure:
     called_provider: bool
     input_tokens: int | None = None
     output_tokens: int | None = None
+
+    def __post_init__(self) -> None:  # text from a provider: escaped, secrets masked
+        object.__setattr__(self, "error", provider_text(self.error))
 
 
 class Conversation(EditCommands):
@@ -161,11 +167,13 @@ class Conversation(EditCommands):
         cap = policy.max_context_tokens
         if cap is not None and system_tokens + reply_priming + tools_tokens >= cap:
             raise InvalidPolicyError(
-                f"max_context_tokens ({cap}) leaves no room after the system prompt "
-                f"({system_tokens} tokens)",
+                f"max_context_tokens ({cap}) leaves no room after the system prompt ({system_tokens} "
+                "tokens)" + (f" and the tools ({tools_tokens} tokens)" if tools_tokens else ""),
                 conversation_id=conversation_id,
             )
-        _check_tools_fit_trigger(policy, tools_tokens if tools else 0, conversation_id)
+        check_budget(policy, tools_tokens=tools_tokens if tools else 0, reply_priming=reply_priming,
+                     system_tokens=system_tokens if system_prompt is not None else 0,
+                     conversation_id=conversation_id)
         event = Started(
             originator_id=conversation_id,
             originator_version=1,
@@ -179,7 +187,7 @@ class Conversation(EditCommands):
             key=key,
             tools=tools,
             tools_tokens=tools_tokens if tools else 0,
-        )
+        ).sealed()
         conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
         return conversation
@@ -197,11 +205,13 @@ class Conversation(EditCommands):
         elif isinstance(event, Forked):
             conversation = cls(event.originator_id, event.timestamp)
             conversation.state = ConversationState.model_validate(event.state)
-        elif conversation is None:
-            raise ValueError(f"{type(event).__name__} before Started")
-        elif event.originator_version != conversation.version + 1:
-            raise ValueError(
-                f"event version {event.originator_version} does not follow {conversation.version}"
+        elif conversation is None or event.originator_version != conversation.version + 1:
+            after = "no Started" if conversation is None else f"version {conversation.version}"
+            raise LogDamagedError(
+                f"the log is damaged: {type(event).__name__} at version "
+                f"{event.originator_version} comes after {after} (events are missing)",
+                conversation_id=event.originator_id,
+                version=event.originator_version,
             )
         else:
             apply_event(conversation.state, event)
@@ -213,6 +223,8 @@ class Conversation(EditCommands):
         event = event_class(
             originator_id=self.id, originator_version=self.version + 1, timestamp=at, **fields
         )
+        if isinstance(event, events.SealedEvent):
+            event = event.sealed()
         event.mutate(self)
         self._pending_events.append(event)
 
@@ -340,9 +352,10 @@ class Conversation(EditCommands):
         client_message_id: str | None,
         at: datetime,
         items: tuple[dict[str, Any], ...] | None = None,
-        envelope: dict[str, Any] | None = None,
+        original: dict[str, Any] | None = None,
     ) -> int:
-        """Command: append a message (with its raw ``items`` and ``envelope``); may pin a range."""
+        """Command: append a message (and the Responses ``items`` or the framework's
+        ``original`` it stands for, if any); may also pin a range (ThresholdReached)."""
         self.check_message(message)
         s = self.state
         cap = s.policy.max_context_tokens
@@ -368,8 +381,9 @@ class Conversation(EditCommands):
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
             client_message_id=client_message_id,
-            digest=chain_digest(s.digest, message, items, envelope),
-            items=items, envelope=envelope,
+            digest=chain_digest(s.digest, message, items, original),
+            items=items,
+            original=original,
         )
         self._maybe_pin_range(at)
         return position
@@ -483,10 +497,8 @@ class Conversation(EditCommands):
                 "newest turn",
                 conversation_id=self.id,
             )
-        _check_tools_fit_trigger(policy, s.tools_tokens, self.id)
-        self._trigger(
-            PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1
-        )
+        self._check_budget(policy, s.tools_tokens)
+        self._trigger(PolicyChanged, at, policy=policy, policy_version=s.policy_version + 1)
         self._maybe_pin_range(at)
         return True
 
@@ -505,7 +517,7 @@ class Conversation(EditCommands):
                 "the system prompt, summaries and newest turn",
                 conversation_id=self.id,
             )
-        _check_tools_fit_trigger(s.policy, tools_tokens, self.id)
+        self._check_budget(s.policy, tools_tokens)
         self._trigger(ToolsChanged, at, tools=tools, tools_tokens=tools_tokens)
         self._maybe_pin_range(at)
         return True
@@ -524,6 +536,12 @@ class Conversation(EditCommands):
             completion_tokens=completion_tokens,
             estimated_prompt_tokens=self.context_tokens(),
         )
+
+    def _check_budget(self, policy: ReductionPolicy, tools_tokens: int) -> None:
+        s = self.state
+        system = s.system_tokens if s.system_prompt is not None else 0
+        check_budget(policy, tools_tokens=tools_tokens, system_tokens=system,
+                     reply_priming=s.reply_priming, conversation_id=self.id)
 
     def _require_pending(
         self, from_position: int, through_position: int, threshold_version: int | None = None
@@ -557,7 +575,7 @@ class Conversation(EditCommands):
             unsummarized = [*gap, *s.window[start:]]
             count = len(unsummarized)
             tokens = sum(e.tokens for e in unsummarized)
-            limit = trigger_limit(s.policy, count, tokens, s.tools_tokens)
+            limit = trigger_limit(s.policy, count, tokens, trigger_extra(s))
             if limit is not None:
                 self._trigger(
                     ThresholdReached,
@@ -576,12 +594,13 @@ class Conversation(EditCommands):
         # The tail's tokens are a running sum: an append that crosses no trigger
         # neither passes over the window nor copies it.
         tokens = tail_tokens(s, start)
-        if trigger_limit(s.policy, len(s.window) - start, tokens, s.tools_tokens) is None:
+        extra = trigger_extra(s)
+        if trigger_limit(s.policy, len(s.window) - start, tokens, extra) is None:
             return
         open_index = s.open_group_index - start if s.open_group_index is not None else None
         planned = plan_range(
-            s.window[start:], s.policy, open_group_index=open_index, tools_tokens=s.tools_tokens,
-            tokens=tokens,
+            s.window[start:], s.policy, open_group_index=open_index, tools_tokens=extra,
+            tokens=tokens, keep_offset=keep_offset(s),
         )
         if planned is None:
             return
@@ -603,9 +622,15 @@ class ConversationSnapshot(DomainEvent):
     """The whole (bounded) state of a conversation at a version."""
 
     TOPIC: ClassVar[str] = "contextledger.conversation.Snapshot"
+    #: v2: the state's policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
 
     created_on: datetime
     state: ConversationState
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        events.Forked.upcast_v1_v2(state)  # the same shape: {"state": {"policy": ...}}
 
     @classmethod
     def take(cls, conversation: Conversation) -> ConversationSnapshot:
@@ -623,14 +648,3 @@ class ConversationSnapshot(DomainEvent):
         conversation.version = self.originator_version
         conversation.modified_on = self.timestamp
         return conversation
-
-
-def _check_tools_fit_trigger(policy: ReductionPolicy, tools_tokens: int, conversation_id: UUID) -> None:
-    """The token trigger counts the tool definitions: refuse tools that leave it no room."""
-    if not tools_leave_room(policy, tools_tokens):
-        raise InvalidPolicyError(
-            f"the tool definitions ({tools_tokens} tokens) plus keep_tokens "
-            f"({policy.keep_tokens or 0}) must stay below trigger_tokens "
-            f"({policy.trigger_tokens}): the token trigger counts the tools sent with every call",
-            conversation_id=conversation_id,
-        )

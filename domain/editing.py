@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
 from uuid import UUID
 
+from contextledger.domain.budget import check_budget
 from contextledger.domain.digests import edit_digest
 from contextledger.domain.edits import (
     History,
@@ -51,6 +52,7 @@ from contextledger.domain.state import (
     layer_of,
     newest_group_tokens,
 )
+from contextledger.domain.validation import check_position
 
 __all__ = ["EditCommands"]
 
@@ -91,7 +93,8 @@ class EditCommands:
         """Command: retract every message after ``position`` (-1: all of them);
         returns the retracted positions (empty, and nothing recorded, if none)."""
         s = self.state
-        if not isinstance(position, int) or not -1 <= position < s.next_position:
+        check_position(position, conversation_id=self.id)
+        if not -1 <= position < s.next_position:
             raise UnknownPositionError(
                 "no message was appended at that position",
                 conversation_id=self.id,
@@ -206,6 +209,8 @@ class EditCommands:
                     tokens=tokens,
                     limit=cap,
                 )
+        check_budget(s.policy, tools_tokens=s.tools_tokens, system_tokens=tokens,
+                     reply_priming=s.reply_priming, conversation_id=self.id)
         self._trigger(
             SystemPromptChanged,
             at,
@@ -213,6 +218,8 @@ class EditCommands:
             system_tokens=tokens,
             digest=edit_digest(s.digest, system_prompt_record(system_prompt)),
         )
+        if s.policy.counts_prompt:  # the trigger counts the system prompt: look again
+            self._maybe_pin_range(at)
         return True
 
     @classmethod
@@ -224,6 +231,7 @@ class EditCommands:
         digest chain continues from the source's."""
         state = source.state.clone()
         state.summaries = [_from_origin(layer, source.id) for layer in state.summaries]
+        state.inherited_summaries = source.state.summaries_created + source.state.inherited_summaries
         state.pending = None
         state.fork_of = ForkOrigin(
             conversation_id=source.id,
@@ -252,7 +260,7 @@ class EditCommands:
             key=key,
             state=state.model_dump(mode="json"),
             digest=state.digest,
-        )
+        ).sealed()
         conversation = cls.apply(None, event)
         conversation._pending_events.append(event)
         conversation._maybe_pin_range(at)
@@ -262,17 +270,18 @@ class EditCommands:
 
     def _check_position(self, position: int) -> None:
         s = self.state
-        if isinstance(position, int) and not isinstance(position, bool) and position == -1:
+        check_position(position, conversation_id=self.id)
+        if position == -1:
             raise SystemPromptEditError(
                 "the system prompt is not a message: change it with change_system_prompt()",
                 conversation_id=self.id,
                 position=position,
             )
-        if not isinstance(position, int) or isinstance(position, bool) or not 0 <= position < s.next_position:
+        if not 0 <= position < s.next_position:
             raise UnknownPositionError(
                 "no message was appended at that position",
                 conversation_id=self.id,
-                position=position if isinstance(position, int) else None,
+                position=position,
                 next_position=s.next_position,
             )
         if is_retracted(s, position):
@@ -425,6 +434,7 @@ class EditCommands:
             reason=reason,
             trigger_version=trigger_version,
             invalidated_versions=plan.invalidated_versions,
+            invalidated_inherited=plan.invalidated_inherited,
             layers=tuple(sorted(layers, key=lambda layer: layer.from_position)),
             reopened=tuple(sorted(reopened, key=lambda e: e.position)),
         )

@@ -54,6 +54,8 @@ class InvalidationPlan(BaseModel):
 
     #: Versions of the ``SummaryCreated`` events that no longer stand.
     invalidated_versions: tuple[int, ...]
+    #: Summaries a fork inherited (stored in another log) that no longer stand in it.
+    invalidated_inherited: tuple[SummaryLink, ...] = ()
     #: Layers the edit does not touch.
     kept: tuple[SummaryLayer, ...]
     #: Earlier summaries that become the newest valid ones, with the links before them.
@@ -73,7 +75,7 @@ def plan_invalidation(layers: Iterable[SummaryLayer], changed: set[int]) -> Inva
     kept: list[SummaryLayer] = []
     restored: list[tuple[SummaryLink, tuple[SummaryLink, ...]]] = []
     reopened: list[tuple[int, int]] = []
-    invalidated: list[int] = []
+    invalidated: list[SummaryLink] = []
     for layer in layers:
         touched = [p for p in changed if layer.from_position <= p <= layer.through_position]
         if not touched:
@@ -81,9 +83,9 @@ def plan_invalidation(layers: Iterable[SummaryLayer], changed: set[int]) -> Inva
             continue
         low = min(touched)
         index = max((i for i, link in enumerate(layer.chain) if link.through_position < low), default=-1)
-        if layer.link is not None and layer.link.origin is None:
-            invalidated.append(layer.link.version)
-        invalidated.extend(link.version for link in layer.chain[index + 1 :] if link.origin is None)
+        if layer.link is not None:
+            invalidated.append(layer.link)
+        invalidated.extend(layer.chain[index + 1 :])
         if index >= 0:
             link = layer.chain[index]
             restored.append((link, layer.chain[:index]))
@@ -93,11 +95,18 @@ def plan_invalidation(layers: Iterable[SummaryLayer], changed: set[int]) -> Inva
     if not reopened:
         return None
     return InvalidationPlan(
-        invalidated_versions=tuple(sorted(set(invalidated))),
+        invalidated_versions=tuple(sorted({link.version for link in invalidated if link.origin is None})),
+        invalidated_inherited=tuple(
+            sorted({link for link in invalidated if link.origin is not None}, key=_link_order)
+        ),
         kept=tuple(kept),
         restored=tuple(restored),
         reopened=tuple(reopened),
     )
+
+
+def _link_order(link: SummaryLink) -> tuple[str, int]:
+    return str(link.origin), link.version
 
 
 def retraction_record(command: str, positions: Iterable[int], reason: str | None) -> dict[str, Any]:

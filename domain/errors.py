@@ -6,13 +6,15 @@
     ├── UsageError                      the caller asked for something invalid
     │   ├── InvalidArgumentError        an argument of the wrong type or out of range
     │   ├── InvalidMessageError         malformed message or broken tool-call order
-    │   │   └── MessageTooLargeError    over max_message_bytes or max_message_tokens
+    │   │   └── MessageTooLargeError    over max_message_bytes, max_message_tokens or max_tools_bytes
     │   ├── InvalidPolicyError          a ReductionPolicy that cannot work
     │   ├── ContextOverflowError        a message that cannot fit under max_context_tokens
     │   ├── ConversationNotFoundError   no conversation with that id (or at that version)
     │   ├── ConfigurationError          bad URL, bad setting, missing tiktoken encoding
     │   ├── DuplicateConversationError  start() with an id that already exists
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
+    │   ├── ReadOnlyError               a write on a ledger opened read_only=True
+    │   ├── LedgerClosedError           a call to a ledger that is closed (or closing)
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
     │       ├── RetractedPositionError  the message at that position is already retracted
@@ -20,6 +22,9 @@
     └── ContextLedgerRuntimeError       the environment failed, not the caller
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
+        │   ├── SchemaMissingError      the store's schema or tables are not there
+        │   └── LogDamagedError         a conversation's stored log is damaged (missing,
+        │                               out-of-order, unknown or undecodable events)
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
@@ -56,8 +61,12 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "LedgerClosedError",
+    "LogDamagedError",
     "MessageTooLargeError",
+    "ReadOnlyError",
     "RetractedPositionError",
+    "SchemaMissingError",
     "StaleSummaryError",
     "StoreError",
     "SummarizerAuthenticationError",
@@ -165,7 +174,8 @@ class InvalidMessageError(UsageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """A message (or system prompt) larger than ``Settings.max_message_bytes`` (UTF-8
-    bytes of its JSON) or ``Settings.max_message_tokens``; nothing is written."""
+    bytes of its JSON) or ``Settings.max_message_tokens``, or tool definitions larger
+    than ``Settings.max_tools_bytes`` (``field="tools"``); nothing is written."""
 
     #: The limit exceeded, and the message's size, in ``unit`` ("bytes" or "tokens").
     limit: int | None = None
@@ -218,6 +228,17 @@ class UnknownReadModelError(UsageError):
     known: tuple[str, ...] | None = None
 
 
+class ReadOnlyError(UsageError):
+    """A write (``append``, ``start``, an edit, the summarization policy ...) on a
+    ledger opened with ``read_only=True``; nothing is written."""
+
+    #: The refused call (``append``, ``start_policy`` ...).
+    operation: str | None = None
+class LedgerClosedError(UsageError):
+    """A call to a ledger after ``close()`` began (a call in flight then finishes,
+    within the close timeout); it wrote nothing. Open the ledger again to go on."""
+
+
 class InvalidEditError(UsageError):
     """An edit (retract, edit, rewind, pop, clear) that cannot apply: e.g. an edited
     message of another role, changed tool-call ids, or a rewind that splits a group."""
@@ -264,6 +285,21 @@ class StoreError(ContextLedgerRuntimeError):
     #: Why a database server could not be used: ``server_unreachable``,
     #: ``database_missing`` or ``authentication_failed`` (None: another failure).
     cause: str | None = None
+
+
+class SchemaMissingError(StoreError):
+    """A store opened read-only lacks its schema, a table, or (SQLite) its file: it
+    is not a contextledger store, or not yet one (``contextledger init`` makes one).
+    Nothing is created."""
+
+    #: The missing table (or schema, or file), as the database names it.
+    table: str | None = None
+    schema: str | None = None
+class LogDamagedError(StoreError):
+    """A conversation's stored log cannot be read as its history: an event is missing
+    (a gap in versions, no ``Started``), out of order, of an unknown topic or
+    undecodable, or the events do not fold. ``version`` names where; ``verify`` lists
+    every such place in the store."""
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):

@@ -9,15 +9,16 @@ never changed once stored (a schema change adds ``class_version`` and an upcaste
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict
 
+from contextledger.domain.digests import event_seal
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
 
 __all__ = [
     "ConversationEvent",
@@ -28,6 +29,7 @@ __all__ = [
     "MessageEdited",
     "MessagesRetracted",
     "PolicyChanged",
+    "SealedEvent",
     "Started",
     "SummarizationFailed",
     "SummaryCreated",
@@ -71,6 +73,25 @@ class ConversationEvent(DomainEvent):
         return Conversation.apply(aggregate, self)
 
 
+class SealedEvent(ConversationEvent):
+    """An event whose fields are all covered by its ``seal`` (``digests.event_seal``):
+    every event but ``MessageAppended``, whose message the digest chain covers and
+    whose token counts ``verify`` recounts. Written by ``Conversation`` commands; an
+    event stored before seals existed has none (``None``)."""
+
+    seal: str | None = None
+
+    def sealed(self) -> Self:
+        """This event with its seal."""
+        return self.model_copy(update={"seal": self.expected_seal()})
+
+    def expected_seal(self) -> str:
+        """The seal of this event's fields as they are now."""
+        return event_seal(
+            self.TOPIC, str(self.originator_id), self.originator_version, self.model_dump(mode="json")
+        )
+
+
 class SummaryProvenance(BaseModel):
     """Where a summary came from."""
 
@@ -84,8 +105,17 @@ class SummaryProvenance(BaseModel):
 
 
 
-class Started(ConversationEvent):
+def keep_token_scope(policy: Any) -> None:
+    """Upcast a stored policy written before ``token_scope`` existed: its token trigger
+    counted the messages (and tools) only, so it is read back as ``messages``."""
+    if isinstance(policy, dict) and policy.get("trigger_tokens") is not None:
+        policy.setdefault("token_scope", "messages")
+
+
+class Started(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.Started"
+    #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
     system_prompt: str | None
     system_tokens: int
     model: str
@@ -98,12 +128,16 @@ class Started(ConversationEvent):
     tools: tuple[dict[str, Any], ...] | None = None
     tools_tokens: int = 0
 
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        keep_token_scope(state.get("policy"))
+
 
 def _entry(
     event: MessageAppended | MessageEdited,
     tool_name: str | None,
     items: tuple[dict[str, Any], ...] | None,
-    envelope: dict[str, Any] | None = None,
+    original: dict[str, Any] | None = None,
 ) -> Entry:
     """The window entry of a message-carrying event at its position and version."""
     return Entry(
@@ -114,7 +148,7 @@ def _entry(
         placeholder_tokens=event.placeholder_tokens,
         tool_name=tool_name,
         items=items,
-        envelope=envelope,
+        original=original,
     )
 
 
@@ -128,16 +162,17 @@ class MessageAppended(ConversationEvent):
     digest: str
     #: The raw Responses-format items this message stands for (None: appended as a chat message).
     items: tuple[dict[str, Any], ...] | None = None
-    #: A framework's own lossless record of what this message stands for, kept verbatim
-    #: (``{"format": "<framework>/<version>", ...}``; None: none was given).
-    envelope: dict[str, Any] | None = None
+    #: The message as the framework that appended it spells it (a JSON object whose
+    #: ``"format"`` names the framework), kept verbatim and never sent to the model
+    #: (None: appended as a chat message or as items).
+    original: dict[str, Any] | None = None
 
     def entry(self, tool_name: str | None = None) -> Entry:
         """The window entry this message becomes (``tool_name``: the call it answers)."""
-        return _entry(self, tool_name, self.items, self.envelope)
+        return _entry(self, tool_name, self.items, self.original)
 
 
-class ThresholdReached(ConversationEvent):
+class ThresholdReached(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.ThresholdReached"
     limit: Literal["messages", "tokens", "messages+tokens"]
     unsummarized_messages: int
@@ -150,7 +185,7 @@ class ThresholdReached(ConversationEvent):
     policy_version: int
 
 
-class SummaryCreated(ConversationEvent):
+class SummaryCreated(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.SummaryCreated"
     from_position: int
     through_position: int
@@ -166,7 +201,7 @@ class SummaryCreated(ConversationEvent):
     policy_version: int
 
 
-class SummarizationFailed(ConversationEvent):
+class SummarizationFailed(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.SummarizationFailed"
     threshold_version: int
     from_position: int
@@ -181,13 +216,19 @@ class SummarizationFailed(ConversationEvent):
     output_tokens: int | None = None
 
 
-class PolicyChanged(ConversationEvent):
+class PolicyChanged(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.PolicyChanged"
+    #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
     policy: ReductionPolicy
     policy_version: int
 
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        keep_token_scope(state.get("policy"))
 
-class UsageRecorded(ConversationEvent):
+
+class UsageRecorded(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.UsageRecorded"
     #: The position of the last message the provider had seen.
     through_position: int
@@ -196,7 +237,7 @@ class UsageRecorded(ConversationEvent):
     estimated_prompt_tokens: int
 
 
-class ToolsChanged(ConversationEvent):
+class ToolsChanged(SealedEvent):
     """The tool definitions sent with the model calls from now on (None: no tools)."""
 
     TOPIC: ClassVar[str] = "contextledger.conversation.ToolsChanged"
@@ -204,7 +245,7 @@ class ToolsChanged(ConversationEvent):
     tools_tokens: int
 
 
-class MessagesRetracted(ConversationEvent):
+class MessagesRetracted(SealedEvent):
     """Messages leave the working memory and all future summaries (the log keeps them).
 
     ``positions`` is the whole set, tool-call groups expanded; ``tokens`` what they
@@ -220,7 +261,7 @@ class MessagesRetracted(ConversationEvent):
     digest: str
 
 
-class MessageEdited(ConversationEvent):
+class MessageEdited(SealedEvent):
     """The message at ``position`` is replaced by a new version (the old one stays in
     the log at ``replaces_version``)."""
 
@@ -241,7 +282,7 @@ class MessageEdited(ConversationEvent):
         return _entry(self, tool_name, None)
 
 
-class SystemPromptChanged(ConversationEvent):
+class SystemPromptChanged(SealedEvent):
     """The system prompt is replaced from this version on."""
 
     TOPIC: ClassVar[str] = "contextledger.conversation.SystemPromptChanged"
@@ -250,7 +291,7 @@ class SystemPromptChanged(ConversationEvent):
     digest: str
 
 
-class SummaryInvalidated(ConversationEvent):
+class SummaryInvalidated(SealedEvent):
     """Summaries made from a retracted or edited message no longer stand.
 
     Carries everything the fold needs: the summary layers that stand afterwards
@@ -267,6 +308,9 @@ class SummaryInvalidated(ConversationEvent):
     invalidated_versions: tuple[int, ...]
     layers: tuple[SummaryLayer, ...]
     reopened: tuple[Entry, ...]
+    #: In a fork: the inherited summaries (their links name the log that holds them)
+    #: that no longer stand here. Empty in events recorded before forks listed them.
+    invalidated_inherited: tuple[SummaryLink, ...] = ()
 
 
 class ForkOrigin(BaseModel):
@@ -280,7 +324,7 @@ class ForkOrigin(BaseModel):
     through_position: int
 
 
-class Forked(ConversationEvent):
+class Forked(SealedEvent):
     """The first event of a conversation forked from another at a version.
 
     ``state`` is the source's (bounded) state at that version, so the summaries of
@@ -288,7 +332,15 @@ class Forked(ConversationEvent):
     """
 
     TOPIC: ClassVar[str] = "contextledger.conversation.Forked"
+    #: v2: the state's policy has ``token_scope`` (v1 policies are read as ``messages``).
+    class_version: ClassVar[int] = 2
     origin: ForkOrigin
     key: str | None = None
     state: dict[str, Any]
     digest: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        inherited = state.get("state")
+        if isinstance(inherited, dict):
+            keep_token_scope(inherited.get("policy"))

@@ -18,6 +18,14 @@ class ReductionPolicy(BaseModel):
       keeping at most the ``keep_messages`` most recent.
     - Token trigger: summarize when unsummarized tokens exceed ``trigger_tokens``,
       keeping at most ``keep_tokens`` of recent messages.
+    - ``token_scope``: what the token trigger and ``keep_tokens`` count. ``prompt`` (the
+      default) counts what the prompt costs, as the cap counts it: the trigger fires
+      when the system prompt, the summaries, the tool definitions, reply priming and
+      the unsummarized messages (per-message overhead included) cost more than
+      ``trigger_tokens``, and ``keep_tokens`` bounds the kept messages together with
+      the part of the prompt a summary cannot shrink (system prompt, tools, priming).
+      ``messages`` counts the unsummarized messages and the tool definitions only (the
+      behaviour of policies stored before this option: they are read back with it).
     - Both set (hybrid): fires when either fires; the kept window satisfies both.
     - ``summary_mode``: ``single`` keeps one rolling summary; ``layered`` accumulates
       summaries and folds them into one when their tokens exceed ``layered_max_tokens``.
@@ -49,6 +57,7 @@ class ReductionPolicy(BaseModel):
     summarizer_model: str | None = None
     max_summary_tokens: int = 1000
     summary_placement: Literal["system_message", "system_prompt", "user_message"] = "system_message"
+    token_scope: Literal["messages", "prompt"] = "prompt"
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -100,6 +109,11 @@ class ReductionPolicy(BaseModel):
     def summarizes(self) -> bool:
         """True when some trigger is set."""
         return self.trigger_messages is not None or self.trigger_tokens is not None
+
+    @property
+    def counts_prompt(self) -> bool:
+        """True when the token trigger and keep count the whole prompt."""
+        return self.trigger_tokens is not None and self.token_scope == "prompt"
 
     @property
     def keep_messages_limit(self) -> int | None:

@@ -44,8 +44,8 @@ class Entry(BaseModel):
     tool_name: str | None = None
     #: The raw Responses-format items the message stands for (None: a chat message).
     items: tuple[dict[str, Any], ...] | None = None
-    #: A framework's lossless record of the message (``MessageAppended.envelope``).
-    envelope: dict[str, Any] | None = None
+    #: The framework's own form of the message (``MessageAppended.original``).
+    original: dict[str, Any] | None = None
 
     @property
     def starts_group(self) -> bool:
@@ -109,13 +109,16 @@ def plan_range(
     open_group_index: int | None,
     tools_tokens: int = 0,
     tokens: int | None = None,
+    keep_offset: int = 0,
 ) -> PlannedRange | None:
     """Decide whether the policy fires over ``entries`` (all unsummarized messages,
     oldest first) and, if so, which leading range to summarize.
 
-    The token trigger sees what the unsummarized part of the prompt costs: the
-    messages' tokens plus ``tools_tokens``, the tool definitions sent with every call
-    (``unsummarized_tokens`` stays the messages' tokens alone).
+    The token trigger sees the messages' tokens plus ``tools_tokens``: the tool
+    definitions sent with every call, or, when the policy counts the whole prompt,
+    everything in it besides the messages (``unsummarized_tokens`` stays the
+    messages' tokens alone). ``keep_offset``: what ``keep_tokens`` spends before the
+    kept messages (the prompt's fixed part, when the policy counts the whole prompt).
 
     The kept suffix is the longest one that starts a tool-call group and satisfies
     ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
@@ -131,6 +134,8 @@ def plan_range(
         return None
     keep_n = policy.keep_messages_limit
     keep_t = policy.keep_tokens_limit
+    if keep_t is not None:
+        keep_t = max(0, keep_t - keep_offset)
     cut = count  # index of the first kept entry
     kept_tokens = 0
     for index in range(count - 1, -1, -1):

@@ -97,6 +97,8 @@ class ConversationState(BaseModel):
     #: Window messages before this position are left out of the view (the cap).
     dropped_before: int = 0
     summaries_created: int = 0
+    #: Summaries a fork's shared history holds (made in its source and the source's own).
+    inherited_summaries: int = 0
     summarizer_calls: int = 0
     summarizer_failures: int = 0
     summarizer_input_tokens: int = 0

@@ -6,7 +6,7 @@ from typing import Any
 
 from contextledger.domain.errors import InvalidArgumentError
 
-__all__ = ["MAX_COUNT", "check_count", "check_text", "shown"]
+__all__ = ["MAX_COUNT", "check_count", "check_position", "check_text", "shown"]
 
 #: The largest count or version any store can hold (a signed 64-bit integer).
 MAX_COUNT = 2**63 - 1
@@ -30,6 +30,19 @@ def check_count(value: Any, argument: str, *, minimum: int = 0, **context: Any) 
     if not minimum <= value <= MAX_COUNT:
         raise InvalidArgumentError(
             f"{argument} must be between {minimum} and {MAX_COUNT}",
+            argument=argument,
+            value=shown(value),
+            **context,
+        )
+    return value
+
+
+def check_position(value: Any, argument: str = "position", **context: Any) -> int:
+    """``value`` if it is an int (bools are not positions: ``rewind(cid, False)`` is
+    not position 0); whether a message stands there is the conversation's to say."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(
+            f"{argument} must be an integer, not {type(value).__name__}",
             argument=argument,
             value=shown(value),
             **context,

@@ -4,22 +4,35 @@ read models and the command line."""
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
-from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
-
 if TYPE_CHECKING:
+    from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
     from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels, attach_read_models
+    from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
 
-#: The SQL read models (SQLAlchemy) load on first use.
-_LAZY = {"READ_MODEL_NAMES", "SQLReadModels", "attach_read_models"}
+#: Each name loads on first use, from the module that defines it: the command line
+#: (``contextledger.infrastructure.cli``) needs none of them to start.
+_LAZY = {
+    "JSONBytesTranscoder": "contextledger.infrastructure.mapper",
+    "PydanticMapper": "contextledger.infrastructure.mapper",
+    "READ_MODEL_NAMES": "contextledger.infrastructure.readmodels",
+    "SQLReadModels": "contextledger.infrastructure.readmodels",
+    "attach_read_models": "contextledger.infrastructure.readmodels",
+    "TiktokenCounter": "contextledger.infrastructure.tokens",
+    "encoding_for_model": "contextledger.infrastructure.tokens",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'contextledger.infrastructure' has no attribute {name!r}")
-    value = getattr(import_module("contextledger.infrastructure.readmodels"), name)
+    value = getattr(import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

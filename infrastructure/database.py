@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import quote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -35,7 +36,14 @@ _SCHEMES: dict[str, Kind] = {
     "postgresql": "postgresql",
     "postgres": "postgresql",
 }
+_SQLITE = {"PERSISTENCE_MODULE": "contextledger.infrastructure.stores:SQLiteStoreFactory"}
+_READ_ONLY_SQLITE = {"PERSISTENCE_MODULE": "contextledger.infrastructure.stores:ReadOnlySQLiteFactory"}
 _SUPPORTED = "use memory://, sqlite:///path.db or postgresql://user@host:5432/db"
+
+
+def _read_only_uri(path: Path) -> str:
+    """The ``file:`` URI that opens ``path`` read-only (never creating it)."""
+    return f"file:{quote(str(path.resolve()))}?mode=ro"
 
 
 def mask_url(url: str) -> str:
@@ -142,8 +150,9 @@ class Database:
 
     # -- the event store --------------------------------------------------------------
 
-    def persistence_env(self) -> dict[str, str]:
-        """eventsourcing's persistence settings for this database."""
+    def persistence_env(self, *, read_only: bool = False) -> dict[str, str]:
+        """eventsourcing's persistence settings for this database (``read_only``: see
+        ``stores``: nothing is created, and the store refuses writes)."""
         if self.kind == "memory":
             return {"PERSISTENCE_MODULE": "contextledger.infrastructure.recorders:MemoryFactory"}
         if self.kind == "sqlite":
@@ -153,10 +162,14 @@ class Database:
                     raise ConfigurationError(
                         f"the folder of the SQLite file does not exist: {folder}", url=self.masked
                     )
+            if self.path is None:
+                return {**_SQLITE, "SQLITE_DBNAME": ":memory:", "SQLITE_LOCK_TIMEOUT": "30"}
+            # eventsourcing's factory with a leaner save (the same statements), the file
+            # checked first; read-only: opened mode=ro (``stores``).
             return {
-                # eventsourcing's factory with a leaner save (the same statements).
-                "PERSISTENCE_MODULE": "contextledger.infrastructure.recorders:SQLiteConversationFactory",
-                "SQLITE_DBNAME": ":memory:" if self.path is None else str(self.path),
+                **(_READ_ONLY_SQLITE if read_only else _SQLITE),
+                "SQLITE_DBNAME": _read_only_uri(self.path) if read_only else str(self.path),
+                "CL_SQLITE_PATH": str(self.path),
                 "SQLITE_LOCK_TIMEOUT": "30",
             }
         env = {
@@ -177,6 +190,8 @@ class Database:
         }
         if self.schema is not None:
             env["POSTGRES_SCHEMA"] = self.schema
+        if read_only:
+            env["PERSISTENCE_MODULE"] = "contextledger.infrastructure.stores:ReadOnlyPostgresFactory"
         return env
 
 
@@ -186,11 +201,12 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         "MAPPER_TOPIC": "contextledger.infrastructure.mapper:PydanticMapper",
         "TRANSCODER_TOPIC": "contextledger.infrastructure.mapper:JSONBytesTranscoder",
         "IS_SNAPSHOTTING_ENABLED": "y",
-        **Database.parse(settings.database_url).persistence_env(),
+        **Database.parse(settings.database_url).persistence_env(read_only=settings.read_only),
     }
-    if env.get("PERSISTENCE_MODULE", "").endswith(":SQLiteConversationFactory"):
+    kind = Database.parse(settings.database_url).kind
+    if kind == "sqlite":
         env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
-    elif env.get("PERSISTENCE_MODULE", "").endswith(":PostgresConversationFactory"):
+    elif kind == "postgresql":
         # The lean recorder's factory extends TimedPostgresFactory: libpq connect_timeout
         # and a session statement_timeout on every connection.
         database = Database.parse(settings.database_url)

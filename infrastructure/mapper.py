@@ -2,8 +2,9 @@
 
 Events are dumped with ``model_dump(mode="json")`` and rebuilt with
 ``model_validate``; ``class_version`` upcasting, compression and encryption work as
-in eventsourcing's own ``Mapper``. Undecodable events raise ``StoreError`` naming
-the topic, the conversation and the version.
+in eventsourcing's own ``Mapper``. Undecodable events raise ``LogDamagedError`` (a
+``StoreError``) naming the topic, the conversation and the version; an event the
+cipher cannot decrypt (damaged, or a wrong key) raises ``StoreError``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ValidationError
 
-from contextledger.domain.errors import StoreError
+from contextledger.domain.errors import ContextLedgerError, LogDamagedError, StoreError
 
 __all__ = ["JSONBytesTranscoder", "PydanticMapper"]
 
@@ -70,24 +71,38 @@ class PydanticMapper(Mapper[UUID]):
             f"topic {stored_event.topic!r}, conversation {stored_event.originator_id}, "
             f"version {stored_event.originator_version}"
         )
+        context: dict[str, Any] = {
+            "topic": stored_event.topic,
+            "conversation_id": stored_event.originator_id,
+            "version": stored_event.originator_version,
+        }
         try:
             cls = resolve_topic(stored_event.topic)
         except Exception as exc:  # TopicError and import errors alike
-            raise StoreError(f"unknown event topic ({where})") from exc
-        try:
-            data = stored_event.state
-            if self.cipher:
+            raise LogDamagedError(f"unknown event topic ({where})", **context) from exc
+        data = stored_event.state
+        if self.cipher:
+            try:
                 data = self.cipher.decrypt(data)
+            except Exception as exc:  # a damaged event, or the wrong key
+                raise StoreError(
+                    f"cannot decode stored event ({where}): it does not decrypt (damaged, or "
+                    f"the wrong key): {exc}",
+                    **context,
+                ) from exc
+        try:
             if self.compressor:
                 data = self.compressor.decompress(data)
             state: dict[str, Any] = self.transcoder.decode(data)
-        except Exception as exc:  # cipher, zlib and JSON errors all mean "undecodable"
-            raise StoreError(f"cannot decode stored event ({where}): {exc}") from exc
-        from_version = state.pop("class_version", 1)
-        class_version = getattr(cls, "class_version", 1)
-        while from_version < class_version:
-            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
-            from_version += 1
+            if not isinstance(state, dict):
+                raise TypeError(f"a JSON object was expected, not {type(state).__name__}")
+            from_version = state.pop("class_version", 1)
+            class_version = getattr(cls, "class_version", 1)
+            while from_version < class_version:
+                getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
+                from_version += 1
+        except Exception as exc:  # zlib, JSON and upcasting errors all mean "undecodable"
+            raise LogDamagedError(f"cannot decode stored event ({where}): {exc}", **context) from exc
         originator_id = stored_event.originator_id
         state["originator_id"] = (
             originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
@@ -95,5 +110,5 @@ class PydanticMapper(Mapper[UUID]):
         state["originator_version"] = stored_event.originator_version
         try:
             return cast(DomainEventProtocol[UUID], cls.model_validate(state))
-        except ValidationError as exc:
-            raise StoreError(f"stored event does not fit its class ({where}): {exc}") from exc
+        except (ValidationError, ContextLedgerError) as exc:  # a field's own check, e.g. a policy's
+            raise LogDamagedError(f"stored event does not fit its class ({where}): {exc}", **context) from exc

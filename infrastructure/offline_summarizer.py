@@ -109,8 +109,7 @@ def _lines(request: SummaryRequest) -> list[tuple[int, str]]:
     """(salience, line) for the new messages, in order."""
     out: list[tuple[int, str]] = []
     names: dict[str, str] = {}
-    for offset, message in enumerate(request.messages):
-        position = request.from_position + offset
+    for position, message in request.positioned():
         if message.tool_calls:
             for call in message.tool_calls:
                 names[call.id] = call.function.name

@@ -32,6 +32,7 @@ from contextledger.domain.errors import (
     SummarizerUnavailableError,
 )
 from contextledger.domain.messages import Message
+from contextledger.domain.redaction import provider_text
 
 __all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "OpenAISummarizer", "render_transcript"]
 
@@ -47,19 +48,25 @@ SYSTEM_PROMPT = (
 )
 
 
-def render_transcript(messages: tuple[Message, ...], from_position: int) -> str:
-    """The new messages as a plain transcript: ``[position] role(name): text``."""
+def render_transcript(
+    messages: tuple[Message, ...], from_position: int, *, positions: tuple[int, ...] | None = None
+) -> str:
+    """The new messages as a plain transcript: ``[position] role(name): text``, each at
+    its transcript position (``positions``; without them, consecutive from
+    ``from_position``)."""
+    if positions is None:
+        positions = tuple(range(from_position, from_position + len(messages)))
     lines = []
-    for offset, message in enumerate(messages):
+    for position, message in zip(positions, messages, strict=True):
         who = message.role + (f"({message.name})" if message.name else "")
         text = " ".join(message.text.split())
         if message.role == "tool":
-            lines.append(f"[{from_position + offset}] tool result for {message.tool_call_id}: {text}")
+            lines.append(f"[{position}] tool result for {message.tool_call_id}: {text}")
             continue
         if message.tool_calls:
             calls = "; ".join(f"calls {c.function.name}({c.function.arguments})" for c in message.tool_calls)
             text = f"{text} {calls}".strip()
-        lines.append(f"[{from_position + offset}] {who}: {text}")
+        lines.append(f"[{position}] {who}: {text}")
     return "\n".join(lines)
 
 
@@ -98,7 +105,7 @@ class OpenAISummarizer(Summarizer):
         user = (
             f"Current summary:\n{request.previous_summary or '(none)'}\n\n"
             f"New messages ({request.from_position}-{request.through_position}):\n"
-            f"{render_transcript(request.messages, request.from_position)}"
+            f"{render_transcript(request.messages, request.from_position, positions=_positions(request))}"
         )
         return [
             {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=request.max_summary_tokens)},
@@ -158,6 +165,11 @@ class OpenAISummarizer(Summarizer):
         return _result(response, model, latency_ms)
 
 
+def _positions(request: SummaryRequest) -> tuple[int, ...]:
+    """The transcript positions of ``request``'s messages (the ones to cite)."""
+    return tuple(position for position, _ in request.positioned())
+
+
 def _result(response: Any, model: str, latency_ms: float) -> SummaryResult:
     choices = getattr(response, "choices", None)
     if not choices:
@@ -190,11 +202,12 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _error_text(exc: openai.APIStatusError, api_key: str) -> str:
-    """The provider's one-line reason, if its error body gives one (never the key)."""
+    """The provider's one-line reason, if its error body gives one: never the key nor
+    anything like one, control characters escaped (``redaction.provider_text``)."""
     body = exc.body
     if isinstance(body, dict):
         error = body.get("error")
         message = body.get("message") or (error.get("message") if isinstance(error, dict) else None)
         if isinstance(message, str) and message:
-            return " ".join(message.replace(api_key, "***").split())[:300]
+            return provider_text(message.replace(api_key, "***"), limit=300)
     return type(exc).__name__

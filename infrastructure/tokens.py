@@ -23,8 +23,8 @@ from typing import Any
 
 import tiktoken
 
-from contextledger.domain.errors import ConfigurationError
 from contextledger.domain.messages import Message
+from contextledger.infrastructure.encodings import load_encoding
 
 __all__ = ["TiktokenCounter", "encoding_for_model"]
 
@@ -59,15 +59,9 @@ def encoding_for_model(model: str) -> str:
 
 @lru_cache(maxsize=8)
 def _load(encoding_name: str) -> tiktoken.Encoding:
-    try:
-        return tiktoken.get_encoding(encoding_name)
-    except Exception as exc:  # network, cache and hash errors all mean "cannot load"
-        raise ConfigurationError(
-            f"cannot load the tiktoken encoding {encoding_name!r}: set TIKTOKEN_CACHE_DIR to a "
-            "folder holding tiktoken's cached encoding files (this machine cannot download "
-            f"them): {type(exc).__name__}: {exc}",
-            encoding=encoding_name,
-        ) from exc
+    """The encoding, loaded once per process: the shipped files need no download
+    (``infrastructure/encodings.py``)."""
+    return load_encoding(encoding_name)
 
 
 class TiktokenCounter:

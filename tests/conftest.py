@@ -21,14 +21,26 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 pytest_plugins = ["contextledger.testing.pytest_plugin"]
 
 _REPO = Path(__file__).resolve().parent.parent
-_SHARED_CACHE = _REPO.parent / "shared" / "tiktoken_cache"
-# A relative TIKTOKEN_CACHE_DIR (the README's ../shared/tiktoken_cache) is relative to
-# where pytest started; the CLI subprocesses of the tests run in other folders, so it
-# is made absolute here, before any of them starts.
+# The tiktoken encodings ship with the package; TIKTOKEN_CACHE_DIR is optional. A
+# relative one is relative to where pytest started; the CLI subprocesses of the tests
+# run in other folders, so it is made absolute here, before any of them starts.
 if os.environ.get("TIKTOKEN_CACHE_DIR"):
     os.environ["TIKTOKEN_CACHE_DIR"] = str(Path(os.environ["TIKTOKEN_CACHE_DIR"]).expanduser().resolve())
-elif _SHARED_CACHE.is_dir():
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(_SHARED_CACHE)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, in one line, when token counting cannot work: otherwise nearly
+    every test fails the same way. Checked once, by the process that runs the session
+    (with xdist the controller, before any worker starts)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from contextledger.domain.errors import ConfigurationError
+    from contextledger.infrastructure.encodings import check_encoding_files
+
+    try:
+        check_encoding_files()
+    except ConfigurationError as exc:
+        pytest.exit(f"cannot count tokens, no test can run: {exc}", returncode=3)
 
 POSTGRES_URL = os.environ.get(
     "CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -178,8 +178,16 @@ class SummariesView(ReadModelView, Protocol):
         version: int,
         reason: str,
         tracking: Tracking,
+        inherited: tuple[tuple[UUID, int], ...] = (),
     ) -> None:
-        """Mark the summaries recorded at ``versions`` invalid (by the event at ``version``)."""
+        """Mark the summaries recorded at ``versions`` invalid (by the event at ``version``),
+        and the inherited ones ``inherited`` names as (log that holds it, version)."""
+        ...
+
+    def fork_summaries(
+        self, conversation_id: UUID, *, source_id: UUID, source_version: int, tracking: Tracking
+    ) -> None:
+        """Give a fork its source's summaries as they stood at ``source_version``."""
         ...
 
     def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
@@ -246,6 +254,7 @@ class ConversationsView(ReadModelView, Protocol):
         forked_from: UUID | None = None,
         forked_at_version: int | None = None,
         policy_version: int = 1,
+        summaries: int = 0,
     ) -> None:
         ...
 

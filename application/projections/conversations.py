@@ -64,6 +64,7 @@ class ConversationsProjection(ReadModelProjection[ConversationsView]):
             forked_from=event.origin.conversation_id,
             forked_at_version=event.origin.version,
             policy_version=int(event.state.get("policy_version", 1)),
+            summaries=int(event.state.get("inherited_summaries", 0)),
             tracking=tracking,
         )
 

@@ -15,11 +15,12 @@ __all__ = ["SummariesProjection"]
 
 
 class SummariesProjection(ReadModelProjection[SummariesView]):
-    """``summaries``: one row per recorded summary; ``SummaryInvalidated`` marks the
-    ones it takes back (``valid``, the invalidating version and its reason)."""
+    """``summaries``: one row per recorded summary, and a fork's copy of the summaries
+    of its shared history; ``SummaryInvalidated`` marks the ones it takes back
+    (``valid``, the invalidating version, its reason and conversation)."""
 
     name = "summaries"
-    topics = (events.SummaryCreated.TOPIC, events.SummaryInvalidated.TOPIC)
+    topics = (events.SummaryCreated.TOPIC, events.SummaryInvalidated.TOPIC, events.Forked.TOPIC)
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -40,5 +41,17 @@ class SummariesProjection(ReadModelProjection[SummariesView]):
             event.invalidated_versions,
             version=event.originator_version,
             reason=event.reason,
+            tracking=tracking,
+            inherited=tuple(
+                (link.origin, link.version) for link in event.invalidated_inherited if link.origin
+            ),
+        )
+
+    @process_event.register(events.Forked)
+    def _forked(self, event: events.Forked, tracking: Tracking) -> None:
+        self.view.fork_summaries(
+            event.originator_id,
+            source_id=event.origin.conversation_id,
+            source_version=event.origin.version,
             tracking=tracking,
         )

@@ -71,6 +71,8 @@ class TokenTotalsProjection(ReadModelProjection[TokenTotalsView]):
             inherited_tokens=shared.appended_tokens,
             inherited_retracted=shared.retracted_messages,
             inherited_edited=shared.edited_messages,
+            summaries=shared.summaries,
+            inherited_summaries=shared.summaries,
         )
 
     @process_event.register(events.MessageAppended)

@@ -12,9 +12,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-from contextledger.application.settings import absolute_tiktoken_cache_dir
 from contextledger.domain.errors import ContextLedgerError, UsageError
 from contextledger.infrastructure.cli.common import Failure, Parser, add_global_options
 
@@ -39,10 +38,25 @@ _PACKAGE = "contextledger.infrastructure.cli"
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("contextledger")
     except PackageNotFoundError:
         return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and exit", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(f"{PROG} {_version()}\n")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 success, 1 failure (check failed, store error), 2 usage error, "
         "130 interrupted. --database, --json and --debug may also follow the command.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     add_global_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
@@ -68,13 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    absolute_tiktoken_cache_dir()
+    """Run the command line; returns the exit status. The commands' modules are light:
+    each loads the ledger, SQLAlchemy and the rest when it runs, so ``--help`` and
+    ``--version`` load none of them."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return _exit_code(exc)
+    from contextledger.application.settings import absolute_tiktoken_cache_dir
+
+    absolute_tiktoken_cache_dir()
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2

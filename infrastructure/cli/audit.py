@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.history import event_marks
-from contextledger.application.ledger import Ledger
-from contextledger.application.results import AuditEvent
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
 from contextledger.infrastructure.cli.connect import open_ledger
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.results import AuditEvent
 
 __all__ = ["describe", "register"]
 
@@ -56,9 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         subparsers,
         "verify",
         "recompute digests and check the log (exit 1 on a mismatch)",
-        "Recomputes every message's chained digest and every summary's source digest and "
-        "checks versions and positions, for conversation CID or all. Exits 1 naming the first "
-        "mismatch when any stored event was altered.",
+        "Recomputes every message's chained digest and every summary's source digest, "
+        "checks versions and positions, reads every stored event and snapshot, compares each "
+        "snapshot with the events it stands for and recounts every token count, for "
+        "conversation CID or all. Prints every problem (a damaged conversation does not stop "
+        "the others) and exits 1 naming the first.",
     )
     verify.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     verify.set_defaults(handler=run_verify)
@@ -141,7 +144,7 @@ def run_replay(args: argparse.Namespace) -> int:
     """``replay CID`` or ``replay --all``."""
     if (args.cid is None) == (not args.all):
         raise Failure("give a conversation id CID or --all (not both)", code=2)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)
@@ -182,6 +185,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _marks(ledger: Ledger, events: list[AuditEvent]) -> dict[int, dict[str, Any]]:
     """The marks of one conversation's events (``event_marks``)."""
+    from contextledger.application.history import event_marks
+
     cid = events[0].conversation_id if events else None
     return {} if cid is None else event_marks(ledger.store, cid)
 
@@ -193,7 +198,7 @@ def _marks_of(marks: dict[int, dict[str, Any]], version: int) -> dict[str, Any]:
 def run_export(args: argparse.Namespace) -> int:
     """``export [CID]``: JSON lines on stdout."""
     out = sys.stdout
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         if ledger.settings.cipher_key is not None and not args.plaintext:
             raise Failure(
                 "the store is encrypted at rest: export writes its content in plaintext only "
@@ -216,8 +221,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """``verify [CID]``: exit 1 naming the first altered event."""
-    with open_ledger(args) as ledger:
+    """``verify [CID]``: print every problem (an altered, missing or undecodable event,
+    a snapshot unlike its events, a token count unlike its recount), each with its
+    conversation and version, and exit 1 naming the first."""
+    with open_ledger(args, read_only=True) as ledger:
         report = ledger.verify(args.cid)
     if args.json:
         print(render.dump({

@@ -1,51 +1,62 @@
-"""Read models brought up to date before a command reads them, with progress."""
+"""The read models a command that only reads may use: there, and caught up with the log."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.notifications import committed_top
-from contextledger.application.projections import ReadModelRunner
-from contextledger.domain.errors import StoreError
-from contextledger.infrastructure.cli.render import Progress
-from contextledger.infrastructure.cli.signals import interruptible
-from contextledger.infrastructure.readmodels import SQLReadModels
+from contextledger.domain.errors import ContextLedgerError
 
-__all__ = ["caught_up_read_models"]
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.projections import ReadModelProjection
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
+__all__ = ["current_read_models"]
 
 
 @contextmanager
-def caught_up_read_models(ledger: Ledger, *, label: str = "catch up") -> Iterator[SQLReadModels]:
-    """The ledger's read models, caught up with its log as of now (a progress bar
-    while they are behind; Ctrl-C stops between two events, each applied with its
-    tracking row in one transaction, so the next run resumes where this one stopped)."""
-    models = SQLReadModels.for_ledger(ledger)
+def current_read_models(ledger: Ledger, *names: str) -> Iterator[SQLReadModels | None]:
+    """The ledger's read models if they are there and read models ``names`` have
+    applied every event of theirs in the log (as of now), opened without creating or
+    writing anything (a read-only ledger, a role with ``SELECT`` only); None when they
+    are missing, behind or cannot be read, and the caller reads the log instead.
+    Bringing them up to date is the worker's job (or ``rebuild``'s)."""
+    from contextledger.infrastructure.database import Database
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
+    database = Database.parse(ledger.settings.database_url)
+    if database.kind == "memory" or (database.kind == "sqlite" and not (
+        database.views_path is not None and database.views_path.exists()
+    )):
+        yield None
+        return
+    models: SQLReadModels | None = None
     try:
-        runner = models.runner(ledger, close_with_runner=False)
-        # What is committed now, not the final mark: past a gap the mark may lag what
-        # is committed (docs/operations.md), and a stale listing must not pass for
-        # a complete one. The runner's wait_idle waits for that same committed top.
-        top = committed_top(ledger.recorder)
-        if min(runner.position(name) for name in runner.names) < top:
-            runner.start()
-            try:
-                # Projections that follow few topics only look behind: a short wait
-                # settles them without a progress bar.
-                if not runner.wait_idle(0.25):
-                    _follow_with_progress(runner, top, label)
-            finally:
-                runner.stop()
-        yield models
+        models = SQLReadModels.for_ledger(ledger, create=False)
+        usable = models.has_tables() and all(
+            _caught_up(ledger, projection) for projection in models.projections()
+            if projection.name in names
+        )
+    except ContextLedgerError:
+        usable = False
+    try:
+        yield models if usable else None
     finally:
-        models.close()
+        if models is not None:
+            models.close()
 
 
-def _follow_with_progress(runner: ReadModelRunner, top: int, label: str) -> None:
-    with interruptible() as asked, Progress(label, should_stop=asked, unit="event") as progress:
-        while not runner.wait_idle(0.25):
-            if runner.last_error is not None:
-                raise StoreError(f"the read models cannot catch up: {runner.last_error}")
-            progress(min(runner.position(name) for name in runner.names), top)
-        progress(top, top)
+def _caught_up(ledger: Ledger, projection: ReadModelProjection[Any]) -> bool:
+    """Whether no event of ``projection``'s topics lies in the log after its tracking
+    position (a read model tracks only the events it follows). Everything committed
+    counts, also past a gap a follower would still wait at: a listing must not pass
+    a read model that lacks a committed event for a complete one."""
+    from contextledger.application.notifications import read_notifications
+
+    position = projection.view.max_tracking_id(ledger.name) or 0
+    pages = read_notifications(
+        ledger.notification_log, after=position, topics=tuple(projection.topics), page=1, committed=True
+    )
+    return next(pages, None) is None

@@ -14,7 +14,6 @@ import argparse
 from typing import NoReturn
 from uuid import UUID
 
-from contextledger.application.addressing import resolve
 from contextledger.domain.errors import InvalidArgumentError
 
 __all__ = [
@@ -53,6 +52,8 @@ class Failure(Exception):
 def conversation_id(value: str) -> UUID:
     """Argument type: a conversation, named by its id (a UUID) or by the application's
     string key (``start(..., key=...)``), resolved as the ledger resolves them."""
+    from contextledger.application.addressing import resolve
+
     try:
         return resolve(value, argument="CID")
     except InvalidArgumentError as exc:

@@ -7,19 +7,26 @@
   failure says which: no server at host:port, the database missing, or
   authentication failed (``StoreError.cause``), with psycopg's error chained.
 - URLs are shown with their password masked.
+- The commands that only read open the store read-only (``open_ledger(read_only=True)``):
+  they create no table and need no more than ``SELECT`` on PostgreSQL.
+
+The ledger, the settings and SQLAlchemy's URL parsing load when a command first opens a
+store, not with the command line (``--help`` and ``--version`` need none of them).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.settings import Settings
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.cli.common import Failure
-from contextledger.infrastructure.database import Database
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.settings import Settings
+    from contextledger.infrastructure.database import Database
 
 __all__ = [
     "CLI_CONNECT_TIMEOUT",
@@ -48,6 +55,9 @@ def database(args: argparse.Namespace, *, default: str | None = None) -> Databas
 def databases(args: argparse.Namespace, *, default: str | None = None) -> list[Database]:
     """Every store: those of ``--store`` (repeated), else ``--database`` (else
     ``default``), else ``CONTEXTLEDGER_STORES``, else ``CONTEXTLEDGER_DATABASE_URL``."""
+    from contextledger.application.settings import Settings
+    from contextledger.infrastructure.database import Database
+
     stores: list[str] | None = getattr(args, "stores", None)
     url: str | None = getattr(args, "database", None)
     if stores and url:
@@ -73,6 +83,8 @@ def require_existing(db: Database) -> None:
 
 def settings_for(db: Database, **updates: Any) -> Settings:
     """The environment's settings on ``db``; PostgreSQL with the short connect timeout."""
+    from contextledger.application.settings import Settings
+
     url = db.url
     if db.kind == "postgresql" and "connect_timeout" not in url.query:
         url = url.update_query_dict({"connect_timeout": str(CLI_CONNECT_TIMEOUT)})
@@ -88,16 +100,25 @@ def settings_for_all(dbs: list[Database], **updates: Any) -> Settings:
     return settings_for(dbs[0], **{"stores": urls, **updates})
 
 
-def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **updates: Any) -> Ledger:
+def open_ledger(
+    args: argparse.Namespace, *, must_exist: bool = True, read_only: bool = False, **updates: Any
+) -> Ledger:
     """The ledger at ``--database`` (or over every ``--store``), without a policy
-    thread unless ``updates`` say so."""
+    thread unless ``updates`` say so. ``read_only`` (the commands that only read):
+    nothing is created or written, so a role with only ``SELECT`` can run them, and a
+    store without its tables is ``SchemaMissingError``."""
+    from contextledger.application.ledger import Ledger
+
     dbs = databases(args)
     for db in dbs:
         if must_exist:
             require_existing(db)
         if db.kind == "postgresql":
             check_postgres(db)
-    return Ledger.open(settings=settings_for_all(dbs, **{"run_policy": False, **updates}))
+    return Ledger.open(
+        settings=settings_for_all(dbs, **{"run_policy": False, **updates}),
+        read_only=read_only or None,
+    )
 
 
 def check_postgres(db: Database, *, timeout: float | None = None) -> None:

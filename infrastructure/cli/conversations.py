@@ -4,13 +4,17 @@ command ``close-tool-calls``."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.results import TranscriptEntry
 from contextledger.infrastructure.cli import render
-from contextledger.infrastructure.cli.catchup import caught_up_read_models
+from contextledger.infrastructure.cli.catchup import current_read_models
 from contextledger.infrastructure.cli.common import add_command, conversation_id, positive_int
 from contextledger.infrastructure.cli.connect import open_ledger
+
+if TYPE_CHECKING:
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.results import TranscriptEntry
+    from contextledger.infrastructure.readmodels import SQLReadModels
 
 __all__ = ["register"]
 
@@ -28,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "Lists every conversation, the most recently active first: id, messages, tokens "
         "(the full history, system prompt included), summaries and last activity; a fork "
         "names its source and version. Reads the conversations and token_totals read "
-        "models, brought up to date first.",
+        "models when they have applied the whole log, else the log itself (list only "
+        "reads: it never brings the read models up to date; the worker does).",
     )
     listing.add_argument("--limit", type=positive_int, metavar="N", help="show the N newest only")
     listing.set_defaults(handler=run_list)
@@ -76,27 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run_list(args: argparse.Namespace) -> int:
     """``list``: conversations, newest activity first."""
     rows: list[dict[str, Any]] = []
-    with open_ledger(args) as ledger:
-        for shard in ledger.shards:  # each store's read models
-            with caught_up_read_models(shard) as models:
-                records = sorted(
-                    models.conversations.conversations(),
-                    key=lambda r: (r.updated_at, str(r.conversation_id)),
-                    reverse=True,
-                )[: args.limit]
-                for record in records:
-                    totals = models.token_totals.totals(record.conversation_id)
-                    rows.append({
-                        "conversation_id": str(record.conversation_id),
-                        "messages": record.messages,
-                        "tokens": totals.full_history_tokens if totals is not None else 0,
-                        "summaries": record.summaries,
-                        "last_activity": record.updated_at.isoformat(),
-                        "model": record.model,
-                        "key": record.key,
-                        "forked_from": None if record.forked_from is None else str(record.forked_from),
-                        "forked_at_version": record.forked_at_version,
-                    })
+    with open_ledger(args, read_only=True) as ledger:
+        for shard in ledger.shards:  # each store's read models (or its log)
+            with current_read_models(shard, "conversations", "token_totals") as models:
+                rows += _rows_from_log(shard) if models is None else _rows(models, args.limit)
     rows.sort(key=lambda r: (r["last_activity"], r["conversation_id"]), reverse=True)
     rows = rows[: args.limit]
     if args.json:
@@ -112,9 +100,57 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rows(models: SQLReadModels, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` conversations of one store, from its read models."""
+    rows: list[dict[str, Any]] = []
+    records = sorted(
+        models.conversations.conversations(),
+        key=lambda r: (r.updated_at, str(r.conversation_id)),
+        reverse=True,
+    )[:limit]
+    for record in records:
+        totals = models.token_totals.totals(record.conversation_id)
+        rows.append({
+            "conversation_id": str(record.conversation_id),
+            "messages": record.messages,
+            "tokens": totals.full_history_tokens if totals is not None else 0,
+            "summaries": record.summaries,
+            "last_activity": record.updated_at.isoformat(),
+            "model": record.model,
+            "key": record.key,
+            "forked_from": None if record.forked_from is None else str(record.forked_from),
+            "forked_at_version": record.forked_at_version,
+        })
+    return rows
+
+
+def _rows_from_log(ledger: Ledger) -> list[dict[str, Any]]:
+    """Every conversation of one store, from its log (its read models are missing or
+    behind, and a command that only reads does not bring them up to date)."""
+    from contextledger.application.results import TokenTotals
+
+    rows: list[dict[str, Any]] = []
+    for cid in ledger.audit.conversation_ids():
+        conversation = ledger.conversation(cid)
+        totals = TokenTotals.of(conversation)
+        origin = conversation.state.fork_of
+        rows.append({
+            "conversation_id": str(cid),
+            "messages": totals.messages,
+            "tokens": totals.full_history_tokens,
+            "summaries": totals.summaries,
+            "last_activity": conversation.modified_on.isoformat(),
+            "model": conversation.state.model,
+            "key": totals.key,
+            "forked_from": None if origin is None else str(origin.conversation_id),
+            "forked_at_version": None if origin is None else origin.version,
+        })
+    return rows
+
+
 def run_context(args: argparse.Namespace) -> int:
     """``context``: the working memory, now or at ``--version``."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         memory = ledger.working_memory(args.cid, version=args.version)
     if args.json:
         print(render.dump(memory.messages))
@@ -145,7 +181,7 @@ def entry_marks(entry: TranscriptEntry, originals: dict[tuple[int, int], Transcr
 
 def run_transcript(args: argparse.Namespace) -> int:
     """``transcript``: every message, oldest first, with the marks of edits."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         entries = ledger.transcript(args.cid)
     originals = {(e.position, e.version): e for e in entries}
     if args.json:

@@ -6,28 +6,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextledger.application.ledger import Ledger
-from contextledger.domain.conversation import Conversation
-from contextledger.domain.events import Forked
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, positive_int
 from contextledger.infrastructure.cli.connect import check_postgres, database, settings_for
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
-from contextledger.infrastructure.database import Database
-from contextledger.infrastructure.demo import (
-    DEMO_POLICY,
-    DEMO_SYSTEM_PROMPT,
-    DemoResult,
-    run_demo,
-    write_chart,
-)
-from contextledger.infrastructure.readmodels import SQLReadModels
+
+if TYPE_CHECKING:
+    from contextledger.infrastructure.database import Database
+    from contextledger.infrastructure.demo import DemoResult
 
 __all__ = ["DEMO_CHART", "DEMO_DATABASE", "register"]
 
@@ -66,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """``demo``: play, measure, report."""
+    from contextledger.application.ledger import Ledger
+    from contextledger.infrastructure.demo import DEMO_POLICY, run_demo, write_chart
+    from contextledger.infrastructure.encodings import check_encoding_files
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
+    check_encoding_files()  # an unusable encoding stops the demo before it writes anything
     db = database(args, default=DEMO_DATABASE)
     updates: dict[str, Any] = {"run_policy": True}
     if args.summarizer == "offline":
@@ -145,6 +142,8 @@ def _report(db: Database, result: DemoResult, summarizer_name: str, read_models_
 
 
 def _text(report: dict[str, Any], result: DemoResult, read_rows: int, read_summaries: int) -> str:
+    from contextledger.infrastructure.demo import DEMO_POLICY
+
     p = DEMO_POLICY
     n, t, k = result.messages, p.trigger_messages, p.keep_messages
     lines = [
@@ -178,6 +177,8 @@ def _text(report: dict[str, Any], result: DemoResult, read_rows: int, read_summa
 
 
 def _remove_demo_files(path: Path) -> None:
+    from contextledger.infrastructure.database import Database
+
     if path.exists() and not _holds_only_demo_data(path):
         raise Failure(
             f"refusing to recreate {path}: it holds conversations that are not the demo's "
@@ -193,6 +194,12 @@ def _remove_demo_files(path: Path) -> None:
 
 
 def _holds_only_demo_data(path: Path) -> bool:
+    import sqlite3
+
+    from contextledger.domain.conversation import Conversation
+    from contextledger.domain.events import Forked
+    from contextledger.infrastructure.demo import DEMO_SYSTEM_PROMPT
+
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

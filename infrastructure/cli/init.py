@@ -8,13 +8,14 @@ database behind.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from contextledger.application.ledger import Ledger
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command
 from contextledger.infrastructure.cli.connect import check_postgres, databases, settings_for
-from contextledger.infrastructure.database import Database
-from contextledger.infrastructure.readmodels import SQLReadModels
+
+if TYPE_CHECKING:
+    from contextledger.infrastructure.database import Database
 
 __all__ = ["register"]
 
@@ -45,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace, db: Database) -> int:
+    from contextledger.application.ledger import Ledger
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
     if db.kind == "memory":
         raise Failure("memory:// lives only as long as one command; nothing to create", code=2)
     existed = db.exists() if db.kind == "sqlite" else None

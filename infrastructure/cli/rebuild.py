@@ -11,7 +11,7 @@ from contextledger.infrastructure.cli.common import add_command
 from contextledger.infrastructure.cli.connect import open_ledger
 from contextledger.infrastructure.cli.render import Progress
 from contextledger.infrastructure.cli.signals import interruptible
-from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels
+from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 
 __all__ = ["register"]
 
@@ -37,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """``rebuild [NAME]``."""
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
     names: Iterable[str] = [args.name] if args.name else READ_MODEL_NAMES
     applied_by_name: dict[str, int] = {}
     with open_ledger(args) as ledger, interruptible() as asked:

@@ -15,10 +15,11 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from uuid import UUID
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = [
     "Progress",
@@ -144,6 +145,8 @@ class Progress:
 
     def _update_bar(self, done: int, total: int) -> None:
         if self._bar is None:
+            from tqdm import tqdm  # a terminal's bar: loaded when one is first drawn
+
             self._bar = tqdm(
                 total=total, desc=self.label, file=self.stream, unit=self.unit, leave=True,
                 dynamic_ncols=True,

@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from typing import TYPE_CHECKING
 
-from contextledger.application.follower import LogFollower
-from contextledger.application.ledger import Ledger
-from contextledger.application.observability import traced
-from contextledger.application.summarization import SummarizationRunner
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, shard
 from contextledger.infrastructure.cli.connect import databases, open_ledger
 from contextledger.infrastructure.cli.signals import stop_on_signals
-from contextledger.infrastructure.cli.waiting import waiting_for
-from contextledger.infrastructure.readmodels import SQLReadModels
+
+if TYPE_CHECKING:
+    from contextledger.application.follower import LogFollower
+    from contextledger.application.ledger import Ledger
 
 __all__ = ["register"]
 
@@ -57,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _follow(ledger: Ledger, args: argparse.Namespace, stop: threading.Event) -> int:
+    from contextledger.application.observability import traced
+    from contextledger.application.summarization import SummarizationRunner
+    from contextledger.infrastructure.cli.waiting import waiting_for
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
     shard_: tuple[int, int] | None = args.shard
     only: int | None = getattr(args, "follow_store", None)
     several = len(ledger.shards) > 1

@@ -33,6 +33,7 @@ class SQLConversationsView(SQLView):
         forked_from: UUID | None = None,
         forked_at_version: int | None = None,
         policy_version: int = 1,
+        summaries: int = 0,
     ) -> None:
         row = {
             "conversation_id": conversation_id,
@@ -41,9 +42,10 @@ class SQLConversationsView(SQLView):
             "updated_at": started_at,
             "last_version": 1,
             "messages": messages,
-            "summaries": 0,
+            "summaries": summaries,
             "policy_version": policy_version,
             "key": key,
+            "key_lookup": self._lookup(key),
             "forked_from": forked_from,
             "forked_at_version": forked_at_version,
             "system_prompt_version": None,
@@ -79,6 +81,15 @@ class SQLConversationsView(SQLView):
             )
 
         self._write(tracking, change)
+
+    def by_key(self, key: str) -> ConversationRecord | None:
+        """The conversation the application calls ``key`` (its key is sealed under a
+        cipher key: found by its lookup digest), None if there is none."""
+        t = self.table
+        lookup = self._lookup(key)
+        where = t.c.key == key if lookup is None else t.c.key_lookup == lookup
+        found = self._records(ConversationRecord, select(t).where(where))
+        return found[0] if found else None
 
     def conversations(self) -> list[ConversationRecord]:
         t = self.table

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, MetaData, text
+from sqlalchemy import Connection, Engine, MetaData, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.application.projections import (
@@ -22,6 +22,7 @@ from contextledger.application.projections import (
 )
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.database import Database, mask_url
+from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, codec_for_key
 from contextledger.infrastructure.readmodels.storage import build_tables, engine_for, reason
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
 
 __all__ = ["READ_MODEL_NAMES", "SQLReadModels", "attach_read_models", "views_path"]
-
-READ_MODEL_NAMES = ("transcript", "summaries", "token_totals", "conversations")
 
 
 def views_path(database_url: str) -> Path | None:
@@ -51,7 +50,12 @@ class SQLReadModels:
     """
 
     def __init__(
-        self, engine: Engine, *, schema: str | None = None, codec: ContentCodec | None = None
+        self,
+        engine: Engine,
+        *,
+        schema: str | None = None,
+        codec: ContentCodec | None = None,
+        create: bool = True,
     ) -> None:
         self.engine = engine
         self.schema = schema
@@ -66,7 +70,8 @@ class SQLReadModels:
         self.summaries = SQLSummariesView(self)
         self.token_totals = SQLTokenTotalsView(self)
         self.conversations = SQLConversationsView(self)
-        self.create_tables()
+        if create:  # False: only read what is there (``has_tables`` says whether it is)
+            self.create_tables()
 
     def __repr__(self) -> str:
         return f"SQLReadModels(url={mask_url(self.engine.url.render_as_string(hide_password=False))!r})"
@@ -81,16 +86,18 @@ class SQLReadModels:
         cipher_key: str | None = None,
         connect_timeout: float = 10.0,
         statement_timeout: float = 30.0,
+        create: bool = True,
     ) -> SQLReadModels:
         """Read models for the event store at ``database_url`` (see the module doc),
-        their content encrypted with ``cipher_key`` (the event store's key)."""
+        their content encrypted with ``cipher_key`` (the event store's key); without
+        ``create``, nothing is created (and a SQLite file of them must exist)."""
         database = Database.parse(database_url)
         codec = codec_for_key(cipher_key)
         engine = engine_for(database, connect_timeout=connect_timeout, statement_timeout=statement_timeout)
-        return cls(engine, schema=database.schema, codec=codec)
+        return cls(engine, schema=database.schema, codec=codec, create=create)
 
     @classmethod
-    def for_ledger(cls, ledger: Ledger) -> SQLReadModels:
+    def for_ledger(cls, ledger: Ledger, *, create: bool = True) -> SQLReadModels:
         """Read models for ``ledger``'s store, encrypted with its cipher key if it has
         one, with its settings' timeouts."""
         s = ledger.settings
@@ -99,6 +106,7 @@ class SQLReadModels:
             cipher_key=None if s.cipher_key is None else s.cipher_key.get_secret_value(),
             connect_timeout=s.connect_timeout,
             statement_timeout=s.statement_timeout,
+            create=create,
         )
 
     def projections(self) -> list[ReadModelProjection]:
@@ -169,6 +177,14 @@ class SQLReadModels:
                     view.upgrade(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot create the read-model tables: {reason(exc)}") from exc
+
+    def has_tables(self) -> bool:
+        """Whether every read-model table is there (reads the catalog only)."""
+        try:
+            found = inspect(self.engine)
+            return all(found.has_table(t.name, schema=self.schema) for t in self.tables.values())
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the read models' catalog: {reason(exc)}") from exc
 
     def drop_tables(self) -> None:
         """Drop every read-model table, tracking included."""

@@ -7,6 +7,15 @@ base64 of the encrypted UTF-8 JSON (a JSON column) or text. The column types do 
 change, so a table made without a key keeps its schema; values are sealed and opened
 at the column boundary (SQLAlchemy ``TypeDecorator``), so views add columns freely.
 
+The application's own names of things are sealed too: conversation keys (a fork's
+key among them: ``cl_conversations.key``, ``cl_token_totals.key``) and client message
+ids (``cl_transcript.client_message_id``). So that they can still be looked up, each
+has a lookup column beside it (``key_lookup``, ``client_message_lookup``) holding
+``ContentCodec.lookup(value)``: an HMAC-SHA256 under a key derived from the cipher key,
+equal for equal values, telling nothing without the key (``SQLConversationsView.by_key``).
+Without a cipher key the values are stored as they are and the lookup columns are
+empty.
+
 Reading a sealed value without the key raises ``StoreError`` (set the key); a value
 written before the key was set is read as it is (rebuild the read models to seal it).
 """
@@ -14,6 +23,8 @@ written before the key was set is read as it is (rebuild the read models to seal
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 from typing import Any
 
@@ -28,11 +39,24 @@ __all__ = ["SEALED_PREFIX", "ContentCodec", "SealedJSON", "SealedText", "codec_f
 SEALED_PREFIX = "clsealed1:"
 
 
-class ContentCodec:
-    """Seals and opens strings with a cipher (anything with ``encrypt``/``decrypt``)."""
+#: Mixed into the cipher key to derive the lookup columns' HMAC key (never the cipher
+#: key itself).
+_LOOKUP_CONTEXT = b"contextledger read-model lookup v1\x00"
 
-    def __init__(self, cipher: Any) -> None:
+
+class ContentCodec:
+    """Seals and opens strings with a cipher (anything with ``encrypt``/``decrypt``);
+    ``lookup`` gives the keyed digest that finds a sealed value (None: no lookup key)."""
+
+    def __init__(self, cipher: Any, *, lookup_key: bytes | None = None) -> None:
         self._cipher = cipher
+        self._lookup_key = lookup_key
+
+    def lookup(self, text: str) -> str | None:
+        """HMAC-SHA256 of ``text`` under the lookup key, hex (None without one)."""
+        if self._lookup_key is None:
+            return None
+        return hmac.new(self._lookup_key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
     def __repr__(self) -> str:
         return "ContentCodec(cipher=***)"
@@ -59,7 +83,8 @@ def codec_for_key(key: str | None) -> ContentCodec | None:
         raise ConfigurationError(
             f"the cipher key is not a base64 AES key: {type(exc).__name__}", setting="cipher_key"
         ) from exc
-    return ContentCodec(cipher)
+    raw = base64.b64decode(key)
+    return ContentCodec(cipher, lookup_key=hashlib.sha256(_LOOKUP_CONTEXT + raw).digest())
 
 
 def _is_sealed(value: Any) -> bool:

@@ -6,8 +6,9 @@ Tables (prefix ``cl_``):
   (JSON), tokens, timestamp, digest, client_message_id, and the marks of edits
   (retracted, its version, reason and conversation; the version an edit replaced or
   was replaced by; a fork's inherited rows carry their source in ``origin_id``)
-- ``cl_summaries``: conversation_id, version, range, text, tokens, model,
-  provenance, and whether it still stands (``valid``, invalidated at which version, why)
+- ``cl_summaries``: conversation_id, version, origin_id, range, text, tokens, model,
+  provenance, and whether it still stands (``valid``, invalidated at which version,
+  why, by which conversation); a fork's inherited rows carry their log in ``origin_id``
 - ``cl_token_totals``: counters per conversation (global totals are their sum, a
   fork's shared history counted once)
 - ``cl_conversations``: id, model, key, started_at, updated_at, last_version,
@@ -19,7 +20,9 @@ earlier release) is dropped and rebuilt from the log when the read models are op
 - ``cl_tracking``: (projection, application_name) -> last notification id applied
 
 With a cipher key, ``cl_transcript.message`` and ``cl_summaries.text`` are encrypted
-(``sealing``); the other columns hold no message or summary text.
+(``sealing``), and so are the application's names: conversation keys and client
+message ids, each with a keyed lookup digest beside it (``key_lookup``,
+``client_message_lookup``); the other columns hold no message or summary text.
 
 Where they live: on PostgreSQL, in the events' own database and schema. On SQLite,
 in a separate file next to the event store (``ledger.db`` -> ``ledger.views.db``), so
@@ -59,6 +62,7 @@ from sqlalchemy.pool import StaticPool
 from contextledger.domain.errors import ConfigurationError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
+from contextledger.infrastructure.sqlite_files import check_sqlite_file
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 
@@ -87,6 +91,7 @@ COUNTERS = (
     "inherited_tokens",
     "inherited_retracted",
     "inherited_edited",
+    "inherited_summaries",
 )
 
 
@@ -131,7 +136,9 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("tokens", Integer, nullable=False),
             Column("timestamp", UTCDateTime, nullable=False),
             Column("digest", String(64), nullable=False),
-            Column("client_message_id", String(200)),
+            Column("client_message_id", SealedText(codec)),
+            #: ``ContentCodec.lookup(client_message_id)`` with a cipher key (``sealing``).
+            Column("client_message_lookup", String(64)),
             #: Marks (see docs/operations.md): who retracted or replaced the row, and
             #: where a fork's shared history comes from (the row's own id if not inherited).
             Column("origin_id", Uuid, primary_key=True),
@@ -164,6 +171,10 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("valid", Boolean, nullable=False, default=True),
             Column("invalidated_version", Integer),
             Column("invalidated_reason", SealedText(codec)),
+            #: The conversation whose SummaryInvalidated took it back.
+            Column("invalidated_in", Uuid),
+            #: The log that holds the summary (a fork's inherited rows: not its own id).
+            Column("origin_id", Uuid, primary_key=True),
         ),
         "token_totals": Table(
             f"{p}token_totals",
@@ -174,7 +185,8 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             #: The system prompt's share of ``base_tokens`` (a change replaces it).
             Column("system_tokens", Integer, nullable=False, default=0),
             Column("tools_tokens", Integer, nullable=False, default=0),
-            Column("key", String(200)),
+            Column("key", SealedText(codec)),
+            Column("key_lookup", String(64)),
             *(Column(name, BigInteger, nullable=False, default=0) for name in COUNTERS),
         ),
         "conversations": Table(
@@ -188,11 +200,13 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("messages", Integer, nullable=False, default=0),
             Column("summaries", Integer, nullable=False, default=0),
             Column("policy_version", Integer, nullable=False, default=1),
-            Column("key", String(200)),
+            Column("key", SealedText(codec)),
+            Column("key_lookup", String(64)),
             Column("forked_from", Uuid),
             Column("forked_at_version", Integer),
             Column("system_prompt_version", Integer),
             Index(f"{p}conversations_started_at", "started_at"),
+            Index(f"{p}conversations_key_lookup", "key_lookup"),
         ),
     }
 
@@ -226,6 +240,7 @@ def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
     else:
         if not path.parent.is_dir():
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
+        check_sqlite_file(path, must_exist=False, url=f"sqlite:///{path}")
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},

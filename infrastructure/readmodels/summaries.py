@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, and_, insert, or_, select, update
 
 from contextledger.application.results import SummaryInfo
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
@@ -14,13 +16,17 @@ __all__ = ["SQLSummariesView"]
 
 
 class SQLSummariesView(SQLView):
-    """``cl_summaries``: every summary with its range, provenance and validity."""
+    """``cl_summaries``: every summary with its range, provenance and validity; a fork
+    holds a copy of the rows of its shared history (``origin_id``: the log that holds
+    each), as ``fork_transcript`` copies the transcript."""
 
     name = "summaries"
     table_names = ("summaries",)
 
     def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
-        self._insert(tracking, {"conversation_id": conversation_id, **columns_of(summary)})
+        values = columns_of(summary)
+        del values["inherited_from"]  # the row's log is origin_id: its own
+        self._insert(tracking, {"conversation_id": conversation_id, "origin_id": conversation_id, **values})
 
     def invalidate_summaries(
         self,
@@ -30,21 +36,68 @@ class SQLSummariesView(SQLView):
         version: int,
         reason: str,
         tracking: Tracking,
+        inherited: tuple[tuple[UUID, int], ...] = (),
     ) -> None:
         t = self.table
+        keys = [(conversation_id, v) for v in versions] + list(inherited)
 
         def change(conn: Connection) -> None:
-            if versions:
+            if keys:
                 conn.execute(
                     update(t)
-                    .where(t.c.conversation_id == conversation_id, t.c.version.in_(versions), t.c.valid)
-                    .values(valid=False, invalidated_version=version, invalidated_reason=reason)
+                    .where(
+                        t.c.conversation_id == conversation_id,
+                        t.c.valid,
+                        or_(*(and_(t.c.origin_id == o, t.c.version == v) for o, v in keys)),
+                    )
+                    .values(
+                        valid=False,
+                        invalidated_version=version,
+                        invalidated_reason=reason,
+                        invalidated_in=conversation_id,
+                    )
                 )
 
         self._write(tracking, change)
 
-    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
+    def fork_summaries(
+        self, conversation_id: UUID, *, source_id: UUID, source_version: int, tracking: Tracking
+    ) -> None:
         t = self.table
-        return self._records(
-            SummaryInfo, select(t).where(t.c.conversation_id == conversation_id).order_by(t.c.version)
+        query = select(t).where(
+            t.c.conversation_id == source_id,
+            or_(t.c.origin_id != source_id, t.c.version <= source_version),
         )
+
+        def change(conn: Connection) -> None:
+            copied: list[dict[str, Any]] = []
+            for source_row in conn.execute(query):
+                row = dict(source_row._mapping)
+                row["conversation_id"] = conversation_id
+                if row["invalidated_in"] == source_id and row["invalidated_version"] > source_version:
+                    row.update(
+                        valid=True, invalidated_version=None, invalidated_reason=None, invalidated_in=None
+                    )
+                copied.append(row)
+            if copied:
+                conn.execute(insert(t), copied)
+
+        self._write(tracking, change)
+
+    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
+        """As ``Ledger.summaries()`` gives them: a fork's inherited rows first, then its
+        own, each in the order they were made."""
+        t = self.table
+        rows = self._select(
+            select(t)
+            .where(t.c.conversation_id == conversation_id)
+            .order_by(t.c.origin_id == conversation_id, t.c.timestamp, t.c.version)
+        )
+        names = [f.name for f in fields(SummaryInfo) if f.name != "inherited_from"]
+        return [
+            SummaryInfo(
+                **{n: row._mapping[n] for n in names},
+                inherited_from=row.origin_id if row.origin_id != conversation_id else None,
+            )
+            for row in rows
+        ]

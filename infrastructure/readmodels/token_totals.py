@@ -20,6 +20,7 @@ _SHARED = {
     "appended_tokens": "inherited_tokens",
     "retracted_messages": "inherited_retracted",
     "edited_messages": "inherited_edited",
+    "summaries": "inherited_summaries",
 }
 #: Columns kept for the arithmetic, not shown in a record.
 _INTERNAL = ("live_tokens_delta", *_SHARED.values())
@@ -35,6 +36,7 @@ def _new_row(conversation_id: UUID, *, base_tokens: int) -> dict[str, Any]:
         "system_tokens": 0,
         "tools_tokens": 0,
         "key": None,
+        "key_lookup": None,
         **dict.fromkeys(COUNTERS, 0),
     }
 
@@ -61,6 +63,7 @@ class SQLTokenTotalsView(SQLView):
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
         row = _new_row(conversation_id, base_tokens=base_tokens)
         row.update(system_tokens=system_tokens, tools_tokens=tools_tokens, key=key, **counters)
+        row["key_lookup"] = self._lookup(key)
         self._insert(tracking, row)
 
     def add_to_totals(self, conversation_id: UUID, *, tracking: Tracking, **increments: int) -> None:

@@ -128,6 +128,7 @@ class SQLTranscriptView(SQLView):
                 conversation_id=conversation_id,
                 origin_id=conversation_id,
                 role=entry.message["role"],
+                client_message_lookup=self._lookup(entry.client_message_id),
                 **{"retracted": False, **marks},
             )
         )

@@ -190,6 +190,12 @@ class SQLView(TrackingRecorder):
 
         self._write(tracking, change)
 
+    def _lookup(self, value: str | None) -> str | None:
+        """The lookup digest of a sealed name (None without a cipher key: the value
+        itself is then stored as it is, and looked up as it is)."""
+        codec = self.models.codec
+        return None if value is None or codec is None else codec.lookup(value)
+
     def _records(self, record: type[RecordT], query: Any) -> list[RecordT]:
         """The rows of ``query`` as ``record`` objects (columns named as its fields)."""
         names = [f.name for f in fields(record)]

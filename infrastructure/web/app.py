@@ -9,6 +9,9 @@ Pages (each also JSON, with a ``.json`` suffix or ``?format=json``):
   per model turn. ``ref`` is the conversation's id or its key.
 - ``/conversations/{ref}/context?version=V`` -- the exact messages the model was sent
   at version V (``?page=N&per_page=M``), with where each came from and what it cost.
+- ``/verify``, ``/conversations/{ref}/verify`` -- what ``verify`` finds in the whole
+  store or one conversation, every problem listed. A page that needs a damaged log
+  (a missing or undecodable event) shows this page instead, with why.
 
 Only GET (and HEAD) are routed; the ledger is opened without the summarization
 policy, so nothing is ever written to the store. Templates autoescape everything.
@@ -37,7 +40,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contextledger.application.ledger import Ledger
-from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError, InvalidArgumentError
+from contextledger.domain.errors import (
+    ContextLedgerError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+    LogDamagedError,
+)
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.web.chart import token_chart
 from contextledger.infrastructure.web.conversation import (
@@ -47,6 +55,7 @@ from contextledger.infrastructure.web.conversation import (
 )
 from contextledger.infrastructure.web.params import Ref, as_json, conversation_ref, search_query, whole_number
 from contextledger.infrastructure.web.security import SecurityHeaders
+from contextledger.infrastructure.web.verify import verify_page
 from contextledger.infrastructure.web.views import (
     CONTEXT_PER_PAGE,
     MAX_CONTEXT_PER_PAGE,
@@ -113,7 +122,7 @@ def create_app(
         ledger = ledger_or_url
         owned = False
     else:
-        ledger = Ledger.open(ledger_or_url, run_policy=False)
+        ledger = Ledger.open(ledger_or_url, read_only=True)
         owned = True
     database = Database.parse(ledger.settings.database_url).masked
     index = ConversationIndex(ledger)
@@ -169,6 +178,18 @@ def create_app(
             return _JSON(data)
         return html("conversation.html", chart=token_chart(data["turns"], data["summary_marks"]), **data)
 
+    def integrity(request: Request) -> Response:
+        if "cid" not in request.path_params:
+            json_ = as_json(request, request.url.path.endswith(".json"))
+            data = verify_page(ledger, None)
+        else:
+            json_, ref = _format_and_ref(request)
+            try:
+                data = verify_page(ledger, ref.id)
+            except ConversationNotFoundError as exc:
+                return missing(ref, exc, json_)
+        return _JSON(data) if json_ else html("verify.html", **data)
+
     def context(request: Request) -> Response:
         json_, ref = _format_and_ref(request)
         version = whole_number(request, "version", default=None)
@@ -191,6 +212,13 @@ def create_app(
 
     def not_found(request: Request, exc: Exception) -> Response:
         return problem(_looks_json(request), 404, str(exc) or "not found")
+
+    def damaged(request: Request, exc: Exception) -> Response:
+        """A page that needs a damaged log shows what verify finds there (the
+        conversation's problems, or the whole store's), not a server error."""
+        cid = getattr(exc, "conversation_id", None)
+        found = verify_page(ledger, cid if isinstance(cid, UUID) else None, damage=str(exc))
+        return _JSON(found) if _looks_json(request) else html("verify.html", **found)
 
     def failure(request: Request, exc: Exception) -> Response:
         return problem(_looks_json(request), 500, f"{type(exc).__name__}: {exc}")
@@ -217,12 +245,17 @@ def create_app(
             Route("/conversations.json", conversations, methods=["GET"]),
             Route("/conversations/{cid}/context", context, methods=["GET"], name="context"),
             Route("/conversations/{cid}/context.json", context, methods=["GET"], name="context-json"),
+            Route("/conversations/{cid}/verify", integrity, methods=["GET"], name="verify"),
+            Route("/conversations/{cid}/verify.json", integrity, methods=["GET"]),
+            Route("/verify", integrity, methods=["GET"]),
+            Route("/verify.json", integrity, methods=["GET"]),
             Route("/conversations/{cid}", conversation, methods=["GET"], name="conversation"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ],
         exception_handlers={
             InvalidArgumentError: bad_request,
             ConversationNotFoundError: not_found,
+            LogDamagedError: damaged,
             ContextLedgerError: failure,
         },
         middleware=[Middleware(SecurityHeaders)],

@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, cast
 from uuid import UUID
 
-from contextledger.application.audit import Audit
 from contextledger.application.history import event_marks, summary_infos
 from contextledger.application.ledger import Ledger
 from contextledger.application.results import AuditEvent, TokenTotals
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import LogDamagedError
 from contextledger.domain.events import ConversationEvent, MessageAppended, SummaryCreated
 from contextledger.infrastructure.web.paging import Paging, sample
 from contextledger.infrastructure.web.views import ConversationRow, _timeline_entry, events_between
@@ -86,7 +86,7 @@ def _turns(
                 )
         try:
             conversation = Conversation.apply(conversation, event)
-        except ValueError:
+        except (ValueError, LogDamagedError):
             break  # a broken log: verify says where; the chart stops there
         if isinstance(event, SummaryCreated):
             marks.append(
@@ -190,7 +190,7 @@ class ConversationPages:
         version, row, totals, origin = ledger.store.read(cid, head)
         if version != len(events):
             version, row, totals, origin = head(ledger.conversation(cid, version=len(events)))
-        report = Audit(ledger, store).verify(cid)
+        report = ledger.verify(cid)
         position_at = {
             e.originator_version: e.position for e in events if isinstance(e, MessageAppended)
         }

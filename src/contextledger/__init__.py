@@ -21,93 +21,167 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
-from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
-from contextledger.application.async_ledger import AsyncLedger
-from contextledger.application.follower import FollowerHealth, LogFollower
-from contextledger.application.ledger import Ledger
-from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
-from contextledger.application.projections import ReadModelProjection, ReadModelRunner
-from contextledger.application.results import (
-    AuditEvent,
-    SummaryInfo,
-    TokenTotals,
-    TranscriptEntry,
-    VerifyProblem,
-    VerifyReport,
-    WorkingMemory,
-)
-from contextledger.application.settings import Settings
-from contextledger.application.summarization import SummarizationRunner
-from contextledger.application.wire import ContextMessage, ToolDefinition
-from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import (
-    ConcurrencyError,
-    ConfigurationError,
-    ContextLedgerError,
-    ContextLedgerRuntimeError,
-    ContextOverflowError,
-    ConversationNotFoundError,
-    DuplicateConversationError,
-    InvalidArgumentError,
-    InvalidEditError,
-    InvalidMessageError,
-    InvalidPolicyError,
-    MessageTooLargeError,
-    RetractedPositionError,
-    StaleSummaryError,
-    StoreError,
-    SummarizerAuthenticationError,
-    SummarizerError,
-    SummarizerOutputError,
-    SummarizerRateLimitedError,
-    SummarizerRequestError,
-    SummarizerTimeoutError,
-    SummarizerUnavailableError,
-    SummaryQualityError,
-    SummaryRejectedError,
-    SystemPromptEditError,
-    TrackingRewoundError,
-    UnknownPositionError,
-    UnknownReadModelError,
-    UsageError,
-)
-from contextledger.domain.messages import FunctionCall, Message, ToolCall
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.infrastructure import database as _database  # noqa: F401  (see below)
-from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
-from contextledger.infrastructure.tokens import TiktokenCounter
-
 if TYPE_CHECKING:
+    from contextledger.application.addressing import (
+        KEY_NAMESPACE,
+        ConversationRef,
+    )
+    from contextledger.application.async_ledger import AsyncLedger
+    from contextledger.application.follower import (
+        FollowerHealth,
+        LogFollower,
+    )
+    from contextledger.application.ledger import Ledger
+    from contextledger.application.ports import (
+        Summarizer,
+        SummaryRequest,
+        SummaryResult,
+        TokenCounter,
+    )
+    from contextledger.application.projections import (
+        ReadModelProjection,
+        ReadModelRunner,
+    )
+    from contextledger.application.results import (
+        AuditEvent,
+        SummaryInfo,
+        TokenTotals,
+        TranscriptEntry,
+        VerifyProblem,
+        VerifyReport,
+        WorkingMemory,
+    )
+    from contextledger.application.settings import Settings
+    from contextledger.application.summarization import SummarizationRunner
+    from contextledger.application.wire import (
+        ContextMessage,
+        ToolDefinition,
+    )
+    from contextledger.domain.conversation import Conversation
+    from contextledger.domain.errors import (
+        ConcurrencyError,
+        ConfigurationError,
+        ContextLedgerError,
+        ContextLedgerRuntimeError,
+        ContextOverflowError,
+        ConversationNotFoundError,
+        DuplicateConversationError,
+        InvalidArgumentError,
+        InvalidEditError,
+        InvalidMessageError,
+        InvalidPolicyError,
+        LedgerClosedError,
+        LogDamagedError,
+        MessageTooLargeError,
+        ReadOnlyError,
+        RetractedPositionError,
+        SchemaMissingError,
+        StaleSummaryError,
+        StoreError,
+        SummarizerAuthenticationError,
+        SummarizerError,
+        SummarizerOutputError,
+        SummarizerRateLimitedError,
+        SummarizerRequestError,
+        SummarizerTimeoutError,
+        SummarizerUnavailableError,
+        SummaryQualityError,
+        SummaryRejectedError,
+        SystemPromptEditError,
+        TrackingRewoundError,
+        UnknownPositionError,
+        UnknownReadModelError,
+        UsageError,
+    )
+    from contextledger.domain.messages import (
+        FunctionCall,
+        Message,
+        ToolCall,
+    )
+    from contextledger.domain.policy import ReductionPolicy
+    from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
     from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
-    from contextledger.infrastructure.readmodels import SQLReadModels, attach_read_models
+    from contextledger.infrastructure.readmodels import (
+        SQLReadModels,
+        attach_read_models,
+    )
+    from contextledger.infrastructure.tokens import TiktokenCounter
 
-# Every ledger opens its store through ``infrastructure.database`` (its URL parsing is
-# SQLAlchemy's), so it loads with the package, not inside the first ``Ledger.open()``.
-#: Names whose modules load on first use: the openai SDK and SQLAlchemy are large (an
-#: import of contextledger took 0.6 s and left 113,000 objects for every full garbage
-#: collection to walk); a process that never uses them never loads them.
-_LAZY = {
-    "OpenAISummarizer": "contextledger.infrastructure.openai_summarizer",
-    "SQLReadModels": "contextledger.infrastructure.readmodels",
-    "attach_read_models": "contextledger.infrastructure.readmodels",
+    __version__: str
+
+#: Every name loads on first use, from the module that defines it: ``import
+#: contextledger`` loads none of SQLAlchemy, eventsourcing, psycopg, tiktoken, the openai
+#: SDK or the application layer (it took 0.6 s and left 113,000 objects for every full
+#: garbage collection to walk), and a process loads only what it uses (the command
+#: line's ``--version`` and ``--help`` nothing at all).
+_MODULES: dict[str, tuple[str, ...]] = {
+    "application.addressing": ("KEY_NAMESPACE", "ConversationRef"),
+    "application.async_ledger": ("AsyncLedger",),
+    "application.follower": ("FollowerHealth", "LogFollower"),
+    "application.ledger": ("Ledger",),
+    "application.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
+    "application.projections": ("ReadModelProjection", "ReadModelRunner"),
+    "application.results": (
+        "AuditEvent", "SummaryInfo", "TokenTotals", "TranscriptEntry", "VerifyProblem", "VerifyReport",
+        "WorkingMemory",
+    ),
+    "application.settings": ("Settings",),
+    "application.summarization": ("SummarizationRunner",),
+    "application.wire": ("ContextMessage", "ToolDefinition"),
+    "domain.conversation": ("Conversation",),
+    "domain.errors": (
+        "ConcurrencyError", "ConfigurationError", "ContextLedgerError", "ContextLedgerRuntimeError",
+        "ContextOverflowError", "ConversationNotFoundError", "DuplicateConversationError",
+        "InvalidArgumentError", "InvalidEditError", "InvalidMessageError", "InvalidPolicyError",
+        "LedgerClosedError", "LogDamagedError",
+        "MessageTooLargeError", "ReadOnlyError", "RetractedPositionError", "SchemaMissingError",
+        "StaleSummaryError", "StoreError",
+        "SummarizerAuthenticationError", "SummarizerError", "SummarizerOutputError",
+        "SummarizerRateLimitedError", "SummarizerRequestError", "SummarizerTimeoutError",
+        "SummarizerUnavailableError", "SummaryQualityError", "SummaryRejectedError",
+        "SystemPromptEditError", "TrackingRewoundError", "UnknownPositionError", "UnknownReadModelError",
+        "UsageError",
+    ),
+    "domain.messages": ("FunctionCall", "Message", "ToolCall"),
+    "domain.policy": ("ReductionPolicy",),
+    "infrastructure.offline_summarizer": ("OfflineSummarizer",),
+    "infrastructure.tokens": ("TiktokenCounter",),
+    "infrastructure.openai_summarizer": ("OpenAISummarizer",),
+    "infrastructure.readmodels": ("SQLReadModels", "attach_read_models"),
 }
+_LAZY = {name: f"contextledger.{module}" for module, names in _MODULES.items() for name in names}
+#: A ledger opens its store through ``infrastructure.database`` (its URL parsing is
+#: SQLAlchemy's): it loads with the ledger class, not inside the first ``open()``.
+_WITH = dict.fromkeys(("Ledger", "AsyncLedger"), "contextledger.infrastructure.database")
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'contextledger' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    if name == "__version__":
+        value: Any = _package_version()
+    else:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'contextledger' has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        if name in _WITH:
+            import_module(_WITH[name])
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *__all__})
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("contextledger")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,11 +190,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     return cli_main(argv)
 
-
-try:
-    __version__ = _version("contextledger")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 __all__ = [
     "KEY_NAMESPACE",
@@ -143,6 +212,8 @@ __all__ = [
     "InvalidMessageError",
     "InvalidPolicyError",
     "Ledger",
+    "LedgerClosedError",
+    "LogDamagedError",
     "LogFollower",
     "Message",
     "MessageTooLargeError",
@@ -150,9 +221,11 @@ __all__ = [
     "OpenAISummarizer",
     "ReadModelProjection",
     "ReadModelRunner",
+    "ReadOnlyError",
     "ReductionPolicy",
     "RetractedPositionError",
     "SQLReadModels",
+    "SchemaMissingError",
     "Settings",
     "StaleSummaryError",
     "StoreError",

@@ -31,12 +31,11 @@ BLOCKS = python_blocks()
 
 @pytest.fixture
 def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temporary working directory, the tiktoken cache, and nothing that reaches out."""
+    """A temporary working directory and nothing that reaches out (the tiktoken encodings
+    ship with the package)."""
     monkeypatch.chdir(tmp_path)
     for key in [k for k in os.environ if k.startswith(("CONTEXTLEDGER_", "OPENAI_"))]:
         monkeypatch.delenv(key)
-    if "TIKTOKEN_CACHE_DIR" not in os.environ:
-        pytest.fail("TIKTOKEN_CACHE_DIR must point at tiktoken's cached encodings")
     return tmp_path
 
 

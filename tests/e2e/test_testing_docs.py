@@ -31,4 +31,4 @@ def test_the_documented_contract_suites_run_and_pass_under_pytest(tmp_path: Path
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     passed = re.findall(r"^PASSED test_my_adapters.py::(\w+)::", result.stdout, re.MULTILINE)
     assert sorted(set(passed)) == ["TestFirstWords", "TestMyStore", "TestWordCounter"]
-    assert len(passed) == 5 + 4 + 12
+    assert len(passed) == 6 + 4 + 12  # summarizer, token counter, ledger

@@ -16,6 +16,8 @@ from contextledger.application import (
     Ledger,
     ReductionPolicy,
     Settings,
+    SummaryRequest,
+    SummaryResult,
 )
 from contextledger.application.notifications import read_notifications
 from contextledger.domain import (
@@ -197,6 +199,67 @@ def test_after_repeated_failures_the_offline_summarizer_takes_over(sqlite_url: s
         assert len(summarizer.calls) == 3
         assert [e.data["attempt"] for e in ledger.replay(cid) if e.kind == "SummarizationFailed"] == [1, 2, 3]
         assert check_log(ledger, cid, appended) == []
+
+
+def test_a_summarizer_that_raises_anything_is_failing_and_the_fallback_takes_over(sqlite_url: str) -> None:
+    # A bug in a custom summarizer (a KeyError in its parser, a TypeError) counts as a
+    # failed attempt like a SummarizerError: recorded, retried, then the fallback.
+    summarizer = ScriptedSummarizer(failures=[KeyError("choices"), TypeError("bad"), KeyError("x")] * 300)
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=3),
+                     summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        appended: list[dict[str, Any]] = []
+        say(ledger, cid, 12, appended)
+        assert ledger.wait_idle(20)
+        [summary] = ledger.summaries(cid)
+        assert summary.model == "offline-extractive"
+        assert len(summarizer.calls) == 3
+        failures = [e.data for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+        assert [f["attempt"] for f in failures] == [1, 2, 3]
+        assert [f["kind"] for f in failures] == ["KeyError", "TypeError", "KeyError"]
+        assert all(f["retryable"] for f in failures) and "KeyError" in failures[0]["error"]
+        assert ledger.totals(cid).summarizer_failures == 3
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_without_a_fallback_a_crashing_summarizer_is_retried_until_it_answers(sqlite_url: str) -> None:
+    summarizer = ScriptedSummarizer(failures=[ValueError("no JSON"), ValueError("no JSON")])
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None),
+                     summarizer=summarizer) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        say(ledger, cid, 12, [])
+        assert ledger.wait_idle(20)
+        [summary] = ledger.summaries(cid)
+        assert summary.model == "scripted"
+        kinds = [e.data["kind"] for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+        assert kinds == ["ValueError", "ValueError"]
+
+
+class Answers:
+    """A custom summarizer with a bug: it answers what is not a SummaryResult, twice."""
+
+    model = "buggy"
+
+    def __init__(self) -> None:
+        self.answers: list[Any] = [None, SummaryResult(text=42, model="buggy", prompt_version="b1")]  # type: ignore[arg-type]
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if self.answers:
+            return self.answers.pop(0)  # type: ignore[no-any-return]
+        return SummaryResult(text="Points were made.", model=self.model, prompt_version="b1")
+
+
+def test_an_answer_that_is_not_a_summary_result_is_a_failed_attempt(sqlite_url: str) -> None:
+    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None), summarizer=Answers()) as ledger:
+        cid = ledger.start("sys", policy=POLICY)
+        say(ledger, cid, 12, [])
+        assert ledger.wait_idle(20)
+        [summary] = ledger.summaries(cid)
+        assert summary.text == "Points were made."
+        failures = [e.data for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+        assert [f["kind"] for f in failures] == ["SummarizerOutputError"] * 2
+        assert "NoneType instead of a SummaryResult" in failures[0]["error"]
+        assert "text is int" in failures[1]["error"]
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])

@@ -96,7 +96,9 @@ def test_changing_tools_moves_the_trigger_and_the_cap_counts_them() -> None:
 def test_tools_that_leave_the_token_trigger_no_room_are_refused_and_nothing_is_written() -> None:
     with Ledger.open("memory://", run_policy=False) as ledger:
         tools = tools_tokens(ledger)
-        tight = ReductionPolicy(trigger_tokens=tools + 50, keep_tokens=50)
+        # token_scope="messages": the tools alone against the trigger (with "prompt", the
+        # system prompt and priming count too: tests/integration/test_prompt_budget.py).
+        tight = ReductionPolicy(trigger_tokens=tools + 50, keep_tokens=50, token_scope="messages")
         with pytest.raises(InvalidPolicyError, match="trigger_tokens"):
             ledger.start("Weather.", policy=tight, tools=[WEATHER_TOOL])
         cid = ledger.start("Weather.", policy=tight)
@@ -104,7 +106,8 @@ def test_tools_that_leave_the_token_trigger_no_room_are_refused_and_nothing_is_w
         with pytest.raises(InvalidPolicyError, match="tool definitions"):
             ledger.change_tools(cid, [WEATHER_TOOL])
         assert ledger.conversation(cid).version == version and ledger.tools(cid) == []
-        roomy = ledger.start("Weather.", policy=ReductionPolicy(trigger_tokens=tools + 51, keep_tokens=50),
+        roomy = ledger.start("Weather.", policy=ReductionPolicy(trigger_tokens=tools + 51, keep_tokens=50,
+                                                                    token_scope="messages"),
                              tools=[WEATHER_TOOL])
         version = ledger.conversation(roomy).version
         with pytest.raises(InvalidPolicyError, match="keep_tokens"):

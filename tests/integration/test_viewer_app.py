@@ -57,6 +57,7 @@ def test_the_list_is_paginated_newest_first() -> None:
 
 def test_the_database_url_is_shown_with_its_password_masked(postgres_url: str) -> None:
     with_password = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    cl.Ledger.open(postgres_url, run_policy=False).close()  # the viewer opens a store read-only
     app = create_app(with_password)
     with TestClient(app) as client:
         html = client.get("/conversations").text

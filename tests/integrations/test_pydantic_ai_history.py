@@ -36,7 +36,8 @@ from pydantic_ai.usage import RequestUsage
 
 import contextledger as cl
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
-from contextledger.integrations.pydantic_ai import ENVELOPE_FORMAT, LedgerHistory
+from contextledger.domain.events import MessageAppended
+from contextledger.integrations.pydantic_ai import FORMAT, VERSION, LedgerHistory
 from contextledger.testing import assert_valid_openai_context
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -200,12 +201,13 @@ def test_bad_input_is_refused_and_nothing_is_written(sqlite_url: str) -> None:
         assert ledger.transcript(history.conversation_id) == []
 
 
-def test_envelopes_are_chained_into_the_digests(sqlite_url: str) -> None:
+def test_messages_are_kept_as_originals_chained_into_the_digests(sqlite_url: str) -> None:
     with cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
         history = LedgerHistory("chat-9", ledger)
         history.extend([ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])])
-        events = [e for e in ledger.store.events(history.conversation_id) if getattr(e, "envelope", None)]
-        assert [e.envelope["format"] for e in events] == [ENVELOPE_FORMAT] * 2
+        events = [e for e in ledger.store.events(history.conversation_id) if isinstance(e, MessageAppended)]
+        assert [(e.original or {}).get("format") for e in events] == [FORMAT] * 2
+        assert [(e.original or {}).get("version") for e in events] == [VERSION] * 2
         assert ledger.verify(history.conversation_id).ok
 
 

@@ -17,11 +17,13 @@ FILES = ["tools/taubench_airline_gpt4o.jsonl", "tools/tooltalk.jsonl", "tools/sg
 
 POLICIES = {
     "messages": ReductionPolicy(trigger_messages=8, keep_messages=3, keep_tool_results=2),
+    # token_scope="messages": budgets below some corpora's system prompts, which the
+    # whole prompt's scope refuses (tests/properties/test_prompt_budget_properties.py).
     "tokens+cap": ReductionPolicy(trigger_tokens=300, keep_tokens=100, max_summary_tokens=200,
-                                  max_context_tokens=4500, keep_tool_results=1),
+                                  max_context_tokens=4500, keep_tool_results=1, token_scope="messages"),
     "layered-hybrid": ReductionPolicy(trigger_messages=10, keep_messages=2, trigger_tokens=900,
                                       keep_tokens=250, summary_mode="layered",
-                                      layered_max_tokens=120, max_summary_tokens=60),
+                                      layered_max_tokens=120, max_summary_tokens=60, token_scope="messages"),
 }
 
 

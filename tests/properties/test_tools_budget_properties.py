@@ -41,8 +41,10 @@ def test_the_token_trigger_and_the_cap_see_messages_plus_tools(
     keep = min(keep, trigger - 1)
     if cap is not None:
         keep = min(keep, max(0, cap - 64 - 1))
+    # token_scope="messages": the trigger counts the messages and the tools (the whole
+    # prompt's scope: tests/properties/test_prompt_budget_properties.py).
     policy = ReductionPolicy(trigger_tokens=trigger, keep_tokens=keep, max_summary_tokens=64,
-                             max_context_tokens=cap)
+                             max_context_tokens=cap, token_scope="messages")
     summarizer = RecordingSummarizer()
     with Ledger.open("memory://", run_policy=False) as ledger:
         base = ledger.totals(ledger.start("s")).context_tokens  # priming and system prompt
@@ -73,9 +75,10 @@ def test_the_token_trigger_and_the_cap_see_messages_plus_tools(
 
 
 def test_a_conversation_without_tools_keeps_its_trigger_as_before() -> None:
-    # No tools: the trigger counts messages alone, exactly as stored logs were written.
+    # No tools, token_scope="messages": the trigger counts messages alone, exactly as
+    # stored logs were written.
     with Ledger.open("memory://", run_policy=False) as ledger:
-        cid = ledger.start("s", policy=ReductionPolicy(trigger_tokens=40))
+        cid = ledger.start("s", policy=ReductionPolicy(trigger_tokens=40, token_scope="messages"))
         total = 0
         for index in range(20):
             ledger.append(cid, {"role": "user" if index % 2 == 0 else "assistant", "content": text(3, index)})

@@ -312,6 +312,21 @@ class EditMachine(RuleBasedStateMachine):
             assert not made_from & self.model.dead, "a valid summary was made from retracted text"
 
     @invariant()
+    def every_summary_the_context_rests_on_is_listed_and_valid(self) -> None:
+        # An auditor finds each summary of the working memory in summaries(), a
+        # fork's inherited ones marked with the log that holds them.
+        if self.cid is None:
+            return
+        listed = {(s.inherited_from, s.version): s for s in self.ledger.summaries(self.cid)}
+        assert len(listed) == len(self.ledger.summaries(self.cid))
+        for layer in self.ledger.conversation(self.cid).state.summaries:
+            assert layer.link is not None
+            found = listed.get((layer.link.origin, layer.link.version))
+            assert found is not None and found.valid, layer.link
+            assert found.text == layer.text
+        assert self.ledger.totals(self.cid).summaries == len(listed)
+
+    @invariant()
     def every_live_message_is_in_the_window_or_one_valid_summary(self) -> None:
         if self.cid is None:
             return

@@ -46,6 +46,9 @@ SAMPLES: dict[str, object] = {
     "cause": "server_unreachable",
     "size": 2_000_000,
     "unit": "bytes",
+    "operation": "append",
+    "table": "contextledger_events",
+    "schema": "public",
 }
 
 

@@ -54,16 +54,20 @@ def test_tool_calls_and_names_are_counted() -> None:
     assert named == counter.count_message(Message(role="user", content="ok")) + 1 + counter.count_text("bob")
 
 
-def test_a_missing_encoding_names_tiktoken_cache_dir(tmp_path: Path) -> None:
+def test_an_encoding_that_cannot_be_loaded_names_tiktoken_cache_dir(tmp_path: Path) -> None:
+    # o200k_base and cl100k_base ship with the package (tests/unit/test_shipped_encodings.py);
+    # an encoding that does not, with an empty cache and no network, cannot be had.
     code = (
         "from contextledger.infrastructure.tokens import TiktokenCounter\n"
         "from contextledger.domain import ConfigurationError\n"
-        "try:\n    TiktokenCounter('gpt-4o')\n"
+        "print('OK', TiktokenCounter('gpt-4o').count_text('hello world'))\n"
+        "try:\n    TiktokenCounter('gpt-4o', encoding='p50k_base')\n"
         "except ConfigurationError as e:\n    print('ERR', e)\n"
     )
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path), "https_proxy": "http://127.0.0.1:9",
            "HTTPS_PROXY": "http://127.0.0.1:9"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "OK 2" in out.stdout, out.stderr
     assert "ERR" in out.stdout and "TIKTOKEN_CACHE_DIR" in out.stdout
     assert issubclass(ConfigurationError, Exception)
 

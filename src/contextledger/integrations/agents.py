@@ -3,9 +3,9 @@
     from agents import Agent, Runner
     from contextledger.integrations.agents import LedgerSession
 
-    session = LedgerSession("user-42", url="sqlite:///memory.db",
+    session = LedgerSession("user-42", "sqlite:///memory.db",
                             policy=cl.ReductionPolicy(trigger_messages=40, keep_messages=10))
-    await Runner.run(agent, "hi", session=session)     # instead of SQLiteSession("user-42", ...)
+    await Runner.run(agent, "hi", session=session)     # instead of SQLiteSession("user-42", "memory.db")
 
 ``get_items()`` hands the SDK the *working memory* (the summary, then the recent items
 verbatim, old tool outputs as placeholders), not the whole history; the whole history
@@ -19,22 +19,28 @@ Needs the ``agents`` extra (``pip install contextledger[agents]``).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, cast
+import os
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from agents.memory.session_settings import SessionSettings
 
 from contextledger.application.items import SummaryRole
 from contextledger.application.ledger import Ledger
-from contextledger.domain.errors import UsageError
-from contextledger.domain.items import items_from_messages
-from contextledger.domain.messages import Message
+from contextledger.application.session_items import (
+    ABANDONED_CALL_OUTPUT,
+    append_session_items,
+    pop_session_item,
+    session_items,
+)
+from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.validation import shown
 from contextledger.integrations._keys import SessionBinding
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
-__all__ = ["LedgerSession"]
+__all__ = ["ABANDONED_CALL_OUTPUT", "LedgerSession"]
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -44,18 +50,60 @@ def _plain(item: Any) -> dict[str, Any]:
     dump = getattr(item, "model_dump", None)
     if callable(dump):
         return cast(dict[str, Any], dump(exclude_unset=True, mode="json"))
-    raise TypeError(f"a session item must be a dict, not {type(item).__name__}")
+    raise InvalidArgumentError(
+        f"a session item must be a dict or a pydantic model, not {type(item).__name__}",
+        argument="items",
+        value=shown(item),
+    )
+
+
+def _store_url(db: str | os.PathLike[str]) -> str:
+    """The ledger URL for what ``SQLiteSession`` takes as ``db_path`` (or a URL)."""
+    text = os.fspath(db)
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgumentError(
+            "the database must be a non-empty URL or SQLite file path", argument="db", value=shown(db)
+        )
+    if text == ":memory:":
+        return "memory://"
+    return text if "://" in text else f"sqlite:///{text}"
+
+
+def _settings(given: Any) -> SessionSettings:
+    if given is None:
+        return SessionSettings()
+    if not isinstance(given, SessionSettings | dict):
+        raise InvalidArgumentError(
+            "session_settings must be a SessionSettings, a dict or None",
+            argument="session_settings",
+            value=shown(given),
+        )
+    try:
+        return SessionSettings().resolve(given)
+    except Exception as exc:  # the SDK's own validation (pydantic, TypeError)
+        raise InvalidArgumentError(
+            f"session_settings are not valid: {exc}".splitlines()[0],
+            argument="session_settings",
+            value=shown(given),
+        ) from None
 
 
 class LedgerSession(SessionBinding):
     """An Agents SDK ``Session`` kept in a contextledger ``Ledger``.
 
-    Constructed from a session id and either a ``ledger`` (shared, not closed here) or
-    a database ``url`` (opened here, closed by ``close()``). The first use starts the
-    conversation with ``policy``, ``model`` and ``system_prompt`` (usually None: the
-    agent's instructions are sent by the SDK). The summary reaches the model as a
-    message item of ``summary_role``. ``session_settings.limit`` (a ``SessionSettings``
-    or a dict) caps what ``get_items()`` returns, as in the SDK's own sessions.
+    Constructed as ``SQLiteSession`` is, from a session id and where to keep it: a
+    shared ``Ledger`` (never closed here), a database URL (``sqlite:///chat.db``,
+    ``postgresql://...``, ``memory://``) or a SQLite file path (``chat.db``;
+    ``":memory:"`` is ``memory://``), positionally, as ``url=`` or as
+    ``SQLiteSession``'s ``db_path=``; a URL or path is
+    opened here and closed by ``close()``. Every argument is checked before anything is
+    opened. The first use starts the conversation with ``policy``, ``model`` and
+    ``system_prompt`` (usually None: the agent's instructions are sent by the SDK). The
+    summary reaches the model as a message item of ``summary_role``.
+    ``session_settings.limit`` (a ``SessionSettings`` or a dict) caps what
+    ``get_items()`` returns, as in the SDK's own sessions. A new item after function
+    calls that were never answered (an abandoned approval) answers them first with
+    ``abandoned_call_output``, an error output.
     """
 
     session_settings: SessionSettings | None
@@ -63,40 +111,85 @@ class LedgerSession(SessionBinding):
     def __init__(
         self,
         session_id: str,
-        ledger: Ledger | None = None,
+        db: Ledger | str | os.PathLike[str] | None = None,
         *,
         url: str | None = None,
+        db_path: str | os.PathLike[str] | None = None,
         policy: ReductionPolicy | None = None,
         model: str = "gpt-4o-mini",
         system_prompt: str | None = None,
         summary_role: SummaryRole = "system",
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        abandoned_call_output: str = ABANDONED_CALL_OUTPUT,
     ) -> None:
+        settings = _settings(session_settings)
+        if summary_role not in get_args(SummaryRole):
+            raise InvalidArgumentError(
+                f"summary_role must be one of {', '.join(get_args(SummaryRole))}",
+                argument="summary_role",
+                value=shown(summary_role),
+            )
+        if policy is not None and not isinstance(policy, ReductionPolicy):
+            raise InvalidArgumentError(
+                "policy must be a ReductionPolicy or None", argument="policy", value=shown(policy)
+            )
+        if not isinstance(abandoned_call_output, str) or not abandoned_call_output.strip():
+            raise InvalidArgumentError(
+                "abandoned_call_output must be a non-empty string", argument="abandoned_call_output"
+            )
+        if url is not None and not isinstance(url, str):
+            raise InvalidArgumentError("url must be a string", argument="url", value=shown(url))
+        if db_path is not None:  # SQLiteSession's keyword
+            if db is not None or url is not None:
+                raise InvalidArgumentError("pass one of db, db_path and url", argument="db_path")
+            if not isinstance(db_path, str | os.PathLike):
+                raise InvalidArgumentError(
+                    "db_path must be a SQLite file path or a URL", argument="db_path", value=shown(db_path)
+                )
+            db = db_path
+        ledger: Ledger | None = None
+        if isinstance(db, Ledger):
+            ledger = db
+        elif isinstance(db, str | os.PathLike):
+            if url is not None:
+                raise InvalidArgumentError("pass a database or a url, not both", argument="url")
+            url = _store_url(db)
+        elif db is not None:
+            raise InvalidArgumentError(
+                "the second argument must be a Ledger, a database URL or a SQLite file path, "
+                f"not {type(db).__name__}",
+                argument="db",
+                value=shown(db),
+            )
         super().__init__(
             session_id, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt
         )
-        self.session_settings = (
-            SessionSettings().resolve(session_settings) if session_settings is not None else SessionSettings()
-        )
+        self.session_settings = settings
         self.summary_role: SummaryRole = summary_role
+        self.abandoned_call_output = abandoned_call_output
 
     # --------------------------------------------------------- Session protocol
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The working memory as input items; with ``limit`` (default
-        ``session_settings.limit``), its newest ``limit`` items."""
+        """The working memory as input items, then any calls still waiting for their
+        outputs (as a run that stopped for an approval leaves them); with ``limit``
+        (default ``session_settings.limit``), the newest ``limit`` of those items."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = await asyncio.to_thread(self.context_items)
+        items = await asyncio.to_thread(
+            session_items, self.ledger, self.conversation_id, summary_role=self.summary_role
+        )
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` to the log (one transaction)."""
+        """Append ``items`` to the log (one transaction). Function calls left open by
+        an earlier run are answered first, with ``abandoned_call_output``, when the
+        first of these items is not one of their outputs."""
         plain = [_plain(i) for i in items]
         if plain:
-            await asyncio.to_thread(self.ledger.append_items, self.conversation_id, plain)
+            await asyncio.to_thread(self._add, plain)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it (None when the session is empty)."""
@@ -123,22 +216,16 @@ class LedgerSession(SessionBinding):
         return self.ledger.working_memory(self.conversation_id).version
 
     # The edit commands keep the log whole: ``pop`` and ``clear`` retract, they never
-    # delete. A popped item takes its tool-call group with it (a function call and its
-    # output are never split); the newest item of the group is returned.
+    # delete. ``pop_item`` takes exactly one item: when it belongs to a tool-call group,
+    # the rest of the group is appended again (contextledger.application.session_items).
+
+    def _add(self, items: list[dict[str, Any]]) -> None:
+        append_session_items(
+            self.ledger, self.conversation_id, items, abandoned_output=self.abandoned_call_output
+        )
 
     def _pop_item(self) -> dict[str, Any] | None:
-        cid = self.conversation_id
-        window = self.ledger.conversation(cid).state.window
-        newest = list(window[-1].items or ()) if window else []
-        try:
-            popped = self.ledger.pop(cid)
-        except UsageError:  # nothing left to pop
-            return None
-        if newest:
-            return newest[-1]
-        converted = items_from_messages([Message.from_openai(m) for m in popped])
-        return converted[-1] if converted else None
+        return pop_session_item(self.ledger, self.conversation_id)
 
     def _clear(self) -> None:
         self.ledger.clear(self.conversation_id)
-

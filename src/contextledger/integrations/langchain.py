@@ -1,4 +1,9 @@
-"""contextledger as a LangChain chat message history: bounded, summarized, auditable.
+"""contextledger as LangChain memory: bounded, summarized, auditable, lossless.
+
+LangChain 1.x agents (``create_agent``) take ``LedgerMiddleware``
+(``contextledger.integrations.langchain_middleware``, also importable from here), a
+drop-in for ``SummarizationMiddleware``; chains built on ``RunnableWithMessageHistory``
+take ``LedgerChatMessageHistory``::
 
     from langchain_core.runnables.history import RunnableWithMessageHistory
     from contextledger.integrations.langchain import LedgerChatMessageHistory
@@ -10,8 +15,14 @@
 ``messages`` is the *working memory* (a ``SystemMessage`` with the summary, then the
 recent messages, old tool results as placeholders), not the whole history; the log
 keeps everything (``ledger.transcript``), and ``ledger.context(cid, version=v)``
-re-derives what any call was sent. Tool calls map both ways (``AIMessage.tool_calls``
-<-> assistant ``tool_calls``, ``ToolMessage`` <-> ``tool`` messages).
+re-derives what any call was sent.
+
+Every message is stored twice over in one event: as the chat-completions message the
+model is sent (``from_langchain``: tool calls, ``ToolMessage`` <-> ``tool``, images
+and files as OpenAI content parts) and as itself, every field and content block kept
+(``MessageAppended.original``, ``{"format": "langchain", ...}``). Read back, a message
+no reduction touched is the very message appended (``==``); a placeholder is the
+``ToolMessage`` with the placeholder text as content and no artifact.
 
 Needs the ``langchain`` extra (``pip install contextledger[langchain]``).
 """
@@ -19,9 +30,11 @@ Needs the ``langchain`` extra (``pip install contextledger[langchain]``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -31,50 +44,116 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_openai_messages,
+    message_to_dict,
+    messages_from_dict,
 )
 
-from contextledger.domain.messages import FunctionCall, Message, ToolCall
+from contextledger.application.ledger import Ledger
+from contextledger.application.originals import ContextEntry, context_entries, extend_with_originals
+from contextledger.domain.errors import InvalidMessageError
+from contextledger.domain.messages import Message
 from contextledger.integrations._keys import SessionBinding
 
-__all__ = ["LedgerChatMessageHistory", "from_langchain", "to_langchain"]
+if TYPE_CHECKING:
+    from contextledger.integrations.langchain_middleware import LedgerMiddleware
 
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+__all__ = [
+    "FORMAT",
+    "LedgerChatMessageHistory",
+    "LedgerMiddleware",
+    "from_langchain",
+    "from_original",
+    "langchain_memory",
+    "original_of",
+    "to_langchain",
+]
+
+#: The ``"format"`` of the originals this integration stores.
+FORMAT = "langchain"
+_ENVELOPE_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_USER_PARTS = ("image_url", "input_audio", "file")
+#: Ids of the messages the ledger makes itself (system prompt, summaries) start so.
+LEDGER_ID_PREFIX = "contextledger-"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content or []:
+def _parts(role: str, content: list[Any]) -> str | list[dict[str, Any]]:
+    """Content parts as the Chat Completions API takes them for ``role``: text
+    everywhere, images, audio and files in user messages (other blocks stay in the
+    original only)."""
+    parts: list[dict[str, Any]] = []
+    for part in content:
         if isinstance(part, str):
-            parts.append(part)
-        elif isinstance(part, dict) and isinstance(part.get("text"), str):
-            parts.append(part["text"])
-        elif isinstance(part, dict):
-            parts.append(f"[{part.get('type', 'content')}]")
-    return "\n".join(parts)
+            parts.append({"type": "text", "text": part})
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif role == "user" and kind in _USER_PARTS and isinstance(part.get(kind), dict):
+            parts.append({"type": kind, kind: part[kind]})
+    return parts if parts else ""
 
 
 def from_langchain(message: BaseMessage) -> Message:
-    """A LangChain message as a chat-completions ``Message``."""
-    text = _text(message.content)
-    if isinstance(message, AIMessage):
-        calls = tuple(
-            ToolCall(
-                id=str(call["id"]),
-                function=FunctionCall(name=call["name"], arguments=json.dumps(call["args"])),
-            )
-            for call in message.tool_calls
+    """A LangChain message as the chat-completions ``Message`` the model is sent."""
+    if not isinstance(message, BaseMessage):
+        raise InvalidMessageError(f"a LangChain message is a BaseMessage, not {type(message).__name__}")
+    try:
+        data = convert_to_openai_messages(message)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InvalidMessageError(
+            f"the {message.type} message cannot be sent to a chat-completions model: {exc}",
+            role=message.type,
+            field="content",
+        ) from None
+    if not isinstance(data, dict):  # pragma: no cover - one message in, one dict out
+        raise InvalidMessageError(f"the {message.type} message does not convert to one chat message")
+    role = data.get("role")
+    content = data.get("content")
+    if isinstance(content, list):
+        content = _parts(str(role), content)
+    out: dict[str, Any] = {"role": role, "content": content}
+    calls = data.get("tool_calls")
+    if role == "assistant" and calls:
+        out["tool_calls"] = calls
+        if not content:
+            out["content"] = None
+    if role == "tool":
+        out["tool_call_id"] = data.get("tool_call_id")
+    name = data.get("name")
+    if role != "tool" and isinstance(name, str) and _NAME.match(name):
+        out["name"] = name
+    return Message.from_openai(out)
+
+
+def original_of(message: BaseMessage) -> dict[str, Any]:
+    """The lossless form of ``message`` the ledger stores with it (every field and
+    content block); ``InvalidMessageError`` if some value would not come back equal
+    from JSON (a value that is not JSON data, a tuple, a NaN)."""
+    data = message_to_dict(message)
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+        same = messages_from_dict([json.loads(text)])[0] == message
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(
+            f"the {message.type} message holds a value that cannot be stored as JSON: {exc}",
+            role=message.type,
+        ) from None
+    if not same:
+        raise InvalidMessageError(
+            f"the {type(message).__name__} would not read back equal from JSON (a tuple, a "
+            "custom message class, or another value JSON changes): store plain JSON data",
+            role=message.type,
         )
-        return Message(role="assistant", content=text or (None if calls else ""), tool_calls=calls or None)
-    if isinstance(message, ToolMessage):
-        return Message(role="tool", tool_call_id=message.tool_call_id, content=text)
-    if isinstance(message, ChatMessage):
-        return Message.from_openai({"role": message.role, "content": text})
-    role = _ROLES.get(message.type)
-    if role is None:
-        return Message(role="user", content=text)
-    return Message(role=role, content=text)
+    return {"format": FORMAT, "version": _ENVELOPE_VERSION, "message": json.loads(text)}
+
+
+def from_original(original: Mapping[str, Any]) -> BaseMessage:
+    """The LangChain message ``original_of`` stored."""
+    if original.get("format") != FORMAT or not isinstance(original.get("message"), dict):
+        raise InvalidMessageError(f"not a LangChain original: format {original.get('format')!r}")
+    return messages_from_dict([original["message"]])[0]
 
 
 def to_langchain(message: Mapping[str, Any]) -> BaseMessage:
@@ -102,6 +181,39 @@ def to_langchain(message: Mapping[str, Any]) -> BaseMessage:
     return SystemMessage(content=m.text)
 
 
+def _from_entry(entry: ContextEntry) -> BaseMessage:
+    original = entry.original
+    if original is not None and original.get("format") == FORMAT:
+        message = from_original(original)
+        if entry.reduced:  # the placeholder's text, the call id and the rest kept
+            update: dict[str, Any] = {"content": entry.message["content"]}
+            if isinstance(message, ToolMessage):
+                update["artifact"] = None
+            return message.model_copy(update=update)
+        return message
+    message = to_langchain(entry.message)
+    digest = hashlib.sha256(Message.from_openai(entry.message).canonical_json().encode()).hexdigest()
+    message.id = f"{LEDGER_ID_PREFIX}{digest[:32]}"
+    return message
+
+
+def langchain_memory(
+    ledger: Ledger, conversation_id: Any, *, version: int | None = None
+) -> tuple[list[BaseMessage], int]:
+    """The working memory of a conversation as LangChain messages, and the aggregate
+    version it was read at. Messages appended from LangChain come back as they were
+    appended; the system prompt, summaries and chat-format messages are converted
+    (with a stable id made from their content)."""
+    memory = context_entries(ledger, conversation_id, version=version)
+    return [_from_entry(e) for e in memory.entries], memory.version
+
+
+def append_langchain(ledger: Ledger, conversation_id: Any, messages: Sequence[BaseMessage]) -> list[int]:
+    """Append LangChain messages, each with its lossless original, in one transaction."""
+    pairs = [(from_langchain(m), original_of(m)) for m in messages]
+    return extend_with_originals(ledger, conversation_id, pairs) if pairs else []
+
+
 class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):
     """A ``BaseChatMessageHistory`` kept in a contextledger ``Ledger``, keyed by session id.
 
@@ -112,14 +224,13 @@ class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """The working memory as LangChain messages (summary first, as a SystemMessage)."""
-        return [to_langchain(m) for m in self.ledger.context(self.conversation_id)]
+        """The working memory as LangChain messages (summary first, as a SystemMessage);
+        messages no reduction touched are the very messages appended."""
+        return langchain_memory(self.ledger, self.conversation_id)[0]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append ``messages`` atomically (one transaction)."""
-        converted = [from_langchain(m) for m in messages]
-        if converted:
-            self.ledger.extend(self.conversation_id, converted)
+        """Append ``messages`` atomically (one transaction), every field kept."""
+        append_langchain(self.ledger, self.conversation_id, list(messages))
 
     def clear(self) -> None:
         """Forget every message of this session: they are retracted from the working
@@ -138,3 +249,10 @@ class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):
         """``clear``, without blocking the event loop."""
         await asyncio.to_thread(self.clear)
 
+
+def __getattr__(name: str) -> Any:
+    if name == "LedgerMiddleware":  # needs the ``langchain`` package, not only langchain-core
+        from contextledger.integrations.langchain_middleware import LedgerMiddleware
+
+        return LedgerMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,9 +14,10 @@ the summary as ``SystemPromptPart``\\ s, then the recent messages as they were a
 old tool returns as placeholders); ``all_messages()`` gives back every message ever
 added, equal to what was added. Each ``ModelMessage`` is stored as the OpenAI chat
 messages the ledger counts, summarizes and sends (one per system prompt, user prompt
-and tool return part; one assistant message per response), each carrying an
-*envelope*: Pydantic AI's own JSON of the parts it stands for, kept verbatim in the
-log and chained into the digests.
+and tool return part; one assistant message per response), each carrying its
+*original* (``MessageAppended.original``, ``{"format": "pydantic_ai", "version": 1,
+...}``): Pydantic AI's own JSON of the parts it stands for, kept verbatim in the log
+and chained into the digests.
 
 Needs the ``pydantic-ai`` extra (``pip install contextledger[pydantic-ai]``).
 """
@@ -47,25 +48,27 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import RunContext
 
-from contextledger.application.envelopes import (
-    Shown,
-    append_enveloped,
-    enveloped_memory,
-    enveloped_transcript,
-)
 from contextledger.application.ledger import Ledger
+from contextledger.application.originals import (
+    ContextEntry,
+    context_entries,
+    extend_with_originals,
+    transcript_originals,
+)
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.integrations._keys import SessionBinding
 
-__all__ = ["ENVELOPE_FORMAT", "LedgerHistory", "chat_records", "model_messages"]
+__all__ = ["FORMAT", "VERSION", "LedgerHistory", "chat_records", "model_messages"]
 
-#: The ``format`` of the envelopes this module writes.
-ENVELOPE_FORMAT = "pydantic-ai/1"
+#: The ``"format"`` of the originals this integration stores.
+FORMAT = "pydantic_ai"
+#: Their ``"version"``: the layout of ``"fragments"`` (see ``chat_records``).
+VERSION = 1
 
-Envelope = dict[str, Any]
-Record = tuple[Message, Envelope]
+Original = dict[str, Any]
+Record = tuple[Message, Original]
 
 
 # ------------------------------------------------------------ ModelMessage -> log
@@ -123,7 +126,7 @@ def _response_chat(message: ModelResponse) -> Message:
     return Message(role="assistant", content=content, tool_calls=calls or None)
 
 
-def _fragments(message: ModelMessage, dumped: dict[str, Any]) -> list[tuple[Message | None, Envelope]]:
+def _fragments(message: ModelMessage, dumped: dict[str, Any]) -> list[tuple[Message | None, Original]]:
     """A message's chat messages, each with the fragment (header and parts) it stands for."""
     header = {k: v for k, v in dumped.items() if k != "parts"}
     parts = dumped["parts"]
@@ -146,10 +149,10 @@ def _fragments(message: ModelMessage, dumped: dict[str, Any]) -> list[tuple[Mess
 
 
 def chat_records(messages: Sequence[ModelMessage]) -> list[Record]:
-    """``messages`` as (chat message, envelope) pairs, ready to append.
+    """``messages`` as (chat message, original) pairs, ready to append.
 
     A request part that is not sent on its own (and a message that sends nothing) rides
-    in the envelope of the nearest chat message; fragments after a message's first say
+    in the original of the nearest chat message; fragments after a message's first say
     ``continues``. Raises ``InvalidArgumentError`` for anything not a ``ModelMessage``
     and when no part of ``messages`` is sent to a model.
     """
@@ -183,14 +186,14 @@ def chat_records(messages: Sequence[ModelMessage]) -> list[Record]:
                 argument="messages",
             )
         records[-1][1].extend(waiting)
-    return [(chat, {"format": ENVELOPE_FORMAT, "fragments": frags}) for chat, frags in records]
+    return [(chat, {"format": FORMAT, "version": VERSION, "fragments": frags}) for chat, frags in records]
 
 
 # ------------------------------------------------------------ log -> ModelMessage
 
 
 def _from_chat(message: Message) -> dict[str, Any]:
-    """A message appended without an envelope (e.g. through ``Ledger.append``), as the
+    """A message appended without an original (e.g. through ``Ledger.append``), as the
     ``ModelMessage`` JSON that stands for it."""
     if message.role == "assistant":
         parts: list[dict[str, Any]] = []
@@ -228,8 +231,8 @@ class _Builder:
         self.out: list[dict[str, Any]] = []
         self.open = False
 
-    def fragments(self, envelope: Envelope, replace: dict[str, str] | None = None) -> None:
-        for fragment in envelope.get("fragments", ()):
+    def fragments(self, original: Original, replace: dict[str, str] | None = None) -> None:
+        for fragment in original.get("fragments", ()):
             frag = {k: v for k, v in fragment.items() if k != "continues"}
             if replace:
                 frag["parts"] = [
@@ -249,39 +252,41 @@ class _Builder:
         self.open = False
 
 
-def _is_ours(envelope: Envelope | None) -> bool:
-    return envelope is not None and envelope.get("format") == ENVELOPE_FORMAT
+def _is_ours(original: Original | None) -> bool:
+    return original is not None and original.get("format") == FORMAT and original.get("version") == VERSION
 
 
-def model_messages(records: Sequence[tuple[Message, Envelope | None]]) -> list[ModelMessage]:
-    """Stored (chat message, envelope) pairs back as ``ModelMessage``\\ s."""
+def model_messages(records: Sequence[tuple[Message | dict[str, Any], Original | None]]) -> list[ModelMessage]:
+    """Stored (chat message, original) pairs back as ``ModelMessage``\\ s (a message
+    without a Pydantic AI original is converted from its chat form)."""
     builder = _Builder()
-    for message, envelope in records:
-        if envelope is not None and _is_ours(envelope):
-            builder.fragments(envelope)
+    for message, original in records:
+        if original is not None and _is_ours(original):
+            builder.fragments(original)
         else:
-            builder.plain(_from_chat(message))
+            builder.plain(_from_chat(Message.from_openai(message)))
     return _load(builder.out)
 
 
-def _memory_messages(shown: Sequence[Shown]) -> list[ModelMessage]:
+def _memory_messages(entries: Sequence[ContextEntry]) -> list[ModelMessage]:
     builder = _Builder()
     lead: list[dict[str, Any]] = []
-    for item in shown:
-        if item.kind in ("system_prompt", "summary"):
-            kind = "user-prompt" if item.message.role == "user" else "system-prompt"
-            lead.append({"part_kind": kind, "content": item.message.text})
+    for entry in entries:
+        message = Message.from_openai(entry.message)
+        if entry.position is None:  # the system prompt or a summary
+            kind = "user-prompt" if message.role == "user" else "system-prompt"
+            lead.append({"part_kind": kind, "content": message.text})
             continue
         if lead:
             builder.plain({"kind": "request", "parts": lead})
             lead = []
-        if item.envelope is not None and _is_ours(item.envelope):
+        if entry.original is not None and _is_ours(entry.original):
             replace = None
-            if item.kind == "placeholder" and item.message.tool_call_id is not None:
-                replace = {item.message.tool_call_id: item.message.text}
-            builder.fragments(item.envelope, replace)
+            if entry.reduced and message.tool_call_id is not None:
+                replace = {message.tool_call_id: message.text}
+            builder.fragments(entry.original, replace)
         else:
-            builder.plain(_from_chat(item.message))
+            builder.plain(_from_chat(message))
     if lead:
         builder.plain({"kind": "request", "parts": lead})
     return _load(builder.out)
@@ -316,8 +321,8 @@ class LedgerHistory(SessionBinding):
     def messages(self, *, version: int | None = None) -> list[ModelMessage]:
         """The working memory (now, or at aggregate ``version``): pass it as
         ``message_history``."""
-        memory = enveloped_memory(self.ledger, self.conversation_id, version=version)
-        return _memory_messages(memory.shown)
+        memory = context_entries(self.ledger, self.conversation_id, version=version)
+        return _memory_messages(memory.entries)
 
     def extend(self, messages: Sequence[ModelMessage]) -> list[int]:
         """Append ``messages`` (e.g. ``result.new_messages()``) to the log in one
@@ -325,7 +330,7 @@ class LedgerHistory(SessionBinding):
         if isinstance(messages, ModelRequest | ModelResponse):
             messages = [messages]
         records = chat_records(messages) if messages else []
-        return append_enveloped(self.ledger, self.conversation_id, records) if records else []
+        return extend_with_originals(self.ledger, self.conversation_id, records) if records else []
 
     async def amessages(self, *, version: int | None = None) -> list[ModelMessage]:
         """``messages()`` off the event loop (the ledger's reads are blocking I/O)."""
@@ -337,11 +342,12 @@ class LedgerHistory(SessionBinding):
 
     def all_messages(self) -> list[ModelMessage]:
         """Every message ever added, oldest first, equal to what was added."""
-        return model_messages(enveloped_transcript(self.ledger, self.conversation_id))
+        records = transcript_originals(self.ledger, self.conversation_id)
+        return model_messages([(message, original) for _, message, original in records])
 
     def version(self) -> int:
         """The conversation's current aggregate version (pairs with ``messages(version=)``)."""
-        return enveloped_memory(self.ledger, self.conversation_id).version
+        return context_entries(self.ledger, self.conversation_id).version
 
     async def processor(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """A history processor: before each model request, the messages from before this

@@ -14,8 +14,11 @@ __all__ = ["SummarizerContract", "contract_request"]
 PREVIOUS = "Ada (user) is allergic to peanuts and flies to Boston on 12 May."
 
 
-def contract_request(budget: int = 120, *, previous: str | None = PREVIOUS) -> SummaryRequest:
-    """The request the contract sends: a previous summary and a tool-call group."""
+def contract_request(
+    budget: int = 120, *, previous: str | None = PREVIOUS, gaps: bool = False
+) -> SummaryRequest:
+    """The request the contract sends: a previous summary and a tool-call group (with
+    ``gaps``, at positions a retraction left gaps between, as ``positions`` says)."""
     messages = tuple(Message.from_openai(m) for m in [
         {"role": "user", "content": "Please book the vegetarian meal on my flight. It must be peanut free."},
         {"role": "assistant", "content": None, "tool_calls": [
@@ -24,9 +27,10 @@ def contract_request(budget: int = 120, *, previous: str | None = PREVIOUS) -> S
         {"role": "tool", "tool_call_id": "m1", "content": '{"status": "confirmed", "meal": "VGML"}'},
         {"role": "assistant", "content": "Done: a vegetarian, peanut-free meal is confirmed for 12 May."},
     ])
-    return SummaryRequest(conversation_id=uuid4(), from_position=20, through_position=23, messages=messages,
-                          previous_summary=previous, model="gpt-4o-mini", max_summary_tokens=budget,
-                          idempotency_key="contract")
+    return SummaryRequest(conversation_id=uuid4(), from_position=20, through_position=26 if gaps else 23,
+                          messages=messages, previous_summary=previous, model="gpt-4o-mini",
+                          max_summary_tokens=budget, idempotency_key="contract",
+                          positions=(20, 22, 23, 26) if gaps else None)
 
 
 class SummarizerContract(ABC):
@@ -80,6 +84,12 @@ class SummarizerContract(ABC):
     def test_it_carries_the_previous_summary_forward(self) -> None:
         text = self.make_summarizer().summarize(contract_request()).text
         assert "peanut" in text.lower() or "Ada" in text
+
+    def test_it_summarizes_a_range_with_gaps(self) -> None:
+        # Retracted messages leave gaps: ``positions`` gives each message's position
+        # (a summarizer that cites positions takes them from ``request.positioned()``).
+        result = self.make_summarizer().summarize(contract_request(gaps=True))
+        assert result.text.strip() and result.model
 
     def test_it_answers_the_same_request_the_same_way_when_deterministic(self) -> None:
         summarizer = self.make_summarizer()

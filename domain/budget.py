@@ -1,0 +1,68 @@
+"""What the token trigger and ``keep_tokens`` count besides the unsummarized messages.
+
+A policy's ``token_scope`` decides it. ``prompt`` (new policies): the trigger sees what
+the whole prompt costs, as the cap counts it (reply priming, tool definitions, system
+prompt, summaries where the policy places them, and the messages), and ``keep_tokens``
+bounds the kept messages plus the part of the prompt no summary can shrink (priming,
+tools, system prompt). ``messages`` (policies stored before the option): the trigger
+sees the messages and the tool definitions, and ``keep_tokens`` the kept messages.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from contextledger.domain.errors import InvalidPolicyError
+from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.state import ConversationState, fixed_tokens
+
+__all__ = ["check_budget", "keep_offset", "trigger_extra"]
+
+
+def trigger_extra(s: ConversationState) -> int:
+    """Tokens the token trigger adds to the unsummarized messages' own."""
+    return fixed_tokens(s) if s.policy.counts_prompt else s.tools_tokens
+
+
+def keep_offset(s: ConversationState) -> int:
+    """Tokens ``keep_tokens`` spends before the kept messages."""
+    if not s.policy.counts_prompt:
+        return 0
+    system = s.system_tokens if s.system_prompt is not None else 0
+    return _base(s.policy, system, s.reply_priming, s.tools_tokens)
+
+
+def _base(policy: ReductionPolicy, system_tokens: int, reply_priming: int, tools_tokens: int) -> int:
+    return system_tokens + reply_priming + tools_tokens if policy.counts_prompt else tools_tokens
+
+
+def check_budget(
+    policy: ReductionPolicy,
+    *,
+    tools_tokens: int,
+    system_tokens: int,
+    reply_priming: int,
+    conversation_id: UUID,
+) -> None:
+    """Refuse a policy whose token trigger can never settle: what no summary can
+    shrink (the tools; with ``token_scope="prompt"`` also the system prompt and reply
+    priming) plus ``keep_tokens`` must stay below ``trigger_tokens``, or every summary
+    would leave the trigger crossed and fire again at once."""
+    if policy.trigger_tokens is None:
+        return
+    base = _base(policy, system_tokens, reply_priming, tools_tokens)
+    keep = policy.keep_tokens or 0
+    if base and base + keep >= policy.trigger_tokens:
+        if policy.counts_prompt:
+            what = (
+                f"the system prompt ({system_tokens} tokens), the tool definitions "
+                f"({tools_tokens}) and reply priming ({reply_priming}) plus keep_tokens ({keep})"
+            )
+            why = "token_scope='prompt' counts the whole prompt"
+        else:
+            what = f"the tool definitions ({tools_tokens} tokens) plus keep_tokens ({keep})"
+            why = "the token trigger counts the tools sent with every call"
+        raise InvalidPolicyError(
+            f"{what} must stay below trigger_tokens ({policy.trigger_tokens}): {why}",
+            conversation_id=conversation_id,
+        )

@@ -1,0 +1,64 @@
+"""``token_scope="prompt"``: over generated conversations, once the policy has fired and
+its summary has landed, what the context's prompt costs (system prompt, summaries, tool
+definitions, messages, overhead and priming: ``totals().context_tokens``) stays within
+``trigger_tokens``, unless the newest message alone leaves nothing to cut."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from contextledger.application import Ledger, ReductionPolicy
+from contextledger.domain.errors import InvalidPolicyError
+from tests.properties.test_tools_budget_properties import TOOLS, text
+from tests.support.invariants import RecordingSummarizer, summarize_now
+
+MESSAGES = st.lists(st.integers(1, 80), min_size=10, max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tools=TOOLS, sizes=MESSAGES, system=st.integers(0, 120), trigger=st.integers(150, 900),
+       keep=st.integers(0, 300), mode=st.sampled_from(["single", "layered"]), later=st.integers(0, 200),
+       placement=st.sampled_from(["system_message", "system_prompt", "user_message"]))
+def test_once_a_summary_landed_the_whole_prompt_stays_within_the_trigger(
+    tools: list[dict[str, Any]], sizes: list[int], system: int, trigger: int, keep: int, later: int,
+    mode: Literal["single", "layered"], placement: Literal["system_message", "system_prompt", "user_message"],
+) -> None:
+    keep = min(keep, trigger - 1)
+    policy = ReductionPolicy(trigger_tokens=trigger, keep_tokens=keep, max_summary_tokens=64,
+                             layered_max_tokens=128, summary_mode=mode, summary_placement=placement)
+    assert policy.token_scope == "prompt"
+    prompt = text(system, 7) if system else None
+    summarizer = RecordingSummarizer()
+    with Ledger.open("memory://", run_policy=False) as ledger:
+        # What no summary can shrink: priming, the system prompt and the tools.
+        base = ledger.totals(ledger.start(prompt, tools=tools or None)).context_tokens
+        try:
+            cid = ledger.start(prompt, policy=policy, tools=tools or None)
+        except InvalidPolicyError:
+            assert base + keep >= trigger
+            event("refused at start")
+            return
+        assert base + keep < trigger
+        for index, size in enumerate(sizes):
+            ledger.append(cid, {"role": "user" if index % 2 == 0 else "assistant", "content": text(size, index)})
+            if index == len(sizes) // 2:
+                # Halfway, the system prompt changes (refused if the budget cannot hold it).
+                try:
+                    ledger.change_system_prompt(cid, text(later, 3) if later else None)
+                except InvalidPolicyError:
+                    event("system prompt change refused")
+            while summarize_now(ledger, cid, summarizer):
+                pass
+            state = ledger.conversation(cid).state
+            unsummarized = [e for e in state.window if e.position > state.summarized_through]
+            if state.pending is None and state.summaries_created and len(unsummarized) > 1:
+                # Fired, landed and settled: the prompt is what the policy promises.
+                assert ledger.totals(cid).context_tokens <= trigger
+        event(f"summaries: {min(ledger.totals(cid).summaries, 3)}+")
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
