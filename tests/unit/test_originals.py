@@ -42,3 +42,13 @@ def test_originals_come_back_verbatim_and_a_bad_one_writes_nothing() -> None:
         ]
         assert [e.message for e in memory.entries] == ledger.context(cid)
         assert ledger.verify(cid).ok
+
+
+def test_one_message_object_appended_twice_keeps_each_original() -> None:
+    first, second = {"format": "x", "n": 1}, {"format": "x", "n": 2}
+    with cl.Ledger.open("memory://", run_policy=False) as ledger:
+        cid = ledger.start(system_prompt="s")
+        extend_with_originals(ledger, cid, [(message, first), (message, second)])
+        assert [(e.position, e.original) for e in context_entries(ledger, cid).entries] == [
+            (None, None), (0, first), (1, second)
+        ]
