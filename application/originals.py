@@ -137,14 +137,18 @@ def entries_of(conversation: Conversation) -> WorkingEntries:
     """The working memory of ``conversation`` with each message's original."""
     messages, _ = conversation.working_memory()
     visible = conversation.visible_entries()
-    shown: dict[int, Entry] = {id(e.message): e for e in visible}
+    # By object, in order: one Message object may stand at several positions.
+    shown: dict[int, list[Entry]] = {}
     placeholders: dict[str | None, list[Entry]] = {}
     for shown_entry in visible:
         if is_placeholder(conversation.state, shown_entry):
             placeholders.setdefault(shown_entry.message.tool_call_id, []).append(shown_entry)
+        else:
+            shown.setdefault(id(shown_entry.message), []).append(shown_entry)
     out: list[ContextEntry] = []
     for message in messages:
-        entry: Entry | None = shown.get(id(message))
+        same = shown.get(id(message))
+        entry: Entry | None = same.pop(0) if same else None
         reduced = False
         waiting = placeholders.get(message.tool_call_id) if message.role == "tool" else None
         if entry is None and waiting:

@@ -10,7 +10,8 @@ def test_importing_the_package_imports_neither_framework() -> None:
     code = (
         "import sys, contextledger as cl; cl.Ledger; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('agents', 'langchain', 'langchain_core', 'langchain_openai', 'langgraph', 'contextledger.integrations')))"
+        "('agents', 'langchain', 'langchain_core', 'langchain_openai', 'langgraph', 'pydantic_ai', "
+        "'contextledger.integrations')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

@@ -3,4 +3,5 @@ only on demand (``import contextledger`` never imports a framework):
 
 - ``contextledger.integrations.agents.LedgerSession`` — OpenAI Agents SDK (``[agents]``)
 - ``contextledger.integrations.langchain.LedgerChatMessageHistory`` — LangChain (``[langchain]``)
+- ``contextledger.integrations.pydantic_ai.LedgerHistory`` — Pydantic AI (``[pydantic-ai]``)
 """
