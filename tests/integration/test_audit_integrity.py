@@ -258,7 +258,10 @@ def test_a_sharded_verify_reads_each_damaged_conversation_from_its_own_store(
     (no placement or Started says where it lives: the store's own log does)."""
     urls = [f"sqlite:///{tmp_path / 'first.db'}", shared_url]
     with Ledger.open(urls, run_policy=False) as ledger:
-        ids = [ledger.start("You are A.") for _ in range(8)]
+        # Conversations are placed at random: start them until the second store holds one.
+        ids: list[UUID] = []
+        while len(ids) < 8 or not any(list(ledger.shards[1].local_store.app.events.get(c)) for c in ids):
+            ids.append(ledger.start("You are A."))
         for cid in ids:
             ledger.append(cid, {"role": "user", "content": "hi"})
             ledger.append(cid, {"role": "assistant", "content": "hello"})
@@ -267,7 +270,7 @@ def test_a_sharded_verify_reads_each_damaged_conversation_from_its_own_store(
     RawStore(shared_url).delete("events", second, 1)
     with Ledger.open(urls, run_policy=False) as ledger:
         report = ledger.verify()
-    assert report.conversations == 8
+    assert report.conversations == len(ids)
     assert [(p.conversation_id, p.version) for p in report.problems] == [(second, 1)]
 
 
