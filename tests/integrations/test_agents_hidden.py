@@ -86,6 +86,7 @@ def test_a_filtered_output_reaches_neither_the_model_nor_the_summarizer(
         asyncio.run(converse())
         assert ledger.wait_idle(20)
 
+        assert server.requests_to("responses")
         for request in server.requests_to("responses"):
             assert SECRET not in json.dumps(request.body)
             calls = {i["call_id"] for i in request.body["input"] if i.get("type") == "function_call"}
