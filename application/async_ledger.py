@@ -193,10 +193,11 @@ class AsyncLedger:
         message: Message | dict[str, Any] | Any,
         *,
         client_message_id: str | None = None,
+        hidden: bool = False,
     ) -> int:
         """Append one message (or an SDK message or completion); returns its position."""
         return await self.run(
-            self.sync.append, conversation_id, message, client_message_id=client_message_id
+            self.sync.append, conversation_id, message, client_message_id=client_message_id, hidden=hidden
         )
 
     async def extend(

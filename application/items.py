@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -63,9 +63,14 @@ def grouped_items(items: Iterable[Item]) -> list[ItemMessage]:
 
 
 def append_grouped(
-    ledger: Ledger, conversation: Conversation, message: Message, raw: tuple[Item, ...]
+    ledger: Ledger,
+    conversation: Conversation,
+    message: Message,
+    raw: tuple[Item, ...],
+    hidden_call_ids: Collection[str] = (),
 ) -> int:
-    """Append one grouped message with its items to ``conversation`` (in a command)."""
+    """Append one grouped message with its items to ``conversation`` (in a command); a
+    tool result answering one of ``hidden_call_ids`` is hidden from the model."""
     conversation.check_message(message)
     tokens, placeholder_tokens = ledger.counters.message_cost(conversation, message)
     return conversation.append(
@@ -75,6 +80,7 @@ def append_grouped(
         client_message_id=None,
         at=ledger._clock(),
         items=raw,
+        hidden=message.role == "tool" and message.tool_call_id in hidden_call_ids,
     )
 
 

@@ -518,6 +518,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         message: Message | dict[str, Any] | Any,
         *,
         client_message_id: str | None = None,
+        hidden: bool = False,
     ) -> int:
         """Append one message; returns its position.
 
@@ -527,20 +528,21 @@ class Ledger(LedgerEdits, Application[UUID]):
         the provider reported is recorded against the conversation, in one transaction.
         With ``client_message_id``, a retried append of the same id and message is a
         no-op that returns the original position; the id reused for another message
-        raises ``IdempotencyConflictError`` (nothing is written).
+        raises ``IdempotencyConflictError`` (nothing is written). ``hidden=True``: a tool
+        result the framework filtered from the model (shown, and summarized, as its placeholder).
         """
         cid = resolve(conversation_id)
         with self.tracer.span("append", conversation_id=cid) as span:
             given = inbound(message)
-            position = self._append(cid, given, client_message_id)
+            position = self._append(cid, given, client_message_id, hidden)
             span.set("position", position)
             span.set("role", given.message.role)
             log.debug("appended %s message at %d to %s", given.message.role, position, cid)
             return position
 
-    def _append(self, conversation_id: UUID, given: Inbound, client_message_id: str | None) -> int:
+    def _append(self, conversation_id: UUID, given: Inbound, client_id: str | None, hidden: bool) -> int:
         msg, usage = given.message, given.usage
-        ids = [None if client_message_id is None else check_client_message_id(client_message_id)]
+        ids = [None if client_id is None else check_client_message_id(client_id)]
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
@@ -549,7 +551,7 @@ class Ledger(LedgerEdits, Application[UUID]):
                     completion_tokens=usage.completion_tokens,
                     at=self._clock(),
                 )
-            positions = [self._append_to(conversation, msg, ids[0])]
+            positions = [self._append_to(conversation, msg, ids[0], hidden)]
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
         return execute_once(self.store, conversation_id, command, ids, [msg])[0]
@@ -581,7 +583,7 @@ class Ledger(LedgerEdits, Application[UUID]):
         return execute_once(self.store, conversation_id, command, ids, msgs)
 
     def _append_to(
-        self, conversation: Conversation, message: Message, client_message_id: str | None
+        self, conversation: Conversation, message: Message, client_id: str | None, hidden: bool = False
     ) -> int:
         conversation.check_message(message)
         check_message_bytes(message, self.settings)
@@ -591,8 +593,9 @@ class Ledger(LedgerEdits, Application[UUID]):
             message,
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
-            client_message_id=client_message_id,
+            client_message_id=client_id,
             at=self._clock(),
+            hidden=hidden,
         )
 
     def close_open_tool_calls(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -97,9 +97,12 @@ def extend_with_originals(
     ledger: Ledger,
     conversation_id: ConversationRef,
     pairs: Iterable[tuple[Message | dict[str, Any], dict[str, Any]]],
+    *,
+    hidden_call_ids: Collection[str] = (),
 ) -> list[int]:
     """Append messages, each with its original, in one transaction; returns their
-    positions. Nothing is written when any of them is refused."""
+    positions. Nothing is written when any of them is refused. The tool results of
+    ``hidden_call_ids`` are hidden from the model (``Ledger.append(..., hidden=True)``)."""
     cid = resolve(conversation_id)
     if isinstance(pairs, str | bytes | dict) or not isinstance(pairs, Iterable):
         raise InvalidArgumentError("pairs must be a list of (message, original)", argument="pairs")
@@ -126,6 +129,7 @@ def extend_with_originals(
                     client_message_id=None,
                     at=ledger._clock(),
                     original=original,
+                    hidden=message.role == "tool" and message.tool_call_id in hidden_call_ids,
                 )
             )
         return positions, []

@@ -24,7 +24,7 @@ No framework is imported here; the integrations call these functions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -90,10 +90,12 @@ def append_session_items(
     items: Iterable[Item],
     *,
     abandoned_output: str = ABANDONED_CALL_OUTPUT,
+    hidden_call_ids: Collection[str] = (),
 ) -> list[int]:
     """Append Responses items in one transaction, answering open calls that the next
     item does not answer with ``abandoned_output`` first; returns the positions of
-    every message appended (those answers included)."""
+    every message appended (those answers included). The outputs of
+    ``hidden_call_ids`` are hidden from the model (``Ledger.append(..., hidden=True)``)."""
     if not isinstance(abandoned_output, str) or not abandoned_output.strip():
         raise InvalidMessageError("abandoned_output must be a non-empty string", field="content")
     text = abandoned_output if abandoned_output.lower().startswith("error") else f"error: {abandoned_output}"
@@ -113,7 +115,7 @@ def append_session_items(
                     continue
             elif message.role != "tool" and s.open_calls:
                 positions.extend(_close_open_calls(ledger, conversation, text))
-            positions.append(append_grouped(ledger, conversation, message, raw))
+            positions.append(append_grouped(ledger, conversation, message, raw, hidden_call_ids))
         return positions, []
 
     return ledger.store.execute(conversation_id, command)

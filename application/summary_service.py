@@ -20,9 +20,24 @@ from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation, SummaryFailure
 from contextledger.domain.digests import summary_source_digest
 from contextledger.domain.events import SummaryProvenance
-from contextledger.domain.reduction import summary_message
+from contextledger.domain.messages import Message
+from contextledger.domain.reduction import Entry, placeholder_message, summary_message
 
-__all__ = ["SummaryService"]
+__all__ = ["SummaryService", "sources", "summary_input"]
+
+
+def summary_input(entry: Entry, summarize_hidden: bool) -> Message:
+    """What the summarizer is given for ``entry``: its message, or for a tool result
+    hidden from the model the placeholder the model sees (unless ``summarize_hidden``)."""
+    return placeholder_message(entry) if entry.hidden and not summarize_hidden else entry.message
+
+
+def sources(conversation: Conversation, request: SummaryRequest) -> tuple[Message, ...]:
+    """The messages ``request`` was made from as the log holds them: a hidden tool
+    result's own message where the request gave its placeholder (a summary's source
+    digest covers the messages it stands for, which ``verify`` recomputes)."""
+    hidden = {e.position: e.message for e in conversation.pending_messages_for_summary() if e.hidden}
+    return tuple(hidden.get(p, m) for p, m in request.positioned())
 
 
 class SummaryService:
@@ -87,7 +102,7 @@ class SummaryService:
                 conversation_id=conversation_id,
                 from_position=pending.from_position,
                 through_position=pending.through_position,
-                messages=tuple(e.message for e in entries),
+                messages=tuple(summary_input(e, policy.summarize_hidden) for e in entries),
                 previous_summary=conversation.previous_summary_text(),
                 model=policy.summarizer_model or self.model_name(),
                 max_summary_tokens=policy.max_summary_tokens,
@@ -102,9 +117,9 @@ class SummaryService:
     def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record ``result`` for ``request``'s range. Raises ``StaleSummaryError`` if
         the range is no longer pending, ``SummaryQualityError`` if the gate fails."""
-        digest = summary_source_digest(request.previous_summary, request.messages)
 
         def command(conversation: Conversation) -> tuple[None, list[Any]]:
+            digest = summary_source_digest(request.previous_summary, sources(conversation, request))
             counter = self.counters.for_model(conversation.state.model)
             text = result.text.strip()
             rendered = summary_message(

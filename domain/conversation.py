@@ -353,10 +353,18 @@ class Conversation(EditCommands):
         at: datetime,
         items: tuple[dict[str, Any], ...] | None = None,
         original: dict[str, Any] | None = None,
+        hidden: bool = False,
     ) -> int:
         """Command: append a message (and the Responses ``items`` or the framework's
-        ``original`` it stands for, if any); may also pin a range (ThresholdReached)."""
+        ``original`` it stands for, if any); may also pin a range (ThresholdReached).
+        ``hidden``: a tool result the framework filtered from the model."""
         self.check_message(message)
+        if hidden and message.role != "tool":
+            raise InvalidMessageError(
+                f"only a tool result can be hidden from the model, not a {message.role} message",
+                conversation_id=self.id,
+                field="hidden",
+            )
         s = self.state
         cap = s.policy.max_context_tokens
         if cap is not None:
@@ -381,9 +389,10 @@ class Conversation(EditCommands):
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
             client_message_id=client_message_id,
-            digest=chain_digest(s.digest, message, items, original),
+            digest=chain_digest(s.digest, message, items, original, hidden),
             items=items,
             original=original,
+            hidden=hidden,
         )
         self._maybe_pin_range(at)
         return position

@@ -32,10 +32,12 @@ def chain_digest(
     message: Message,
     items: tuple[dict[str, Any], ...] | None = None,
     original: dict[str, Any] | None = None,
+    hidden: bool = False,
 ) -> str:
     """SHA-256 over the previous digest and this message's canonical JSON (and the raw
     Responses items it stands for, and the framework's own form of it, when it has
-    them: a message without either hashes as it always did)."""
+    them, and whether it is hidden from the model: a message without any of these
+    hashes as it always did)."""
     h = hashlib.sha256(previous.encode("ascii"))
     h.update(b"\n")
     h.update(message.canonical_json().encode("utf-8"))
@@ -45,6 +47,8 @@ def chain_digest(
     if original is not None:
         h.update(b"\noriginal\n")
         h.update(json.dumps(original, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    if hidden:
+        h.update(b"\nhidden")
     return h.hexdigest()
 
 

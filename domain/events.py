@@ -13,12 +13,12 @@ from typing import Any, ClassVar, Literal, Self
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from contextledger.domain.digests import event_seal
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink, omit_unhidden
 
 __all__ = [
     "ConversationEvent",
@@ -138,6 +138,7 @@ def _entry(
     tool_name: str | None,
     items: tuple[dict[str, Any], ...] | None,
     original: dict[str, Any] | None = None,
+    hidden: bool = False,
 ) -> Entry:
     """The window entry of a message-carrying event at its position and version."""
     return Entry(
@@ -149,6 +150,7 @@ def _entry(
         tool_name=tool_name,
         items=items,
         original=original,
+        hidden=hidden,
     )
 
 
@@ -166,10 +168,19 @@ class MessageAppended(ConversationEvent):
     #: ``"format"`` names the framework), kept verbatim and never sent to the model
     #: (None: appended as a chat message or as items).
     original: dict[str, Any] | None = None
+    #: True: a tool result the framework filtered from what the model sees. The
+    #: working memory shows its placeholder, and the summarizer is given the
+    #: placeholder too unless the policy's ``summarize_hidden`` is set. Left out of
+    #: the stored form when False (so events from before it read and dump as they did).
+    hidden: bool = False
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_unhidden(self.hidden, handler(self))
 
     def entry(self, tool_name: str | None = None) -> Entry:
         """The window entry this message becomes (``tool_name``: the call it answers)."""
-        return _entry(self, tool_name, self.items, self.original)
+        return _entry(self, tool_name, self.items, self.original, self.hidden)
 
 
 class ThresholdReached(SealedEvent):

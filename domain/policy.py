@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from contextledger.domain.errors import InvalidPolicyError
 from contextledger.domain.validation import check_unicode_fields
@@ -40,6 +47,9 @@ class ReductionPolicy(BaseModel):
       ``system_message`` (a system message of its own after the system prompt, the
       default), ``system_prompt`` (appended to the system prompt, for providers that
       take one system message only) or ``user_message`` (a user message first).
+    - ``summarize_hidden``: give the summarizer the content of tool results a framework
+      hid from the model (``append(..., hidden=True)``); off (the default), it gets the
+      placeholder the model sees, as a provider's own compaction never sees them.
 
     The kept window never splits a tool-call group, so it can hold fewer messages
     than ``keep_messages`` when the newest group is large.
@@ -59,6 +69,15 @@ class ReductionPolicy(BaseModel):
     max_summary_tokens: int = 1000
     summary_placement: Literal["system_message", "system_prompt", "user_message"] = "system_message"
     token_scope: Literal["messages", "prompt"] = "prompt"
+    summarize_hidden: bool = False
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Off, it is left out: policies stored before it dump (and seal) as they did.
+        data = handler(self)
+        if not self.summarize_hidden and isinstance(data, dict):
+            data.pop("summarize_hidden", None)
+        return data
 
     def __init__(self, **data: Any) -> None:
         try:

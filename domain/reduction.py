@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
@@ -19,6 +19,7 @@ __all__ = [
     "PlannedRange",
     "SummaryLayer",
     "SummaryLink",
+    "omit_unhidden",
     "placeholder_message",
     "placeholder_text",
     "plan_range",
@@ -46,11 +47,26 @@ class Entry(BaseModel):
     items: tuple[dict[str, Any], ...] | None = None
     #: The framework's own form of the message (``MessageAppended.original``).
     original: dict[str, Any] | None = None
+    #: A tool result a framework filtered from the model (``MessageAppended.hidden``):
+    #: always shown as its placeholder.
+    hidden: bool = False
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_unhidden(self.hidden, handler(self))
 
     @property
     def starts_group(self) -> bool:
         """Every message but a tool result starts a unit a cut may fall before."""
         return self.message.role != "tool"
+
+
+def omit_unhidden(hidden: bool, data: Any) -> Any:
+    """``data`` (a dump) without ``hidden`` when it is False: what was stored before the
+    flag existed dumps (and so seals and snapshots) exactly as it did."""
+    if not hidden and isinstance(data, dict):
+        data.pop("hidden", None)
+    return data
 
 
 class SummaryLink(BaseModel):

@@ -467,7 +467,7 @@ def layers_after(
 def is_placeholder(s: ConversationState, entry: Entry) -> bool:
     return (
         entry.message.role == "tool"
-        and entry.position < s.placeholder_before
+        and (entry.position < s.placeholder_before or entry.hidden)
         and entry.placeholder_tokens is not None
     )
 
@@ -509,7 +509,11 @@ def _entries_cost(entries: list[Entry], from_position: int, placeholder_before: 
         if entry.position < from_position:
             continue
         placeholder = entry.placeholder_tokens
-        if placeholder is not None and entry.position < placeholder_before and entry.message.role == "tool":
+        if (
+            placeholder is not None
+            and (entry.position < placeholder_before or entry.hidden)
+            and entry.message.role == "tool"
+        ):
             total += placeholder
         else:
             total += entry.tokens
@@ -624,7 +628,10 @@ def full_tool_results(s: ConversationState, end: int) -> list[int]:
         return positions + [
             e.position
             for e in entries
-            if e.message.role == "tool" and e.position >= before and e.placeholder_tokens is not None
+            if e.message.role == "tool"
+            and e.position >= before
+            and e.placeholder_tokens is not None
+            and not e.hidden
         ]
 
     positions: list[int] = _carried(s, "full", before, 0, end, add, [])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from agents.memory.session_settings import SessionSettings
@@ -121,6 +122,7 @@ class LedgerSession(SessionBinding):
         summary_role: SummaryRole = "system",
         session_settings: SessionSettings | dict[str, Any] | None = None,
         abandoned_call_output: str = ABANDONED_CALL_OUTPUT,
+        hide_output: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         settings = _settings(session_settings)
         if summary_role not in get_args(SummaryRole):
@@ -167,6 +169,9 @@ class LedgerSession(SessionBinding):
         self.session_settings = settings
         self.summary_role: SummaryRole = summary_role
         self.abandoned_call_output = abandoned_call_output
+        #: Which ``function_call_output`` items were hidden from the model (the test a
+        #: ``RunConfig(call_model_input_filter=...)`` applies): stored hidden.
+        self.hide_output = hide_output
 
     # --------------------------------------------------------- Session protocol
 
@@ -183,13 +188,17 @@ class LedgerSession(SessionBinding):
             items = items[-limit:] if limit > 0 else []
         return cast("list[TResponseInputItem]", items)
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
+    async def add_items(
+        self, items: list[TResponseInputItem], *, hidden_call_ids: Collection[str] = ()
+    ) -> None:
         """Append ``items`` to the log (one transaction). Function calls left open by
         an earlier run are answered first, with ``abandoned_call_output``, when the
-        first of these items is not one of their outputs."""
+        first of these items is not one of their outputs. The outputs of
+        ``hidden_call_ids``, and those ``hide_output`` picks, are stored as hidden from
+        the model: the context shows their placeholder, the summarizer too."""
         plain = [_plain(i) for i in items]
         if plain:
-            await asyncio.to_thread(self._add, plain)
+            await asyncio.to_thread(self._add, plain, hidden_call_ids)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it (None when the session is empty)."""
@@ -219,9 +228,20 @@ class LedgerSession(SessionBinding):
     # delete. ``pop_item`` takes exactly one item: when it belongs to a tool-call group,
     # the rest of the group is appended again (contextledger.application.session_items).
 
-    def _add(self, items: list[dict[str, Any]]) -> None:
+    def _add(self, items: list[dict[str, Any]], hidden_call_ids: Collection[str] = ()) -> None:
+        hidden = set(hidden_call_ids)
+        if self.hide_output is not None:
+            hidden.update(
+                str(i.get("call_id"))
+                for i in items
+                if i.get("type") == "function_call_output" and self.hide_output(i)
+            )
         append_session_items(
-            self.ledger, self.conversation_id, items, abandoned_output=self.abandoned_call_output
+            self.ledger,
+            self.conversation_id,
+            items,
+            abandoned_output=self.abandoned_call_output,
+            hidden_call_ids=hidden,
         )
 
     def _pop_item(self) -> dict[str, Any] | None:

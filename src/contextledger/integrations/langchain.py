@@ -33,7 +33,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -60,10 +60,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT",
+    "HIDDEN_KEY",
     "LedgerChatMessageHistory",
     "LedgerMiddleware",
     "from_langchain",
     "from_original",
+    "hidden_from_model",
     "langchain_memory",
     "original_of",
     "to_langchain",
@@ -76,6 +78,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _USER_PARTS = ("image_url", "input_audio", "file")
 #: Ids of the messages the ledger makes itself (system prompt, summaries) start so.
 LEDGER_ID_PREFIX = "contextledger-"
+#: The ``response_metadata`` key that marks a ``ToolMessage`` as filtered from the model.
+HIDDEN_KEY = "hidden_from_model"
 
 
 def _parts(role: str, content: list[Any]) -> str | list[dict[str, Any]]:
@@ -208,10 +212,28 @@ def langchain_memory(
     return [_from_entry(e) for e in memory.entries], memory.version
 
 
-def append_langchain(ledger: Ledger, conversation_id: Any, messages: Sequence[BaseMessage]) -> list[int]:
-    """Append LangChain messages, each with its lossless original, in one transaction."""
+def hidden_from_model(message: BaseMessage) -> bool:
+    """Whether ``message`` is a ``ToolMessage`` marked as filtered from the model
+    (``response_metadata={"hidden_from_model": True}``)."""
+    return isinstance(message, ToolMessage) and message.response_metadata.get(HIDDEN_KEY) is True
+
+
+def append_langchain(
+    ledger: Ledger,
+    conversation_id: Any,
+    messages: Sequence[BaseMessage],
+    hide: Callable[[ToolMessage], bool] | None = None,
+) -> list[int]:
+    """Append LangChain messages, each with its lossless original, in one transaction.
+    A ``ToolMessage`` marked ``hidden_from_model``, or one ``hide`` picks, is stored as
+    hidden from the model: the memory and the summarizer get its placeholder."""
     pairs = [(from_langchain(m), original_of(m)) for m in messages]
-    return extend_with_originals(ledger, conversation_id, pairs) if pairs else []
+    hidden = {
+        m.tool_call_id
+        for m in messages
+        if isinstance(m, ToolMessage) and (hidden_from_model(m) or (hide is not None and hide(m)))
+    }
+    return extend_with_originals(ledger, conversation_id, pairs, hidden_call_ids=hidden) if pairs else []
 
 
 class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NotRequired
 from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
@@ -73,6 +73,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerState, Any, Any]):
         url: str | None = None,
         policy: ReductionPolicy | None = None,
         model: str = "gpt-4o-mini",
+        hide_output: Callable[[ToolMessage], bool] | None = None,
     ) -> None:
         super().__init__()
         if ledger is not None and url is not None:
@@ -82,6 +83,9 @@ class LedgerMiddleware(AgentMiddleware[LedgerState, Any, Any]):
         self._owns_ledger = ledger is None
         self.ledger = ledger if ledger is not None else Ledger.open(url)
         self._start_args: dict[str, Any] = {"model": model, "policy": policy}
+        #: Which tool results to keep from the model (and the summarizer): stored hidden,
+        #: as is a ``ToolMessage`` marked ``response_metadata={"hidden_from_model": True}``.
+        self.hide_output = hide_output
         self._threads: dict[str, UUID] = {}
         self._lock = threading.Lock()
 
@@ -125,7 +129,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerState, Any, Any]):
                     break
         new = list(messages[start:])
         if new:
-            append_langchain(self.ledger, cid, new)
+            append_langchain(self.ledger, cid, new, self.hide_output)
         return list(messages)
 
     def before_model(self, state: LedgerState, runtime: Runtime[Any]) -> dict[str, Any] | None:
