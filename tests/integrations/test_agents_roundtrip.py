@@ -3,8 +3,9 @@ keeps them in a session (``TResponseInputItem`` dicts: messages in both forms wi
 text, image and file parts, assistant output with annotations, logprobs and refusals,
 reasoning, parallel function calls and their outputs, ids and statuses), added in
 several batches comes back equal (``==``) from ``get_items()`` when no reduction
-applies and from ``transcript_items()``, on SQLite and PostgreSQL, while the model is
-still sent a valid prompt."""
+applies and from ``transcript_items()``, read by the ledger that wrote them and by
+another that reads them cold, on SQLite and PostgreSQL, while the model is still sent
+a valid prompt."""
 
 from __future__ import annotations
 
@@ -217,15 +218,19 @@ def _batches(draw: st.DrawFn) -> list[list[Item]]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def ledger(request: pytest.FixtureRequest) -> Iterator[cl.Ledger]:
-    name = "sqlite_url" if request.param == "sqlite" else "postgres_url"
-    with cl.Ledger.open(request.getfixturevalue(name), run_policy=False) as opened:
-        yield opened
+def ledgers(request: pytest.FixtureRequest) -> Iterator[tuple[cl.Ledger, cl.Ledger]]:
+    """The ledger the session writes to, and another on the same database that reads
+    each conversation cold (from its snapshot, taken every few events, and the log)."""
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+    settings_ = cl.Settings(database_url=url, snapshot_interval=4, run_policy=False)
+    with cl.Ledger(settings_) as ledger, cl.Ledger(settings_) as cold:
+        yield ledger, cold
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=_batches())
-def test_every_agents_item_comes_back_equal(ledger: cl.Ledger, batches: list[list[Item]]) -> None:
+def test_every_agents_item_comes_back_equal(ledgers: tuple[cl.Ledger, cl.Ledger], batches: list[list[Item]]) -> None:
+    ledger, cold = ledgers
     session = LedgerSession(f"s-{uuid.uuid4()}", ledger, policy=KEEP_ALL)
 
     async def add() -> list[Item]:
@@ -236,6 +241,7 @@ def test_every_agents_item_comes_back_equal(ledger: cl.Ledger, batches: list[lis
     added = [item for batch in batches for item in batch]
     assert asyncio.run(add()) == added
     assert session.transcript_items() == added
-    assert asyncio.run(LedgerSession(session.session_id, ledger).get_items()) == added
+    assert asyncio.run(LedgerSession(session.session_id, cold).get_items()) == added
+    assert cold.transcript_items(session.conversation_id) == added
     assert violations(ledger.context(session.conversation_id)) == []
     assert ledger.verify(session.conversation_id).ok
