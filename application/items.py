@@ -49,17 +49,39 @@ def grouped_items(items: Iterable[Item]) -> list[ItemMessage]:
         raise InvalidArgumentError(
             "items must be a list of Responses items", argument="items", value=shown(items)
         )
-    listed = list(items)
-    for index, item in enumerate(listed):
+    listed: list[Item] = []
+    for index, item in enumerate(items):
         try:
             if not isinstance(item, dict):
                 raise TypeError(f"an item is an object, not {type(item).__name__}")
-            json.dumps(item, allow_nan=False, ensure_ascii=False).encode("utf-8")
+            listed.append(_as_logged(item))
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
                 f"items[{index}] is not a JSON object of valid text: {exc}", argument="items"
             ) from None
-    return [(m, tuple(copy.deepcopy(dict(i)) for i in raw)) for m, raw in messages_from_items(listed)]
+    return [(m, tuple(raw)) for m, raw in messages_from_items(listed)]
+
+
+def _as_logged(item: Item) -> Item:
+    """A private copy of ``item`` as the log gives it back (JSON: tuples are lists).
+    A key that is not a string is refused: JSON would turn it into one (``1`` and
+    ``"1"`` would even collapse into one key), so the item read back would differ."""
+    text = json.dumps(item, allow_nan=False, ensure_ascii=False)  # refuses cycles first
+    text.encode("utf-8")  # no lone surrogates
+    _check_keys(item)
+    copied: Item = json.loads(text)
+    return copied
+
+
+def _check_keys(value: Any) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be strings, not {type(key).__name__} ({key!r:.40})")
+            _check_keys(inner)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            _check_keys(inner)
 
 
 def append_grouped(

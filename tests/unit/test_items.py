@@ -104,3 +104,23 @@ def test_every_item_sequence_round_trips_exactly_through_the_ledger(items: list[
         assert ledger.transcript_items(cid) == items
         assert ledger.context_items(cid) == items
         assert ledger.verify(cid).ok
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_items_are_kept_as_the_log_gives_them_back_and_keys_json_would_change_are_refused(
+    url: str, tmp_path: Any
+) -> None:
+    url = f"sqlite:///{tmp_path / 'items.db'}" if url == "sqlite" else url
+    parts = ({"type": "input_text", "text": "a"}, {"type": "input_image", "file_id": "file-1"})
+    with cl.Ledger.open(url, run_policy=False) as ledger:
+        cid = ledger.start(None)
+        ledger.append_items(cid, [{"role": "user", "content": parts}])
+        kept = [{"role": "user", "content": list(parts)}]
+        assert ledger.context_items(cid) == ledger.transcript_items(cid) == kept  # lists, warm or cold
+        cyclic: dict[str, Any] = {"role": "user", "content": "b"}
+        cyclic["self"] = cyclic
+        for bad in ({"role": "user", "content": "b", "meta": {1: "x", "1": "y"}},
+                    {"role": "user", "content": "b", "meta": [{(1, 2): "x"}]}, cyclic):
+            with pytest.raises(cl.InvalidArgumentError):
+                ledger.append_items(cid, [bad])
+        assert ledger.transcript_items(cid) == kept
