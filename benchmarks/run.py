@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import random
@@ -259,7 +258,7 @@ def section_reduction(report: Report, quick: bool) -> None:
             previous = context
         thresholds = sum(1 for e in ledger.replay(cid) if e.kind == "ThresholdReached")
         stable = extends
-    minimum = math.ceil((n - 100) / (100 - 10))
+    minimum = (n - 10) // (100 - 10 + 1)
     report.add("## Reduction: threshold events and stable prefixes", "",
                f"A seeded workload of {n:,} messages (turns of 10-400 tokens, about 10% tool turns "
                "with 200-2,000-token results), policy trigger 100 / keep 10, every summary recorded "
@@ -269,7 +268,7 @@ def section_reduction(report: Report, quick: bool) -> None:
                "fewest this policy allows, and the reference formula rounds the other way.", "",
                "| measure | value |", "|---|---|",
                f"| threshold events | {thresholds} |",
-               f"| reference ceil((N - trigger) / (trigger - keep)) | {minimum} |",
+               f"| reference floor((N - keep) / (trigger - keep + 1)) | {minimum} |",
                f"| turns whose context extends the previous one | {stable:,} of {calls:,} "
                f"({100 * stable / calls:.1f}%) |", "")
     sizes = [2000, 20_000] if quick else [2000, 20_000, 100_000]
@@ -343,7 +342,7 @@ def section_summarization(report: Report, quick: bool) -> None:
                 # Re-summarizing everything would send the whole history at this crossing.
                 naive_tokens += history_tokens
                 ledger.record_summary(request, measuring.summarize(request))
-    minimum = math.ceil((n - 100) / (100 - 10))
+    minimum = (n - 10) // (100 - 10 + 1)
     report.add("## Summarization: calls and input tokens", "",
                f"The same {n:,}-message workload; input tokens are the previous summary plus the newly "
                "covered messages sent at each call, against re-summarizing the whole history at each "
@@ -351,7 +350,7 @@ def section_summarization(report: Report, quick: bool) -> None:
                "| strategy | summarizer calls | input tokens |", "|---|---|---|",
                f"| contextledger (previous summary + new messages) | {measuring.calls} "
                f"| {measuring.input_tokens:,} |",
-               f"| reference ceil((N - trigger) / (trigger - keep)) | {minimum} | |",
+               f"| reference floor((N - keep) / (trigger - keep + 1)) | {minimum} | |",
                f"| re-summarize everything at each crossing | {measuring.calls} | {naive_tokens:,} |",
                f"| ratio contextledger / re-summarize | | {measuring.input_tokens / naive_tokens:.3f} |", "")
     conversations = 48 if quick else 96

@@ -157,7 +157,7 @@ def _text(report: dict[str, Any], result: DemoResult, read_rows: int, read_summa
         f"messages             {n}",
         f"summaries            {result.summaries}",
         f"summarizer calls     {result.summarizer_calls} (minimum the policy allows: "
-        f"ceil(({n}-{t})/({t}-{k})) = {result.minimum_summarizer_calls}; "
+        f"floor(({n}-{k})/({t}-{k}+1)) = {result.minimum_summarizer_calls}; "
         f"failures {result.summarizer_failures})",
         f"tokens appended      {result.appended_tokens:,}",
         f"tokens sent          {result.sent_tokens:,} with contextledger vs "

@@ -10,7 +10,6 @@ latency would allow; so the figures are the same on every run.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,10 +78,12 @@ class DemoResult:
 
 
 def minimum_summarizer_calls(messages: int, trigger: int, keep: int) -> int:
-    """The fewest summaries a message trigger allows: ceil((N - trigger) / (trigger - keep))."""
+    """The fewest summaries a message trigger allows: floor((N - keep) / (trigger - keep + 1)).
+    A crossing fires when trigger + 1 messages are unsummarized and leaves keep of them,
+    so each summary covers trigger - keep + 1 messages (docs/concepts.md)."""
     if messages <= trigger:
         return 0
-    return math.ceil((messages - trigger) / (trigger - keep))
+    return (messages - keep) // (trigger - keep + 1)
 
 
 def run_demo(
