@@ -106,14 +106,17 @@ class ReadModelRunner(LogFollower):
         past the log's committed head (a restored older backup, another store's read
         models): its rows count events the log does not hold. ``rebuild(name)`` fixes it."""
         head = self.committed_head()
-        for name, position in self._scanned.items():
-            if position > head:
-                raise ReadModelAheadError(
-                    f"read model {name} is at notification {position}, past the log's head {head} "
-                    f"(an event store restored from an older backup, or another store's read models): "
-                    f"rebuild it from the log (contextledger rebuild {name})",
-                    projection=name, position=position, head=head,
-                )
+        ahead = [(name, position) for name, position in self._scanned.items() if position > head]
+        if ahead:
+            name, position = ahead[0]
+            others = "".join(f", {n} at {p}" for n, p in ahead[1:])
+            command = f"contextledger rebuild {name}" if len(ahead) == 1 else "contextledger rebuild"
+            raise ReadModelAheadError(
+                f"read model {name} is at notification {position}{others}, past the log's head {head} "
+                f"(an event store restored from an older backup, or another store's read models): "
+                f"rebuild from the log ({command})",
+                projection=name, position=position, head=head,
+            )
 
     # -- LogFollower --------------------------------------------------------------
 
