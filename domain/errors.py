@@ -24,8 +24,9 @@
         ├── ConcurrencyError            optimistic-concurrency retries exhausted
         ├── StoreError                  the event store failed (I/O, undecodable event)
         │   ├── SchemaMissingError      the store's schema or tables are not there
-        │   └── LogDamagedError         a conversation's stored log is damaged (missing,
-        │                               out-of-order, unknown or undecodable events)
+        │   ├── LogDamagedError         a conversation's stored log is damaged (missing,
+        │   │                           out-of-order, unknown or undecodable events)
+        │   └── ReadModelAheadError     a read model applied more of the log than it holds
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
         │   ├── StaleSummaryError       its range is no longer the pending one
@@ -66,6 +67,7 @@ __all__ = [
     "LedgerClosedError",
     "LogDamagedError",
     "MessageTooLargeError",
+    "ReadModelAheadError",
     "ReadOnlyError",
     "RetractedPositionError",
     "SchemaMissingError",
@@ -311,6 +313,21 @@ class LogDamagedError(StoreError):
     (a gap in versions, no ``Started``), out of order, of an unknown topic or
     undecodable, or the events do not fold. ``version`` names where; ``verify`` lists
     every such place in the store."""
+
+
+class ReadModelAheadError(StoreError):
+    """A read model's tracking position lies past the head of the log it follows: the
+    event store was restored from an older backup, or the read models belong to
+    another store. Its rows count events the log no longer holds, so it is not run;
+    ``contextledger rebuild NAME`` (``ReadModelRunner.rebuild``) makes it again from
+    the log."""
+
+    #: The read model.
+    projection: str | None = None
+    #: Its tracking position (a notification id).
+    position: int | None = None
+    #: The highest notification id committed in the log.
+    head: int | None = None
 
 
 class TrackingRewoundError(ContextLedgerRuntimeError):

@@ -28,6 +28,15 @@ Locks a reader or maintenance takes (``ACCESS SHARE``, autovacuum's
 ``SHARE UPDATE EXCLUSIVE``, an index build's ``SHARE``) draw no ids and are ignored.
 ``pg_locks`` is read only when a gap is seen: the common case is one statement.
 
+These reads run on every follower step, so their cost must not grow with the log: none
+is a prepared statement. A prepared statement's cached generic plan is made once, for
+the table as it was then; made while the table was small (a page or two, whatever its
+statistics), every shape of these queries -- ``max()`` included -- plans a sequential
+scan, and that plan stayed in use as the table grew, reading the whole table on each
+step until an ``ANALYZE`` invalidated it. Sent unprepared, each run is planned for the
+table as it is now and with the mark's value: an index scan of the few ids above the
+mark, at any size (``tests/integration/test_postgres_head_plans.py``).
+
 ``once_more`` is the store's retry of a read: one more try after a connection that
 turned out dead (a restart, a killed backend), none after the pool has waited its
 whole ``connect_timeout`` for a connection (the server is away: another try would
@@ -93,20 +102,24 @@ class FinalMark:
         name = Identifier(table)
         qualified = ".".join('"' + part.replace('"', '""') + '"' for part in (datastore.schema, table))
         # One statement, one snapshot: the highest id, and how many ids lie above the
-        # mark (all of them committed: no gap).
+        # mark up to it (all of them committed: no gap). The count's range is closed at
+        # both ends: planned without statistics, a closed range is taken to be narrow,
+        # an open one to hold a third of the table (a sequential scan).
         self.top_statement = SQL(
-            "SELECT (SELECT max(notification_id) FROM {schema}.{table}) AS top, "
-            "(SELECT count(*) FROM {schema}.{table} WHERE notification_id > %(asked)s) AS newer"
+            "SELECT h.top, (SELECT count(*) FROM {schema}.{table} "
+            "WHERE notification_id > %(asked)s AND notification_id <= h.top) AS newer "
+            "FROM (SELECT max(notification_id) AS top FROM {schema}.{table}) h"
         ).format(schema=schema, table=name)
         self.committed_statement = SQL("SELECT max(notification_id) AS top FROM {schema}.{table}").format(
             schema=schema, table=name
         )
         # Past a gap, after that snapshot: the end of the unbroken run of ids above the
-        # mark (final: all committed), and the transactions of other sessions holding a
-        # write lock on this table now (their virtual transaction ids).
+        # mark, up to the top seen (final: all committed), and the transactions of other
+        # sessions holding a write lock on this table now (their virtual transaction ids).
         self.gap_statement = SQL(
             "SELECT CASE WHEN EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id = %(asked)s + 1) "
-            "THEN (SELECT min(a.notification_id) FROM {schema}.{table} a WHERE a.notification_id > %(asked)s "
+            "THEN (SELECT coalesce(min(a.notification_id), %(top)s) FROM {schema}.{table} a "
+            "WHERE a.notification_id > %(asked)s AND a.notification_id <= %(top)s "
             "AND NOT EXISTS (SELECT 1 FROM {schema}.{table} b "
             "WHERE b.notification_id = a.notification_id + 1)) "
             "ELSE %(asked)s END AS run, "
@@ -138,7 +151,7 @@ class FinalMark:
     def committed_top(self) -> int | None:
         """The highest notification id committed now (None while the log is empty)."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.committed_statement, prepare=True)
+            curs.execute(self.committed_statement, prepare=False)
             row = curs.fetchone()
         return None if row is None else row["top"]
 
@@ -153,7 +166,7 @@ class FinalMark:
         """One look at the table: move ``settled`` as far as is safe; the table's top id."""
         asked = self.settled
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.top_statement, {"asked": asked}, prepare=True)
+            curs.execute(self.top_statement, {"asked": asked}, prepare=False)
             row = curs.fetchone()
             assert row is not None
             top, newer = row["top"], row["newer"]
@@ -162,7 +175,9 @@ class FinalMark:
             if newer == top - asked:  # every id above the mark up to the top is committed
                 self.settled, self._pending = max(asked, top), None
                 return int(top)
-            curs.execute(self.gap_statement, {"asked": asked, "modes": list(WRITE_LOCKS)}, prepare=True)
+            curs.execute(
+                self.gap_statement, {"asked": asked, "top": top, "modes": list(WRITE_LOCKS)}, prepare=False
+            )
             gap = curs.fetchone()
         assert gap is not None
         writers = frozenset(gap["writers"] or ())

@@ -22,6 +22,7 @@ from contextledger.application.follower import LogFollower
 from contextledger.application.projections.base import ReadModelProjection
 from contextledger.domain.errors import (
     ConfigurationError,
+    ReadModelAheadError,
     TrackingRewoundError,
     UnknownReadModelError,
     UsageError,
@@ -100,7 +101,30 @@ class ReadModelRunner(LogFollower):
         """How far projection ``name`` has read the log (a notification id)."""
         return self._scanned[self.projection(name).name]
 
+    def check_against_log(self) -> None:
+        """Raise ``ReadModelAheadError`` for a read model whose tracking position lies
+        past the log's committed head (a restored older backup, another store's read
+        models): its rows count events the log does not hold. ``rebuild(name)`` fixes it."""
+        head = self.committed_head()
+        ahead = [(name, position) for name, position in self._scanned.items() if position > head]
+        if ahead:
+            name, position = ahead[0]
+            others = "".join(f", {n} at {p}" for n, p in ahead[1:])
+            command = f"contextledger rebuild {name}" if len(ahead) == 1 else "contextledger rebuild"
+            raise ReadModelAheadError(
+                f"read model {name} is at notification {position}{others}, past the log's head {head} "
+                f"(an event store restored from an older backup, or another store's read models): "
+                f"rebuild from the log ({command})",
+                projection=name, position=position, head=head,
+            )
+
     # -- LogFollower --------------------------------------------------------------
+
+    def start(self) -> None:
+        """Follow the log in a background thread; first ``check_against_log()``."""
+        if not self.running:
+            self.check_against_log()
+        super().start()
 
     def _stopped(self) -> None:
         if self._on_close is not None:

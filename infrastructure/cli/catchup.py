@@ -50,12 +50,15 @@ def current_read_models(ledger: Ledger, *names: str) -> Iterator[SQLReadModels |
 
 def _caught_up(ledger: Ledger, projection: ReadModelProjection[Any]) -> bool:
     """Whether no event of ``projection``'s topics lies in the log after its tracking
-    position (a read model tracks only the events it follows). Everything committed
+    position (a read model tracks only the events it follows), and that position is
+    not past the log's head (a store restored from an older backup). Everything committed
     counts, also past a gap a follower would still wait at: a listing must not pass
     a read model that lacks a committed event for a complete one."""
-    from contextledger.application.notifications import read_notifications
+    from contextledger.application.notifications import committed_top, read_notifications
 
     position = projection.view.max_tracking_id(ledger.name) or 0
+    if position > committed_top(ledger.recorder):  # ahead of the log: not the log's read model
+        return False
     pages = read_notifications(
         ledger.notification_log, after=position, topics=tuple(projection.topics), page=1, committed=True
     )

@@ -202,8 +202,18 @@ def attach_read_models(ledger: Ledger) -> SQLReadModels:
     the first store's are returned (``SQLReadModels.for_ledger(ledger.shards[j])``
     opens store ``j``'s)."""
     models = SQLReadModels.for_ledger(ledger)
-    ledger.attach(models.runner(ledger))
+    _attach(ledger, models)
     for shard in ledger.shards[1:]:
-        others = SQLReadModels.for_ledger(shard)
-        shard.attach(others.runner(shard))
+        _attach(shard, SQLReadModels.for_ledger(shard))
     return models
+
+
+def _attach(ledger: Ledger, models: SQLReadModels) -> None:
+    """Attach a runner of ``models``; if it refuses to start (``ReadModelAheadError``),
+    close the read models' connections before the error goes on."""
+    runner = models.runner(ledger)
+    try:
+        ledger.attach(runner)
+    except BaseException:
+        runner.stop()  # closes ``models`` with it
+        raise

@@ -38,6 +38,7 @@ SAMPLES: dict[str, object] = {
     "seconds": 2.5,
     "topic": "contextledger.conversation.Started",
     "tracked": 12,
+    "head": 15,
     "from_position": 0,
     "through_position": 9,
     "pending": (10, 19),
