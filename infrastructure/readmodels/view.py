@@ -12,8 +12,10 @@ there, cooperating with the rebuild instead of skipping over it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import fields
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
     from contextledger.infrastructure.readmodels.models import SQLReadModels
 
-__all__ = ["SQLView", "columns_of"]
+__all__ = ["SQLView", "SharedTransaction", "columns_of"]
 
 log = logging.getLogger("contextledger.readmodels")
 
@@ -40,6 +42,27 @@ RecordT = TypeVar("RecordT", bound="DataclassInstance")
 def columns_of(record: DataclassInstance) -> dict[str, Any]:
     """A record's fields as column values (the read-model columns carry their names)."""
     return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+@dataclass
+class SharedTransaction:
+    """A write transaction several views share (``SQLReadModels.batch``)."""
+
+    conn: Connection
+    thread: int
+    #: Run after the commit (each view's memory of what it applied).
+    on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    """A view's part of a batch: its tracking as locked, and as applied so far."""
+
+    conn: Connection
+    application_name: str
+    thread: int
+    start: int
+    tracked: int
 
 
 class SQLView(TrackingRecorder):
@@ -53,6 +76,8 @@ class SQLView(TrackingRecorder):
         self._tracking = models.tables["tracking"]
         #: Per application: the last notification id this view applied or saw applied.
         self._seen: dict[str, int] = {}
+        #: The batch this view applies events in now (``batch()``), if any.
+        self._batch: _Batch | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -130,12 +155,65 @@ class SQLView(TrackingRecorder):
         self._seen.clear()
         return True
 
+    # -- batches ----------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self, application_name: str) -> Iterator[None]:
+        """Apply the events of ``application_name`` written in this block in one
+        transaction (shared with the other views of these read models that join it),
+        with one tracking update at its end: rows and tracking commit together, or
+        neither does. Raises ``TrackingRewoundError`` on entry if the read model was
+        reset elsewhere since this view last wrote."""
+        app = application_name
+        with self.models.batch() as shared:
+            try:
+                tracked = self._lock_tracking(shared.conn, app)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
+            seen = self._seen.get(app)
+            if seen is not None and tracked < seen:
+                self._seen[app] = tracked
+                raise TrackingRewoundError(
+                    f"read model {self.name} was reset (tracked {tracked}, seen {seen})",
+                    projection=self.name,
+                    tracked=tracked,
+                )
+            state = _Batch(shared.conn, app, shared.thread, tracked, tracked)
+            self._batch = state
+            try:
+                yield
+                if state.tracked > state.start:
+                    t = self._tracking
+                    shared.conn.execute(
+                        update(t)
+                        .where(t.c.projection == self.name, t.c.application_name == app)
+                        .values(notification_id=state.tracked)
+                    )
+            except SQLAlchemyError as exc:
+                raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
+            finally:
+                self._batch = None
+
+            def applied() -> None:
+                self._seen[app] = max(state.tracked, self._seen.get(app, 0))
+
+            shared.on_commit.append(applied)
+
     # -- the one write path -----------------------------------------------------------
 
     def _write(self, tracking: Tracking, change: Callable[[Connection], None] | None) -> bool:
-        """Apply ``change`` and move the tracking row to ``tracking``, in one transaction;
-        False (and nothing written) if the event was applied already."""
+        """Apply ``change`` and move the tracking row to ``tracking``, in one transaction
+        (in a batch: in the batch's, which moves the tracking row when it ends); False
+        (and nothing written) if the event was applied already."""
         app, nid = tracking.application_name, tracking.notification_id
+        batch = self._batch
+        if batch is not None and batch.application_name == app and batch.thread == threading.get_ident():
+            if nid <= batch.tracked:
+                return False
+            if change is not None:
+                change(batch.conn)
+            batch.tracked = nid
+            return True
         t = self._tracking
         try:
             with self.models.begin() as conn:
