@@ -304,7 +304,12 @@ class ReadModelRunner(LogFollower):
         projections = tuple(self.projection(name) for name in names)
         topics = tuple(sorted({t for p in projections for t in p.topics}))
         counts = {p.name: 0 for p in projections}
-        with self._lock, self.ledger.tracer.span("rebuild", projection=",".join(names)) as span:
+        with self._lock, ExitStack() as stack:
+            # A span per read model (entered last to first, so they end first to last).
+            spans = {
+                p.name: stack.enter_context(self.ledger.tracer.span("rebuild", projection=p.name))
+                for p in reversed(projections)
+            }
             for projection in projections:
                 if resume:
                     self._scanned[projection.name] = (
@@ -323,7 +328,8 @@ class ReadModelRunner(LogFollower):
                 self._replay(
                     projections, after=position, head=head, topics=topics, progress=progress, counts=counts
                 )
-            span.set("events", sum(counts.values()))
-            span.set("through_notification", position)
+            for name, span in spans.items():
+                span.set("events", counts[name])
+                span.set("through_notification", position)
         self._progressed()
         return counts
