@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, Integer, bindparam, select, update
 
 from contextledger.application.projections import ConversationRecord
 from contextledger.infrastructure.readmodels.view import SQLView
@@ -65,19 +65,34 @@ class SQLConversationsView(SQLView):
         system_prompt_version: int | None = None,
     ) -> None:
         table = self.table
-        values: dict[Any, Any] = {table.c.last_version: version, table.c.updated_at: at}
+        given: dict[str, Any] = {"last_version": version, "updated_at": at}
+        added: dict[str, int] = {}
         if messages:
-            values[table.c.messages] = table.c.messages + messages
+            added["messages"] = messages
         if summaries:
-            values[table.c.summaries] = table.c.summaries + summaries
+            added["summaries"] = summaries
         if policy_version is not None:
-            values[table.c.policy_version] = policy_version
+            given["policy_version"] = policy_version
         if system_prompt_version is not None:
-            values[table.c.system_prompt_version] = system_prompt_version
+            given["system_prompt_version"] = system_prompt_version
+        shape = (tuple(given), tuple(added))
+
+        def build() -> Any:
+            values: dict[Any, Any] = {
+                table.c[k]: bindparam(f"_v_{k}", type_=table.c[k].type) for k in shape[0]
+            }
+            values.update({table.c[k]: table.c[k] + bindparam(f"_d_{k}", type_=Integer) for k in shape[1]})
+            where = table.c.conversation_id == bindparam("_cid", type_=table.c.conversation_id.type)
+            return update(table).where(where).values(values)
 
         def change(conn: Connection) -> None:
             conn.execute(
-                update(table).where(table.c.conversation_id == conversation_id).values(values)
+                self._statement(("update", shape), build),
+                {
+                    "_cid": conversation_id,
+                    **{f"_v_{k}": v for k, v in given.items()},
+                    **{f"_d_{k}": v for k, v in added.items()},
+                },
             )
 
         self._write(tracking, change)

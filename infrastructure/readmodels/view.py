@@ -63,6 +63,22 @@ class _Batch:
     thread: int
     start: int
     tracked: int
+    #: Rows to insert, in order, written together before any other statement of the
+    #: view runs and at the batch's end (one ``executemany`` per run of one table).
+    pending: list[tuple[Table, dict[str, Any]]] = field(default_factory=list)
+
+    def flush(self) -> None:
+        """Insert the pending rows."""
+        pending, self.pending = self.pending, []
+        start = 0
+        while start < len(pending):
+            table, first = pending[start]
+            keys = first.keys()
+            end = start + 1
+            while end < len(pending) and pending[end][0] is table and pending[end][1].keys() == keys:
+                end += 1
+            self.conn.execute(insert(table), [values for _, values in pending[start:end]])
+            start = end
 
 
 class SQLView(TrackingRecorder):
@@ -78,6 +94,8 @@ class SQLView(TrackingRecorder):
         self._seen: dict[str, int] = {}
         #: The batch this view applies events in now (``batch()``), if any.
         self._batch: _Batch | None = None
+        #: Statements built once and run with parameters (``_statement``).
+        self._statements: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -182,6 +200,7 @@ class SQLView(TrackingRecorder):
             self._batch = state
             try:
                 yield
+                state.flush()
                 if state.tracked > state.start:
                     t = self._tracking
                     shared.conn.execute(
@@ -201,16 +220,22 @@ class SQLView(TrackingRecorder):
 
     # -- the one write path -----------------------------------------------------------
 
-    def _write(self, tracking: Tracking, change: Callable[[Connection], None] | None) -> bool:
+    def _write(
+        self, tracking: Tracking, change: Callable[[Connection], None] | None, *, inserts_only: bool = False
+    ) -> bool:
         """Apply ``change`` and move the tracking row to ``tracking``, in one transaction
         (in a batch: in the batch's, which moves the tracking row when it ends); False
-        (and nothing written) if the event was applied already."""
+        (and nothing written) if the event was applied already. ``inserts_only``: the
+        change only adds rows (``_add_row``), which a batch may then write later, with
+        others; any other change first writes the rows pending."""
         app, nid = tracking.application_name, tracking.notification_id
         batch = self._batch
         if batch is not None and batch.application_name == app and batch.thread == threading.get_ident():
             if nid <= batch.tracked:
                 return False
             if change is not None:
+                if not inserts_only:
+                    batch.flush()
                 change(batch.conn)
             batch.tracked = nid
             return True
@@ -264,9 +289,25 @@ class SQLView(TrackingRecorder):
         table = self.table
 
         def change(conn: Connection) -> None:
-            conn.execute(insert(table).values(**values))
+            self._add_row(conn, table, values)
 
-        self._write(tracking, change)
+        self._write(tracking, change, inserts_only=True)
+
+    def _add_row(self, conn: Connection, table: Table, values: dict[str, Any]) -> None:
+        """Insert ``values`` into ``table``: now, or in a batch with the batch's other rows."""
+        batch = self._batch
+        if batch is not None and batch.conn is conn:
+            batch.pending.append((table, values))
+        else:
+            conn.execute(insert(table), [values])
+
+    def _statement(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The statement ``build()`` makes, built once per ``key``: run with parameters,
+        it skips building and compiling the SQL again for every event."""
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = build()
+        return statement
 
     def _lookup(self, value: str | None) -> str | None:
         """The lookup digest of a sealed name (None without a cipher key: the value
