@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, Integer, bindparam, select, update
+from sqlalchemy import Connection, select
 
 from contextledger.application.projections import ConversationRecord
 from contextledger.infrastructure.readmodels.view import SQLView
@@ -64,7 +64,6 @@ class SQLConversationsView(SQLView):
         policy_version: int | None = None,
         system_prompt_version: int | None = None,
     ) -> None:
-        table = self.table
         given: dict[str, Any] = {"last_version": version, "updated_at": at}
         added: dict[str, int] = {}
         if messages:
@@ -75,27 +74,11 @@ class SQLConversationsView(SQLView):
             given["policy_version"] = policy_version
         if system_prompt_version is not None:
             given["system_prompt_version"] = system_prompt_version
-        shape = (tuple(given), tuple(added))
-
-        def build() -> Any:
-            values: dict[Any, Any] = {
-                table.c[k]: bindparam(f"_v_{k}", type_=table.c[k].type) for k in shape[0]
-            }
-            values.update({table.c[k]: table.c[k] + bindparam(f"_d_{k}", type_=Integer) for k in shape[1]})
-            where = table.c.conversation_id == bindparam("_cid", type_=table.c.conversation_id.type)
-            return update(table).where(where).values(values)
 
         def change(conn: Connection) -> None:
-            conn.execute(
-                self._statement(("update", shape), build),
-                {
-                    "_cid": conversation_id,
-                    **{f"_v_{k}": v for k, v in given.items()},
-                    **{f"_d_{k}": v for k, v in added.items()},
-                },
-            )
+            self._update_row(conn, conversation_id, sets=given, adds=added)
 
-        self._write(tracking, change)
+        self._write(tracking, change, deferrable=True)
 
     def by_key(self, key: str) -> ConversationRecord | None:
         """The conversation the application calls ``key`` (its key is sealed under a

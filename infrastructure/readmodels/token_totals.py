@@ -6,7 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from contextledger.application.projections import TokenTotalsRecord
 from contextledger.infrastructure.readmodels.storage import COUNTERS
@@ -72,26 +72,14 @@ class SQLTokenTotalsView(SQLView):
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
         table = self.table
         deltas = {k: int(v) for k, v in increments.items() if v}
-        names = tuple(sorted(deltas))
 
-        def build() -> Any:
-            return (
-                update(table)
-                .where(table.c.conversation_id == bindparam("_cid", type_=table.c.conversation_id.type))
-                .values({table.c[k]: table.c[k] + bindparam(f"_d_{k}", type_=Integer) for k in names})
-            )
+        def missing(conn: Connection, adds: dict[str, int]) -> None:  # a row the log never started
+            conn.execute(insert(table).values({**_new_row(conversation_id, base_tokens=0), **adds}))
 
         def change(conn: Connection) -> None:
-            if not deltas:
-                return
-            statement = self._statement(("add", names), build)
-            result = conn.execute(
-                statement, {"_cid": conversation_id, **{f"_d_{k}": v for k, v in deltas.items()}}
-            )
-            if result.rowcount == 0:  # a row the log never started (defensive)
-                conn.execute(insert(table).values({**_new_row(conversation_id, base_tokens=0), **deltas}))
+            self._update_row(conn, conversation_id, adds=deltas, on_missing=missing)
 
-        self._write(tracking, change)
+        self._write(tracking, change, deferrable=True)
 
     def set_in_totals(
         self,

@@ -40,7 +40,7 @@ class SQLTranscriptView(SQLView):
         def change(conn: Connection) -> None:
             self._insert_message(conn, table, entry, conversation_id)
 
-        self._write(tracking, change, inserts_only=True)
+        self._write(tracking, change, deferrable=True)
 
     def edit_message(
         self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from sqlalchemy import Connection, Table, insert, inspect, select, update
+from sqlalchemy import Connection, Integer, Table, bindparam, insert, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -55,6 +55,15 @@ class SharedTransaction:
 
 
 @dataclass
+class _RowUpdate:
+    """What a batch will change in one row (``SQLView._update_row``)."""
+
+    sets: dict[str, Any]
+    adds: dict[str, int]
+    on_missing: Callable[[Connection, dict[str, int]], None] | None
+
+
+@dataclass
 class _Batch:
     """A view's part of a batch: its tracking as locked, and as applied so far."""
 
@@ -66,8 +75,11 @@ class _Batch:
     #: Rows to insert, in order, written together before any other statement of the
     #: view runs and at the batch's end (one ``executemany`` per run of one table).
     pending: list[tuple[Table, dict[str, Any]]] = field(default_factory=list)
+    #: Per row (its key): columns to set (the last value wins) and counters to add
+    #: to (summed), written after the pending rows, one UPDATE per row.
+    updates: dict[Any, _RowUpdate] = field(default_factory=dict)
 
-    def flush(self) -> None:
+    def flush_rows(self) -> None:
         """Insert the pending rows."""
         pending, self.pending = self.pending, []
         start = 0
@@ -200,7 +212,7 @@ class SQLView(TrackingRecorder):
             self._batch = state
             try:
                 yield
-                state.flush()
+                self._flush(state)
                 if state.tracked > state.start:
                     t = self._tracking
                     shared.conn.execute(
@@ -221,21 +233,22 @@ class SQLView(TrackingRecorder):
     # -- the one write path -----------------------------------------------------------
 
     def _write(
-        self, tracking: Tracking, change: Callable[[Connection], None] | None, *, inserts_only: bool = False
+        self, tracking: Tracking, change: Callable[[Connection], None] | None, *, deferrable: bool = False
     ) -> bool:
         """Apply ``change`` and move the tracking row to ``tracking``, in one transaction
         (in a batch: in the batch's, which moves the tracking row when it ends); False
-        (and nothing written) if the event was applied already. ``inserts_only``: the
-        change only adds rows (``_add_row``), which a batch may then write later, with
-        others; any other change first writes the rows pending."""
+        (and nothing written) if the event was applied already. ``deferrable``: the
+        change only adds rows (``_add_row``) or changes one row (``_update_row``),
+        which a batch may write later, with others; any other change first writes
+        what is pending."""
         app, nid = tracking.application_name, tracking.notification_id
         batch = self._batch
         if batch is not None and batch.application_name == app and batch.thread == threading.get_ident():
             if nid <= batch.tracked:
                 return False
             if change is not None:
-                if not inserts_only:
-                    batch.flush()
+                if not deferrable:
+                    self._flush(batch)
                 change(batch.conn)
             batch.tracked = nid
             return True
@@ -291,7 +304,60 @@ class SQLView(TrackingRecorder):
         def change(conn: Connection) -> None:
             self._add_row(conn, table, values)
 
-        self._write(tracking, change, inserts_only=True)
+        self._write(tracking, change, deferrable=True)
+
+    def _flush(self, batch: _Batch) -> None:
+        """Write what ``batch`` holds back: the pending rows, then the row updates."""
+        batch.flush_rows()
+        updates, batch.updates = batch.updates, {}
+        for key, change in updates.items():
+            self._run_update(batch.conn, key, change)
+
+    def _update_row(
+        self,
+        conn: Connection,
+        key: Any,
+        *,
+        sets: dict[str, Any] | None = None,
+        adds: dict[str, int] | None = None,
+        on_missing: Callable[[Connection, dict[str, int]], None] | None = None,
+    ) -> None:
+        """Set columns ``sets`` and add ``adds`` to counters of the view's row
+        ``conversation_id == key``: now, or in a batch once for every event of the batch
+        that changes the row. ``on_missing(conn, adds)``: called if there is no such row."""
+        change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
+        batch = self._batch
+        if batch is None or batch.conn is not conn:
+            self._run_update(conn, key, change)
+            return
+        held = batch.updates.get(key)
+        if held is None:
+            batch.updates[key] = change
+            return
+        held.sets.update(change.sets)
+        for name, amount in change.adds.items():
+            held.adds[name] = held.adds.get(name, 0) + amount
+        held.on_missing = held.on_missing or on_missing
+
+    def _run_update(self, conn: Connection, key: Any, change: _RowUpdate) -> None:
+        if not change.sets and not change.adds:
+            return
+        table = self.table
+        shape = (tuple(change.sets), tuple(change.adds))
+
+        def build() -> Any:
+            values: dict[Any, Any] = {
+                table.c[k]: bindparam(f"_v_{k}", type_=table.c[k].type) for k in shape[0]
+            }
+            values.update({table.c[k]: table.c[k] + bindparam(f"_d_{k}", type_=Integer) for k in shape[1]})
+            where = table.c.conversation_id == bindparam("_key", type_=table.c.conversation_id.type)
+            return update(table).where(where).values(values)
+
+        params = {"_key": key, **{f"_v_{k}": v for k, v in change.sets.items()}}
+        params.update({f"_d_{k}": v for k, v in change.adds.items()})
+        result = conn.execute(self._statement(("update", shape), build), params)
+        if result.rowcount == 0 and change.on_missing is not None:
+            change.on_missing(conn, change.adds)
 
     def _add_row(self, conn: Connection, table: Table, values: dict[str, Any]) -> None:
         """Insert ``values`` into ``table``: now, or in a batch with the batch's other rows."""
