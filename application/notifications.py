@@ -2,7 +2,9 @@
 
 Followers (summarization, read models), rebuilds and audits read the log through
 the log's ``select``, in pages of up to the ledger's
-``log_section_size``, filtered by topic in the database.
+``log_section_size``, filtered by topic in the database. Bulk readers (read-model
+rebuilds and catch-up) ask for larger pages: those go to the recorder's
+``select_notifications`` directly, which is what ``select`` calls without its limit.
 """
 
 from __future__ import annotations
@@ -41,10 +43,13 @@ def read_notifications(
     not)."""
     recorder: Any = getattr(log, "recorder", None)
     past_mark = committed and reads_to_a_mark(recorder)
+    bulk = recorder is not None and page > int(getattr(log, "section_size", page))
     start = after + 1
     while True:
         if past_mark:
             notifications = recorder.select_notifications(start, page, stop, topics, committed=True)
+        elif bulk:
+            notifications = recorder.select_notifications(start=start, limit=page, stop=stop, topics=topics)
         else:
             notifications = log.select(start=start, limit=page, stop=stop, topics=topics)
         if not notifications:

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import Notification, Tracking
@@ -57,6 +58,9 @@ class ReadModelRunner(LogFollower):
         projections: Sequence[ReadModelProjection[Any]],
         *,
         batch_size: int = 500,
+        batch_events: int = 1000,
+        batch_seconds: float = 0.5,
+        read_size: int = 5000,
         poll_interval: float | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
@@ -70,6 +74,13 @@ class ReadModelRunner(LogFollower):
             )
         self.projections: tuple[ReadModelProjection[Any], ...] = tuple(projections)
         self.batch_size = batch_size
+        #: A batch ends after this many events or this many seconds (or at the end of
+        #: what was read): one transaction and one tracking update per batch.
+        self.batch_events = max(1, batch_events)
+        self.batch_seconds = batch_seconds
+        #: Notifications read per query of the log (a section; above the log's own
+        #: section size it goes to the recorder directly).
+        self.read_size = max(batch_size, read_size)
         self.application_name = ledger.name
         self._on_close = on_close
         self._by_name = {p.name: p for p in self.projections}
@@ -192,82 +203,157 @@ class ReadModelRunner(LogFollower):
         head: int,
         topics: Sequence[str],
         progress: ProgressCallback | None = None,
+        counts: dict[str, int] | None = None,
     ) -> int:
-        """Apply the log above ``after`` through ``head`` to ``projections``; returns
-        the events applied. Stops early when a projection finds its read model rebuilt
-        elsewhere (its position moved back: the caller reads on from there)."""
+        """Apply the log above ``after`` through ``head`` to ``projections``, in
+        batches; returns the events applied (also added to ``counts`` per projection).
+        Stops early when a projection finds its read model rebuilt elsewhere (its
+        position moved back: the caller reads on from there)."""
         applied = 0
-        for page in self.read(after=after, stop=head, topics=topics, page=self.batch_size):
-            done, rewound = self._apply(page, projections, page[-1].id)
-            applied += done
-            if rewound:
-                return applied
-            if progress is not None:
-                progress(page[-1].id, head)
-        self._apply((), projections, head)
+        for page in self.read(after=after, stop=head, topics=topics, page=self.read_size):
+            index = 0
+            while index < len(page):
+                index, done, rewound = self._apply_batch(page, index, projections, counts)
+                applied += done
+                if rewound:
+                    return applied
+                if progress is not None:
+                    progress(page[index - 1].id, head)
+            self._advance(projections, page[-1].id)
+        self._advance(projections, head)
         return applied
 
-    def _apply(
-        self, page: Sequence[Notification], projections: Sequence[ReadModelProjection[Any]], end: int
-    ) -> tuple[int, bool]:
-        """Apply ``page`` to ``projections``; each one that is not rewound has then
-        read the log through ``end``. Returns the events applied, and whether any
-        projection was rewound."""
-        applied = 0
-        rewound: set[str] = set()
-        decode = self.ledger.mapper.to_domain_event
-        for notification in page:
-            event: Any = None
-            for projection in projections:
-                name = projection.name
-                if (
-                    name in rewound
-                    or notification.id <= self._scanned[name]
-                    or notification.topic not in projection.topics
-                ):
-                    continue
-                if event is None:
-                    event = decode(notification)
-                try:
-                    projection.process_event(event, Tracking(self.application_name, notification.id))
-                except TrackingRewoundError as exc:
-                    tracked = int(exc.context.get("tracked", 0) or 0)
-                    log.info("read model %s was reset elsewhere; resuming after %d", name, tracked)
-                    self._scanned[name] = tracked
-                    rewound.add(name)
-                    continue
-                self._scanned[name] = notification.id
-                applied += 1
+    def _advance(self, projections: Sequence[ReadModelProjection[Any]], end: int) -> None:
+        """Each of ``projections`` has read the log through ``end``."""
         for projection in projections:
-            if projection.name not in rewound:
-                self._scanned[projection.name] = max(self._scanned[projection.name], end)
-        return applied, bool(rewound)
+            self._scanned[projection.name] = max(self._scanned[projection.name], end)
+
+    def _apply_batch(
+        self,
+        page: Sequence[Notification],
+        index: int,
+        projections: Sequence[ReadModelProjection[Any]],
+        counts: dict[str, int] | None = None,
+    ) -> tuple[int, int, bool]:
+        """Apply ``page`` from ``index`` on in one batch: each view that can (a
+        ``batch(application_name)`` context, as the SQL views have) writes its rows
+        and one tracking update in one transaction. The batch ends at the page's end,
+        after ``batch_events`` events or ``batch_seconds``, whichever comes first, so
+        a single new event is applied at once. Returns the index after the batch, the
+        events applied, and whether any projection was rewound. Positions move on
+        only once the batch has committed: a batch that fails leaves them (and the
+        rows and tracking, rolled back together) where they were."""
+        rewound: set[str] = set()
+        scanned = {p.name: self._scanned[p.name] for p in projections}
+        applied: dict[str, int] = {}
+        decode = self.ledger.mapper.to_domain_event
+        deadline = time.monotonic() + self.batch_seconds
+        with ExitStack() as stack:
+            for projection in projections:
+                batch = getattr(projection.view, "batch", None)
+                if batch is None:
+                    continue
+                try:
+                    stack.enter_context(batch(self.application_name))
+                except TrackingRewoundError as exc:
+                    self._rewound(projection.name, exc, scanned, rewound)
+            taken = 0
+            while index < len(page) and len(rewound) < len(projections):
+                notification = page[index]
+                index += 1
+                event: Any = None
+                for projection in projections:
+                    name = projection.name
+                    if (
+                        name in rewound
+                        or notification.id <= scanned[name]
+                        or notification.topic not in projection.topics
+                    ):
+                        continue
+                    if event is None:
+                        event = decode(notification)
+                    try:
+                        projection.process_event(event, Tracking(self.application_name, notification.id))
+                    except TrackingRewoundError as exc:  # a view that writes event by event
+                        self._rewound(name, exc, scanned, rewound)
+                        continue
+                    scanned[name] = notification.id
+                    applied[name] = applied.get(name, 0) + 1
+                taken += 1
+                if taken >= self.batch_events or time.monotonic() >= deadline:
+                    break
+        if rewound or index >= len(page):
+            index = len(page)
+        else:  # the batch ended mid-page: every projection has read through its last event
+            for name in scanned:
+                scanned[name] = max(scanned[name], page[index - 1].id)
+        self._scanned.update(scanned)
+        if counts is not None:
+            for name, count in applied.items():
+                counts[name] = counts.get(name, 0) + count
+        return index, sum(applied.values()), bool(rewound)
+
+    @staticmethod
+    def _rewound(
+        name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]
+    ) -> None:
+        tracked = int(exc.context.get("tracked", 0) or 0)
+        log.info("read model %s was reset elsewhere; resuming after %d", name, tracked)
+        scanned[name] = tracked
+        rewound.add(name)
 
     # -- rebuild --------------------------------------------------------------------
 
-    def rebuild(self, name: str, *, progress: ProgressCallback | None = None) -> int:
-        """Drop and recreate read model ``name``, then replay the whole log into it.
+    def rebuild(self, name: str, *, progress: ProgressCallback | None = None, resume: bool = False) -> int:
+        """Drop and recreate read model ``name``, then replay the whole log into it
+        (``rebuild_many`` with one name); returns the number of events applied."""
+        return self.rebuild_many((name,), progress=progress, resume=resume)[name]
+
+    def rebuild_many(
+        self,
+        names: Sequence[str],
+        *,
+        progress: ProgressCallback | None = None,
+        resume: bool = False,
+    ) -> dict[str, int]:
+        """Drop and recreate read models ``names``, then replay the whole log into all
+        of them in one pass over the log, in batches (one transaction and one tracking
+        update per batch). ``resume``: keep what an interrupted rebuild committed and
+        carry on from each read model's last batch instead of starting over.
 
         Writers may keep appending: the replay reads on until it reaches the log's end,
         and whatever lands later is applied by the runner as usual. Returns the number
-        of events applied.
+        of events applied per read model.
         """
-        projection = self.projection(name)
-        with self._lock, self.ledger.tracer.span("rebuild", projection=name) as span:
-            projection.view.reset()
-            self._scanned[name] = 0
-            applied = 0
+        projections = tuple(self.projection(name) for name in names)
+        topics = tuple(sorted({t for p in projections for t in p.topics}))
+        counts = {p.name: 0 for p in projections}
+        with self._lock, ExitStack() as stack:
+            # A span per read model (entered last to first, so they end first to last).
+            spans = {
+                p.name: stack.enter_context(self.ledger.tracer.span("rebuild", projection=p.name))
+                for p in reversed(projections)
+            }
+            for projection in projections:
+                if resume:
+                    self._scanned[projection.name] = (
+                        projection.view.max_tracking_id(self.application_name) or 0
+                    )
+                else:
+                    projection.view.reset()
+                    self._scanned[projection.name] = 0
             while True:
                 head = self.head()
-                position = self._scanned[name]
+                position = min(self._scanned[p.name] for p in projections)
                 if progress is not None:
                     progress(position, head)
                 if position >= head:
                     break
-                applied += self._replay(
-                    (projection,), after=position, head=head, topics=projection.topics, progress=progress
+                self._replay(
+                    projections, after=position, head=head, topics=topics, progress=progress, counts=counts
                 )
-            span.set("events", applied)
-            span.set("through_notification", self._scanned[name])
+            for name, span in spans.items():
+                span.set("events", counts[name])
+                span.set("through_notification", position)
         self._progressed()
-        return applied
+        return counts

@@ -132,6 +132,8 @@ class Progress:
         self._last_time = float("-inf")
         self._last_fraction = -1.0
         self._last_done: int | None = None
+        #: Where and when the first update came (the rate is measured from there).
+        self._first: tuple[int, float] | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.should_stop is not None and self.should_stop():
@@ -155,6 +157,20 @@ class Progress:
             self._bar.total = total
         self._bar.update(done - self._bar.n)
 
+    def _rate(self, done: int, total: int, now: float) -> str:
+        """`` 12345 event/s, 0:01:02 left`` once there is a rate to tell."""
+        if self._first is None:
+            self._first = (done, now)
+            return ""
+        first_done, first_time = self._first
+        if now <= first_time or done <= first_done:
+            return ""
+        rate = (done - first_done) / (now - first_time)
+        left = max(0, total - done) / rate
+        minutes, seconds = divmod(int(left), 60)
+        hours, minutes = divmod(minutes, 60)
+        return f" {rate:,.0f} {self.unit}/s, {hours}:{minutes:02d}:{seconds:02d} left"
+
     def _update_line(self, done: int, total: int) -> None:
         now = time.monotonic()
         fraction = 1.0 if total <= 0 else min(1.0, done / total)
@@ -169,7 +185,8 @@ class Progress:
         self._last_time, self._last_fraction, self._last_done = now, fraction, done
         filled = round(fraction * 30)
         bar = "#" * filled + "-" * (30 - filled)
-        self.stream.write(f"{self.label} [{bar}] {done}/{total} {int(fraction * 100):3d}%\n")
+        rate = self._rate(done, total, now)
+        self.stream.write(f"{self.label} [{bar}] {done}/{total} {int(fraction * 100):3d}%{rate}\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select
 
 from contextledger.application.projections import ConversationRecord
 from contextledger.infrastructure.readmodels.view import SQLView
@@ -64,23 +64,21 @@ class SQLConversationsView(SQLView):
         policy_version: int | None = None,
         system_prompt_version: int | None = None,
     ) -> None:
-        table = self.table
-        values: dict[Any, Any] = {table.c.last_version: version, table.c.updated_at: at}
+        given: dict[str, Any] = {"last_version": version, "updated_at": at}
+        added: dict[str, int] = {}
         if messages:
-            values[table.c.messages] = table.c.messages + messages
+            added["messages"] = messages
         if summaries:
-            values[table.c.summaries] = table.c.summaries + summaries
+            added["summaries"] = summaries
         if policy_version is not None:
-            values[table.c.policy_version] = policy_version
+            given["policy_version"] = policy_version
         if system_prompt_version is not None:
-            values[table.c.system_prompt_version] = system_prompt_version
+            given["system_prompt_version"] = system_prompt_version
 
         def change(conn: Connection) -> None:
-            conn.execute(
-                update(table).where(table.c.conversation_id == conversation_id).values(values)
-            )
+            self._update_row(conn, conversation_id, sets=given, adds=added)
 
-        self._write(tracking, change)
+        self._write(tracking, change, deferrable=True)
 
     def by_key(self, key: str) -> ConversationRecord | None:
         """The conversation the application calls ``key`` (its key is sealed under a

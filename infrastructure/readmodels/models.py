@@ -29,7 +29,7 @@ from contextledger.infrastructure.readmodels.storage import build_tables, engine
 from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
 from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
 from contextledger.infrastructure.readmodels.transcript import SQLTranscriptView
-from contextledger.infrastructure.readmodels.view import SQLView
+from contextledger.infrastructure.readmodels.view import SharedTransaction, SQLView
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -66,6 +66,8 @@ class SQLReadModels:
         self.is_sqlite = engine.dialect.name == "sqlite"
         #: SQLite has one writer: serialize this process's transactions on it.
         self._lock: threading.RLock | None = threading.RLock() if self.is_sqlite else None
+        #: The batch transaction open now (``batch()``), shared by every view.
+        self._shared: SharedTransaction | None = None
         self.transcript = SQLTranscriptView(self)
         self.summaries = SQLSummariesView(self)
         self.token_totals = SQLTokenTotalsView(self)
@@ -147,6 +149,30 @@ class SQLReadModels:
         """One write transaction (SQLite: ``BEGIN IMMEDIATE``)."""
         with self._serialized(), self.engine.begin() as conn:
             yield conn
+
+    @contextmanager
+    def batch(self) -> Iterator[SharedTransaction]:
+        """One write transaction shared by every view that joins it in this thread
+        (``SQLView.batch``): the first caller opens it and commits it when its block
+        ends (or rolls it all back, rows and tracking, if the block raises); callers
+        inside that block join it. Callbacks in ``on_commit`` run after the commit."""
+        current = self._shared
+        if current is not None and current.thread == threading.get_ident():
+            yield current
+            return
+        shared: SharedTransaction | None = None
+        try:
+            with self.begin() as conn:
+                shared = SharedTransaction(conn, threading.get_ident())
+                self._shared = shared
+                try:
+                    yield shared
+                finally:
+                    self._shared = None
+        except SQLAlchemyError as exc:
+            raise StoreError(f"read models: {reason(exc)}") from exc
+        for callback in shared.on_commit:
+            callback()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

@@ -73,18 +73,13 @@ class SQLTokenTotalsView(SQLView):
         table = self.table
         deltas = {k: int(v) for k, v in increments.items() if v}
 
-        def change(conn: Connection) -> None:
-            if not deltas:
-                return
-            result = conn.execute(
-                update(table)
-                .where(table.c.conversation_id == conversation_id)
-                .values({table.c[k]: table.c[k] + v for k, v in deltas.items()})
-            )
-            if result.rowcount == 0:  # a row the log never started (defensive)
-                conn.execute(insert(table).values({**_new_row(conversation_id, base_tokens=0), **deltas}))
+        def missing(conn: Connection, adds: dict[str, int]) -> None:  # a row the log never started
+            conn.execute(insert(table).values({**_new_row(conversation_id, base_tokens=0), **adds}))
 
-        self._write(tracking, change)
+        def change(conn: Connection) -> None:
+            self._update_row(conn, conversation_id, adds=deltas, on_missing=missing)
+
+        self._write(tracking, change, deferrable=True)
 
     def set_in_totals(
         self,

@@ -40,7 +40,7 @@ class SQLTranscriptView(SQLView):
         def change(conn: Connection) -> None:
             self._insert_message(conn, table, entry, conversation_id)
 
-        self._write(tracking, change)
+        self._write(tracking, change, deferrable=True)
 
     def edit_message(
         self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking
@@ -123,15 +123,15 @@ class SQLTranscriptView(SQLView):
         self, conn: Connection, table: Table, entry: TranscriptEntry, conversation_id: UUID
     ) -> None:
         marks = {k: v for k, v in columns_of(entry).items() if k != "inherited_from"}
-        conn.execute(
-            insert(table).values(
-                conversation_id=conversation_id,
-                origin_id=conversation_id,
-                role=entry.message["role"],
-                client_message_lookup=self._lookup(entry.client_message_id),
-                **{"retracted": False, **marks},
-            )
-        )
+        row = {
+            "conversation_id": conversation_id,
+            "origin_id": conversation_id,
+            "role": entry.message["role"],
+            "client_message_lookup": self._lookup(entry.client_message_id),
+            "retracted": False,
+            **marks,
+        }
+        self._add_row(conn, table, row)
 
     def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
         """As ``Ledger.transcript()`` gives it: by position, a fork's shared rows

@@ -12,12 +12,14 @@ there, cooperating with the rebuild instead of skipping over it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import fields
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from sqlalchemy import Connection, Table, insert, inspect, select, update
+from sqlalchemy import Connection, Integer, Table, bindparam, insert, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
     from contextledger.infrastructure.readmodels.models import SQLReadModels
 
-__all__ = ["SQLView", "columns_of"]
+__all__ = ["SQLView", "SharedTransaction", "columns_of"]
 
 log = logging.getLogger("contextledger.readmodels")
 
@@ -40,6 +42,55 @@ RecordT = TypeVar("RecordT", bound="DataclassInstance")
 def columns_of(record: DataclassInstance) -> dict[str, Any]:
     """A record's fields as column values (the read-model columns carry their names)."""
     return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+@dataclass
+class SharedTransaction:
+    """A write transaction several views share (``SQLReadModels.batch``)."""
+
+    conn: Connection
+    thread: int
+    #: Run after the commit (each view's memory of what it applied).
+    on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+@dataclass
+class _RowUpdate:
+    """What a batch will change in one row (``SQLView._update_row``)."""
+
+    sets: dict[str, Any]
+    adds: dict[str, int]
+    on_missing: Callable[[Connection, dict[str, int]], None] | None
+
+
+@dataclass
+class _Batch:
+    """A view's part of a batch: its tracking as locked, and as applied so far."""
+
+    conn: Connection
+    application_name: str
+    thread: int
+    start: int
+    tracked: int
+    #: Rows to insert, in order, written together before any other statement of the
+    #: view runs and at the batch's end (one ``executemany`` per run of one table).
+    pending: list[tuple[Table, dict[str, Any]]] = field(default_factory=list)
+    #: Per row (its key): columns to set (the last value wins) and counters to add
+    #: to (summed), written after the pending rows, one UPDATE per row.
+    updates: dict[Any, _RowUpdate] = field(default_factory=dict)
+
+    def flush_rows(self) -> None:
+        """Insert the pending rows."""
+        pending, self.pending = self.pending, []
+        start = 0
+        while start < len(pending):
+            table, first = pending[start]
+            keys = first.keys()
+            end = start + 1
+            while end < len(pending) and pending[end][0] is table and pending[end][1].keys() == keys:
+                end += 1
+            self.conn.execute(insert(table), [values for _, values in pending[start:end]])
+            start = end
 
 
 class SQLView(TrackingRecorder):
@@ -53,6 +104,10 @@ class SQLView(TrackingRecorder):
         self._tracking = models.tables["tracking"]
         #: Per application: the last notification id this view applied or saw applied.
         self._seen: dict[str, int] = {}
+        #: The batch this view applies events in now (``batch()``), if any.
+        self._batch: _Batch | None = None
+        #: Statements built once and run with parameters (``_statement``).
+        self._statements: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -130,12 +185,73 @@ class SQLView(TrackingRecorder):
         self._seen.clear()
         return True
 
+    # -- batches ----------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self, application_name: str) -> Iterator[None]:
+        """Apply the events of ``application_name`` written in this block in one
+        transaction (shared with the other views of these read models that join it),
+        with one tracking update at its end: rows and tracking commit together, or
+        neither does. Raises ``TrackingRewoundError`` on entry if the read model was
+        reset elsewhere since this view last wrote."""
+        app = application_name
+        with self.models.batch() as shared:
+            try:
+                tracked = self._lock_tracking(shared.conn, app)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
+            seen = self._seen.get(app)
+            if seen is not None and tracked < seen:
+                self._seen[app] = tracked
+                raise TrackingRewoundError(
+                    f"read model {self.name} was reset (tracked {tracked}, seen {seen})",
+                    projection=self.name,
+                    tracked=tracked,
+                )
+            state = _Batch(shared.conn, app, shared.thread, tracked, tracked)
+            self._batch = state
+            try:
+                yield
+                self._flush(state)
+                if state.tracked > state.start:
+                    t = self._tracking
+                    shared.conn.execute(
+                        update(t)
+                        .where(t.c.projection == self.name, t.c.application_name == app)
+                        .values(notification_id=state.tracked)
+                    )
+            except SQLAlchemyError as exc:
+                raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
+            finally:
+                self._batch = None
+
+            def applied() -> None:
+                self._seen[app] = max(state.tracked, self._seen.get(app, 0))
+
+            shared.on_commit.append(applied)
+
     # -- the one write path -----------------------------------------------------------
 
-    def _write(self, tracking: Tracking, change: Callable[[Connection], None] | None) -> bool:
-        """Apply ``change`` and move the tracking row to ``tracking``, in one transaction;
-        False (and nothing written) if the event was applied already."""
+    def _write(
+        self, tracking: Tracking, change: Callable[[Connection], None] | None, *, deferrable: bool = False
+    ) -> bool:
+        """Apply ``change`` and move the tracking row to ``tracking``, in one transaction
+        (in a batch: in the batch's, which moves the tracking row when it ends); False
+        (and nothing written) if the event was applied already. ``deferrable``: the
+        change only adds rows (``_add_row``) or changes one row (``_update_row``),
+        which a batch may write later, with others; any other change first writes
+        what is pending."""
         app, nid = tracking.application_name, tracking.notification_id
+        batch = self._batch
+        if batch is not None and batch.application_name == app and batch.thread == threading.get_ident():
+            if nid <= batch.tracked:
+                return False
+            if change is not None:
+                if not deferrable:
+                    self._flush(batch)
+                change(batch.conn)
+            batch.tracked = nid
+            return True
         t = self._tracking
         try:
             with self.models.begin() as conn:
@@ -186,9 +302,78 @@ class SQLView(TrackingRecorder):
         table = self.table
 
         def change(conn: Connection) -> None:
-            conn.execute(insert(table).values(**values))
+            self._add_row(conn, table, values)
 
-        self._write(tracking, change)
+        self._write(tracking, change, deferrable=True)
+
+    def _flush(self, batch: _Batch) -> None:
+        """Write what ``batch`` holds back: the pending rows, then the row updates."""
+        batch.flush_rows()
+        updates, batch.updates = batch.updates, {}
+        for key, change in updates.items():
+            self._run_update(batch.conn, key, change)
+
+    def _update_row(
+        self,
+        conn: Connection,
+        key: Any,
+        *,
+        sets: dict[str, Any] | None = None,
+        adds: dict[str, int] | None = None,
+        on_missing: Callable[[Connection, dict[str, int]], None] | None = None,
+    ) -> None:
+        """Set columns ``sets`` and add ``adds`` to counters of the view's row
+        ``conversation_id == key``: now, or in a batch once for every event of the batch
+        that changes the row. ``on_missing(conn, adds)``: called if there is no such row."""
+        change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
+        batch = self._batch
+        if batch is None or batch.conn is not conn:
+            self._run_update(conn, key, change)
+            return
+        held = batch.updates.get(key)
+        if held is None:
+            batch.updates[key] = change
+            return
+        held.sets.update(change.sets)
+        for name, amount in change.adds.items():
+            held.adds[name] = held.adds.get(name, 0) + amount
+        held.on_missing = held.on_missing or on_missing
+
+    def _run_update(self, conn: Connection, key: Any, change: _RowUpdate) -> None:
+        if not change.sets and not change.adds:
+            return
+        table = self.table
+        shape = (tuple(change.sets), tuple(change.adds))
+
+        def build() -> Any:
+            values: dict[Any, Any] = {
+                table.c[k]: bindparam(f"_v_{k}", type_=table.c[k].type) for k in shape[0]
+            }
+            values.update({table.c[k]: table.c[k] + bindparam(f"_d_{k}", type_=Integer) for k in shape[1]})
+            where = table.c.conversation_id == bindparam("_key", type_=table.c.conversation_id.type)
+            return update(table).where(where).values(values)
+
+        params = {"_key": key, **{f"_v_{k}": v for k, v in change.sets.items()}}
+        params.update({f"_d_{k}": v for k, v in change.adds.items()})
+        result = conn.execute(self._statement(("update", shape), build), params)
+        if result.rowcount == 0 and change.on_missing is not None:
+            change.on_missing(conn, change.adds)
+
+    def _add_row(self, conn: Connection, table: Table, values: dict[str, Any]) -> None:
+        """Insert ``values`` into ``table``: now, or in a batch with the batch's other rows."""
+        batch = self._batch
+        if batch is not None and batch.conn is conn:
+            batch.pending.append((table, values))
+        else:
+            conn.execute(insert(table), [values])
+
+    def _statement(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The statement ``build()`` makes, built once per ``key``: run with parameters,
+        it skips building and compiling the SQL again for every event."""
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = build()
+        return statement
 
     def _lookup(self, value: str | None) -> str | None:
         """The lookup digest of a sealed name (None without a cipher key: the value

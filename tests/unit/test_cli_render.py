@@ -54,7 +54,9 @@ def test_progress_off_a_terminal_is_a_few_plain_lines() -> None:
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()
     assert 10 <= len(lines) <= 12
-    assert lines[0].startswith("rebuild transcript [") and lines[-1].endswith("1000/1000 100%")
+    assert lines[0].startswith("rebuild transcript [") and lines[0].endswith("0/1000   0%")
+    # After the first line: the rate and the time left.
+    assert "1000/1000 100% " in lines[-1] and "it/s" in lines[-1] and lines[-1].endswith("0:00:00 left")
 
 
 def test_progress_on_a_terminal_is_a_tqdm_bar() -> None:

@@ -1,0 +1,261 @@
+"""Benchmark of read-model rebuilds and catch-up against the rate the log decodes at.
+
+    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/rebuild.py \\
+        --events 20000,200000 [--stores sqlite,postgres] [--catchup 0.1]
+
+How the stores are built (quickly, and not through ``Ledger.append``): one template
+conversation of ``--messages`` messages is written through a memory ledger with
+summaries (a constant-time summarizer), so its events are real ones the domain made
+(digests, token counts, ``SummaryCreated``). The generator then decodes them and
+writes copies under fresh conversation ids through the target ledger's own mapper
+(``to_stored_event``) and recorder (``insert_events``), 5,000 events per
+transaction, so 200,000 events take seconds, not the minutes that one save per
+append would. The copies are what the log holds after as many conversations of the
+same shape; their digest chains name the template's history, which no read model
+looks at.
+
+Measured in one run, per store and size:
+
+- raw read: the notification log's rows, 5,000 per query, not decoded;
+- decode: the same rows decoded to domain events by the ledger's mapper (the rate
+  every reader of the log is bounded by), and ``Ledger.replay`` per conversation;
+- each read model's rebuild alone, and all four in one pass (``rebuild`` without a
+  name), as events of the log per second and as a share of the decode rate;
+- catch-up: a worker that was down while ``--catchup`` times the log's events were
+  appended, catching all four read models up.
+
+Writes its section of docs/benchmarks.md (between ``<!-- rebuild:begin -->`` and
+``<!-- rebuild:end -->``, or the section ``--section`` names; the rest is left alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sections import write_section
+
+from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
+from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
+from contextledger.infrastructure.readmodels import SQLReadModels
+
+POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
+#: Events per insert transaction while generating a store.
+CHUNK = 5000
+
+
+class ConstantSummarizer:
+    """A summarizer that answers at once (the benchmark measures the read models)."""
+
+    model = "constant"
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        text = f"Turns {request.from_position}-{request.through_position}: parcels were tracked."
+        return SummaryResult(text=text, model=self.model, prompt_version="bench",
+                             input_tokens=10 * len(request.messages), output_tokens=7)
+
+
+def template(messages: int) -> list[Any]:
+    """The domain events of one conversation of ``messages`` messages, summarized as
+    it grew, written through a memory ledger."""
+    summarizer = ConstantSummarizer()
+    with Ledger.open("memory://", summarizer=summarizer, run_policy=False) as ledger:
+        cid = ledger.start("You track parcels for a shop.", policy=POLICY)
+        for i in range(0, messages, 2):
+            ledger.extend(cid, [
+                {"role": "user", "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
+                                            f"day {i % 28 + 1}."},
+                {"role": "assistant", "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
+                                                 f"city {i % 37} and arrives tomorrow."},
+            ])
+            while (request := ledger.pending_summary(cid)) is not None:
+                ledger.record_summary(request, summarizer.summarize(request))
+        notifications = ledger.recorder.select_notifications(1, 10 * messages + 100)
+        return [ledger.mapper.to_domain_event(n) for n in notifications]
+
+
+def generate(ledger: Ledger, events: list[Any], total: int) -> int:
+    """Append copies of ``events`` under fresh conversation ids until ``total`` events
+    are written; returns the events written."""
+    mapper, recorder = ledger.mapper, ledger.recorder
+    written, pending = 0, []
+    while written + len(pending) < total:
+        cid = uuid.uuid4()
+        for event in events:
+            pending.append(mapper.to_stored_event(event.model_copy(update={"originator_id": cid})))
+            if len(pending) >= CHUNK:
+                recorder.insert_events(pending)
+                written, pending = written + len(pending), []
+    if pending:
+        recorder.insert_events(pending)
+        written += len(pending)
+    return written
+
+
+def timed(work: Callable[[], Any]) -> tuple[float, Any]:
+    began = time.perf_counter()
+    result = work()
+    return time.perf_counter() - began, result
+
+
+def read_rows(ledger: Ledger, decode: bool) -> int:
+    """Read (and decode) the whole log, 5,000 rows per query; returns the rows."""
+    recorder, to_event = ledger.recorder, ledger.mapper.to_domain_event
+    start, count = 1, 0
+    while rows := recorder.select_notifications(start, 5000):
+        if decode:
+            for row in rows:
+                to_event(row)
+        count += len(rows)
+        start = rows[-1].id + 1
+    return count
+
+
+def replay_all(ledger: Ledger) -> int:
+    return sum(sum(1 for _ in ledger.replay(cid)) for cid in ledger.conversation_ids())
+
+
+def measure(url: str, total: int, events: list[Any], catchup: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with Ledger.open(url, summarizer=ConstantSummarizer(), run_policy=False) as ledger:
+        out["generate"] = timed(lambda: generate(ledger, events, total))
+        head = ledger.recorder.max_notification_id() or 0
+        out["events"] = head
+        out["raw"] = timed(lambda: read_rows(ledger, decode=False))
+        out["decode"] = timed(lambda: read_rows(ledger, decode=True))
+        out["replay"] = timed(lambda: replay_all(ledger))
+        models = SQLReadModels.for_ledger(ledger)
+        try:
+            runner = models.runner(ledger, close_with_runner=False)
+            for name in READ_MODEL_NAMES:
+                out[name] = timed(lambda name=name: runner.rebuild(name))
+                print(f"  {name}: {head / out[name][0]:,.0f} events/s", file=sys.stderr)
+            out["all"] = timed(lambda: runner.rebuild_many(READ_MODEL_NAMES))
+            more = int(head * catchup)
+            generate(ledger, events, more)
+            worker = models.runner(ledger, close_with_runner=False)  # a worker started again
+            out["catchup"] = timed(worker.catch_up)
+            out["catchup_events"] = (ledger.recorder.max_notification_id() or 0) - head
+        finally:
+            models.close()
+    return out
+
+
+def machine() -> list[str]:
+    cpu = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    pg = "unreachable"
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES, connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            pg = row[0] if row else "?"
+    except Exception:  # the report says so
+        pass
+    return [f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
+            f"{os.getloadavg()[0]:.1f} at the end of the run)",
+            f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}"]
+
+
+def rate(result: tuple[float, Any], events: int) -> float:
+    return events / result[0] if result[0] > 0 else float("inf")
+
+
+def report(results: dict[tuple[str, int], dict[str, Any]], command: str, messages: int) -> list[str]:
+    lines = [
+        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
+        f"    {command}", "", *machine(), "",
+        f"Stores built by the generator: copies of one {messages}-message conversation with its summaries, "
+        "written through the ledger's own mapper and recorder, 5,000 events per transaction (not one save "
+        "per append). Rates are events of the log per second (a read model skips what it does not follow "
+        "but still reads it); *share* is the rate over the decode rate measured in the same run. One "
+        "sample each, on a shared machine.", "",
+        "| store | events | build | raw read | decode (log) | `replay` | transcript | summaries "
+        "| token_totals | conversations | all four, one pass | catch-up |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (store, _size), r in sorted(results.items()):
+        n = r["events"]
+        decode = rate(r["decode"], n)
+
+        def cell(key: str, r: dict[str, Any] = r, n: int = n, decode: float = decode) -> str:
+            value = rate(r[key], n)
+            return f"{value:,.0f}/s ({value / decode:.2f})"
+
+        catchup = rate(r["catchup"], r["catchup_events"])
+        lines.append(
+            f"| {store} | {n:,} | {r['generate'][0]:.1f} s | {rate(r['raw'], n):,.0f}/s | {decode:,.0f}/s "
+            f"| {rate(r['replay'], n):,.0f}/s | {cell('transcript')} | {cell('summaries')} "
+            f"| {cell('token_totals')} | {cell('conversations')} | {cell('all')} "
+            f"| {r['catchup_events']:,} in {r['catchup'][0]:.1f} s: "
+            f"{catchup:,.0f}/s ({catchup / decode:.2f}) |"
+        )
+    lines += ["", "In parentheses: the share of the decode rate. *build*: the generator's time for the "
+              "store. *catch-up*: all four read models, by a worker started after that many events were "
+              "appended while it was down."]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", default="20000,200000", help="store sizes, comma-separated")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--messages", type=int, default=500, help="messages per conversation")
+    parser.add_argument("--catchup", type=float, default=0.1,
+                        help="events appended while the worker is down, as a share of the store's")
+    parser.add_argument("--section", default="rebuild",
+                        help="the section of docs/benchmarks.md to write (another keeps a run apart)")
+    parser.add_argument("--no-write", action="store_true", help="print the section, leave the docs alone")
+    args = parser.parse_args()
+    events = template(args.messages)
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    import psycopg
+
+    with tempfile.TemporaryDirectory() as work:
+        for size in (int(s) for s in args.events.split(",")):
+            for store in args.stores.split(","):
+                print(f"{store}, {size:,} events", file=sys.stderr)
+                if store == "sqlite":
+                    results[(store, size)] = measure(f"sqlite:///{work}/ledger-{size}.db", size, events,
+                                                     args.catchup)
+                    continue
+                schema = f"bench_rebuild_{uuid.uuid4().hex[:8]}"
+                with psycopg.connect(POSTGRES, autocommit=True) as admin:
+                    admin.execute(f'CREATE SCHEMA "{schema}"')
+                try:
+                    url = f"{POSTGRES}?schema={schema}"
+                    results[(store, size)] = measure(url, size, events, args.catchup)
+                finally:
+                    with psycopg.connect(POSTGRES, autocommit=True) as admin:
+                        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/rebuild.py "
+    command += " ".join(sys.argv[1:])
+    lines = report(results, command.strip(), args.messages)
+    print("\n".join(lines))
+    if not args.no_write:
+        title = "## Read models: rebuild and catch-up (benchmarks/rebuild.py)"
+        if args.section != "rebuild":
+            title = f"### Read models at {args.events} events (benchmarks/rebuild.py)"
+        write_section(args.section, [title, "", *lines])
+
+
+if __name__ == "__main__":
+    main()
