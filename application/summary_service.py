@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.application.counting import TokenCounters
-from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
+from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation, SummaryFailure
@@ -23,7 +23,7 @@ from contextledger.domain.events import SummaryProvenance
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import Entry, placeholder_message, summary_message
 
-__all__ = ["SummaryService", "sources", "summary_input"]
+__all__ = ["SummaryService", "record_result", "request_for", "sources", "summary_input"]
 
 
 def summary_input(entry: Entry, summarize_hidden: bool) -> Message:
@@ -38,6 +38,66 @@ def sources(conversation: Conversation, request: SummaryRequest) -> tuple[Messag
     digest covers the messages it stands for, which ``verify`` recomputes)."""
     hidden = {e.position: e.message for e in conversation.pending_messages_for_summary() if e.hidden}
     return tuple(hidden.get(p, m) for p, m in request.positioned())
+
+
+def request_for(conversation: Conversation, *, model: str, key_prefix: str = "") -> SummaryRequest | None:
+    """The summarization ``conversation`` waits for, as a summarizer request (None when
+    nothing is pending); ``model`` when the policy names no summarizer model. The live
+    policy and a what-if replay ask the same question this way."""
+    pending = conversation.state.pending
+    if pending is None:
+        return None
+    policy = conversation.policy
+    entries = conversation.pending_messages_for_summary()
+    return SummaryRequest(
+        conversation_id=conversation.id,
+        from_position=pending.from_position,
+        through_position=pending.through_position,
+        messages=tuple(summary_input(e, policy.summarize_hidden) for e in entries),
+        previous_summary=conversation.previous_summary_text(),
+        model=policy.summarizer_model or model,
+        max_summary_tokens=policy.max_summary_tokens,
+        idempotency_key=f"{key_prefix}{conversation.id}:{pending.threshold_version}",
+        attempt=pending.attempts + 1,
+        threshold_version=pending.threshold_version,
+        positions=tuple(e.position for e in entries),
+    )
+
+
+def record_result(
+    conversation: Conversation,
+    request: SummaryRequest,
+    result: SummaryResult,
+    counter: TokenCounter,
+    at: datetime,
+) -> None:
+    """Record ``result`` for ``request``'s range on ``conversation`` (its counts, its
+    source digest over the messages as the log holds them, its provenance). Raises
+    ``StaleSummaryError`` if the range is no longer pending, ``SummaryQualityError``
+    if the gate fails."""
+    text = result.text.strip()
+    rendered = summary_message(
+        0 if conversation.previous_summary_text() is not None else request.from_position,
+        request.through_position,
+        text,
+    )
+    conversation.record_summary(
+        from_position=request.from_position,
+        through_position=request.through_position,
+        text=text,
+        tokens=counter.count_text(text),
+        message_tokens=counter.count_message(rendered),
+        source_digest=summary_source_digest(request.previous_summary, sources(conversation, request)),
+        provenance=SummaryProvenance(
+            model=result.model,
+            prompt_version=result.prompt_version,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            latency_ms=result.latency_ms,
+        ),
+        at=at,
+        threshold_version=request.threshold_version,
+    )
 
 
 class SummaryService:
@@ -93,24 +153,7 @@ class SummaryService:
         """The summarization the conversation waits for, as a summarizer request."""
 
         def request(conversation: Conversation) -> SummaryRequest | None:
-            pending = conversation.state.pending
-            if pending is None:
-                return None
-            policy = conversation.policy
-            entries = conversation.pending_messages_for_summary()
-            return SummaryRequest(
-                conversation_id=conversation_id,
-                from_position=pending.from_position,
-                through_position=pending.through_position,
-                messages=tuple(summary_input(e, policy.summarize_hidden) for e in entries),
-                previous_summary=conversation.previous_summary_text(),
-                model=policy.summarizer_model or self.model_name(),
-                max_summary_tokens=policy.max_summary_tokens,
-                idempotency_key=f"{conversation_id}:{pending.threshold_version}",
-                attempt=pending.attempts + 1,
-                threshold_version=pending.threshold_version,
-                positions=tuple(e.position for e in entries),
-            )
+            return request_for(conversation, model=self.model_name())
 
         return self.store.read(conversation_id, request)
 
@@ -119,31 +162,8 @@ class SummaryService:
         the range is no longer pending, ``SummaryQualityError`` if the gate fails."""
 
         def command(conversation: Conversation) -> tuple[None, list[Any]]:
-            digest = summary_source_digest(request.previous_summary, sources(conversation, request))
             counter = self.counters.for_model(conversation.state.model)
-            text = result.text.strip()
-            rendered = summary_message(
-                0 if conversation.previous_summary_text() is not None else request.from_position,
-                request.through_position,
-                text,
-            )
-            conversation.record_summary(
-                from_position=request.from_position,
-                through_position=request.through_position,
-                text=text,
-                tokens=counter.count_text(text),
-                message_tokens=counter.count_message(rendered),
-                source_digest=digest,
-                provenance=SummaryProvenance(
-                    model=result.model,
-                    prompt_version=result.prompt_version,
-                    input_tokens=result.input_tokens,
-                    output_tokens=result.output_tokens,
-                    latency_ms=result.latency_ms,
-                ),
-                at=self._clock(),
-                threshold_version=request.threshold_version,
-            )
+            record_result(conversation, request, result, counter, self._clock())
             return None, []
 
         self.store.execute(request.conversation_id, command)

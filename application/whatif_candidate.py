@@ -15,9 +15,9 @@ from contextledger.application.limits import with_default_cap
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.settings import Settings
 from contextledger.application.summary_attempts import attempt_summary
+from contextledger.application.summary_service import record_result, request_for
 from contextledger.application.whatif_results import Tally
 from contextledger.domain.conversation import Conversation, SummaryFailure
-from contextledger.domain.digests import summary_source_digest
 from contextledger.domain.edits import HistoryFold
 from contextledger.domain.events import (
     DomainEvent,
@@ -26,12 +26,11 @@ from contextledger.domain.events import (
     MessagesRetracted,
     Started,
     SummaryCreated,
-    SummaryProvenance,
     SystemPromptChanged,
     ToolsChanged,
 )
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLink, summary_message
+from contextledger.domain.reduction import Entry, SummaryLink
 
 __all__ = ["Budget", "BudgetSpent", "CandidateConversation", "Unreplayable"]
 
@@ -130,6 +129,8 @@ class CandidateConversation:
                 client_message_id=None,
                 at=at,
                 items=event.items,
+                original=event.original,
+                hidden=event.hidden,
             )
         elif isinstance(event, ToolsChanged):
             sim.change_tools(event.tools, tools_tokens=event.tools_tokens, at=at)
@@ -182,19 +183,9 @@ class CandidateConversation:
         attempted: set[int] = set()
         while (pending := sim.state.pending) is not None and pending.threshold_version not in attempted:
             attempted.add(pending.threshold_version)
-            policy = sim.policy
-            request = SummaryRequest(
-                conversation_id=sim.id,
-                from_position=pending.from_position,
-                through_position=pending.through_position,
-                messages=tuple(e.message for e in sim.pending_messages_for_summary()),
-                previous_summary=sim.previous_summary_text(),
-                model=policy.summarizer_model or self.summarizer.model,
-                max_summary_tokens=policy.max_summary_tokens,
-                idempotency_key=f"whatif:{sim.id}:{pending.threshold_version}",
-                attempt=pending.attempts + 1,
-                threshold_version=pending.threshold_version,
-            )
+            request = request_for(sim, model=self.summarizer.model, key_prefix="whatif:")
+            if request is None:
+                return
             self.budget.spend()
             outcome = attempt_summary(self, self._counted, request, _no_backoff)
             if outcome.retry_in is not None:
@@ -204,29 +195,7 @@ class CandidateConversation:
 
     def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """As the summary service records a result (the same counts, the same gate)."""
-        text = result.text.strip()
-        rendered = summary_message(
-            0 if request.previous_summary is not None else request.from_position,
-            request.through_position,
-            text,
-        )
-        self.conversation.record_summary(
-            from_position=request.from_position,
-            through_position=request.through_position,
-            text=text,
-            tokens=self.counter.count_text(text),
-            message_tokens=self.counter.count_message(rendered),
-            source_digest=summary_source_digest(request.previous_summary, request.messages),
-            provenance=SummaryProvenance(
-                model=result.model,
-                prompt_version=result.prompt_version,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                latency_ms=result.latency_ms,
-            ),
-            at=self._at,
-            threshold_version=request.threshold_version,
-        )
+        record_result(self.conversation, request, result, self.counter, self._at)
         self._settle()
         self.tally.summaries += 1
 

@@ -130,3 +130,21 @@ def test_the_dumps_of_what_was_stored_before_are_unchanged() -> None:
     entry = Entry(position=0, version=2, message=Message(role="user", content="hi"), tokens=5)
     assert "hidden" not in entry.model_dump() and "hidden" not in entry.model_dump_json()
     assert Entry.model_validate(entry.model_dump()) == entry
+
+
+def test_a_what_if_asks_the_summarizer_what_the_live_policy_asked(sqlite_url: str) -> None:
+    """A replay builds its requests as the live policy does: a hidden result's
+    placeholder, the transcript positions of what it covers after a retraction."""
+    live = Recording()
+    with Ledger.open(sqlite_url, summarizer=live) as ledger:
+        cid = converse(ledger)
+        ledger.retract(cid, 3, reason="wrong answer")
+        more_turns(ledger, cid)
+        ledger.wait_idle()
+        replayed = Recording()
+        report = ledger.simulate(POLICY, summarizer=replayed)
+    assert live.requests and replayed.requests
+    assert SECRET not in repr(replayed.requests)
+    asked = [(r.from_position, r.through_position, r.positions, r.messages) for r in live.requests]
+    assert [(r.from_position, r.through_position, r.positions, r.messages) for r in replayed.requests] == asked
+    assert report.simulated.summarizer_calls == report.recorded.summarizer_calls
