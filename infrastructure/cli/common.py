@@ -23,6 +23,7 @@ __all__ = [
     "add_command",
     "add_global_options",
     "conversation_id",
+    "non_negative_int",
     "positive_int",
     "shard",
 ]
@@ -66,15 +67,24 @@ def conversation_id(value: str) -> UUID:
         ) from None
 
 
-def positive_int(value: str) -> int:
-    """Argument type: a whole number of 1 or more."""
+def _whole_number(value: str, minimum: int) -> int:
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be 1 or more")
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"{value!r} must be {minimum} or more")
     return number
+
+
+def positive_int(value: str) -> int:
+    """Argument type: a whole number of 1 or more."""
+    return _whole_number(value, 1)
+
+
+def non_negative_int(value: str) -> int:
+    """Argument type: a whole number of 0 or more."""
+    return _whole_number(value, 0)
 
 
 def shard(value: str) -> tuple[int, int]:

@@ -15,23 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from contextledger.domain.errors import InvalidArgumentError, InvalidPolicyError
 from contextledger.infrastructure.cli import render
-from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id
+from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id, non_negative_int
 from contextledger.infrastructure.cli.connect import open_ledger
 
 if TYPE_CHECKING:
     from contextledger.application.whatif_results import WhatIfReport
 
 __all__ = ["read_json_object", "register"]
-
-
-def _calls(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be 0 or more")
-    return number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,12 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="only these conversations (ids or keys; default: all)")
     whatif.add_argument("--summarizer", choices=("offline", "openai"), default="offline",
                         help="who writes the simulated summaries (default: offline, no network)")
-    whatif.add_argument("--budget-calls", metavar="N", type=_calls, default=None,
+    whatif.add_argument("--budget-calls", metavar="N", type=non_negative_int, default=None,
                         help="stop before the summarizer call past N (reports how far it got)")
     whatif.add_argument("--prices", metavar="FILE", type=Path, default=None,
                         help='a JSON price table, {"model": {"input": 0.15, "output": 0.6}} in '
                         "dollars per million tokens (default: a small example table)")
-    whatif.add_argument("--top", metavar="N", type=_calls, default=5,
+    whatif.add_argument("--top", metavar="N", type=non_negative_int, default=5,
                         help="how many of the largest differences to list (default 5)")
     whatif.set_defaults(handler=run)
 
