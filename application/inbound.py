@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contextledger.application.formats.base import ProviderUsage
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.messages import Message
 
@@ -25,14 +26,6 @@ __all__ = ["ALWAYS_DROPPED", "DROPPED_WHEN_NONE", "Inbound", "ProviderUsage", "i
 ALWAYS_DROPPED = frozenset({"annotations", "parsed"})
 #: Response-only message fields dropped when they are None (refused otherwise).
 DROPPED_WHEN_NONE = frozenset({"refusal", "audio", "function_call", "reasoning_content"})
-
-
-@dataclass(frozen=True)
-class ProviderUsage:
-    """Token usage a provider reported for one model call."""
-
-    prompt_tokens: int
-    completion_tokens: int
 
 
 @dataclass(frozen=True)
