@@ -45,7 +45,7 @@ from contextledger.application.ledger import Ledger
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.integrations._keys import conversation_for_session
-from contextledger.integrations.langchain import append_langchain, langchain_memory
+from contextledger.integrations.langchain_messages import append_langchain, langchain_memory
 
 __all__ = ["LedgerMiddleware", "LedgerState"]
 
