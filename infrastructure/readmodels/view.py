@@ -135,9 +135,7 @@ class SQLView(TrackingRecorder):
         t = self._tracking
         try:
             with self.models.begin() as conn:
-                conn.execute(
-                    select(t.c.notification_id).where(t.c.projection == self.name).with_for_update()
-                )
+                conn.execute(select(t.c.notification_id).where(t.c.projection == self.name).with_for_update())
                 for table in reversed(self.tables):
                     table.drop(conn, checkfirst=True)
                 for table in self.tables:
