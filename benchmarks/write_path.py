@@ -325,8 +325,9 @@ def section_profile(lines: list[str], tmp: Path, schema: str, n: int) -> None:
             domain, _ = cum(lambda f, ln, nm: nm == "_append_to")
             encoding, _ = cum(lambda f, ln, nm: nm == "to_stored_event")
             recorder_t = max((ct for (f, ln, nm), (cc, nc, tt, ct, cl) in stats.items()
-                              if nm == "insert_events" and ("recorders.py" in f or f.endswith(
-                                  ("eventsourcing/postgres.py", "eventsourcing/sqlite.py")))), default=0.0)
+                              if nm == "insert_events" and f.endswith(
+                                  ("infrastructure/pgrecorder.py", "infrastructure/sqlite_recorder.py",
+                                   "eventsourcing/postgres.py", "eventsourcing/sqlite.py"))), default=0.0)
             put, _ = cum(lambda f, ln, nm: nm == "put" and f.endswith("eventsourcing/persistence.py"))
             record, _ = cum(lambda f, ln, nm: nm == "_record" and f.endswith("eventsourcing/application.py"))
             take, _ = cum(lambda f, ln, nm: nm == "take" and f.endswith("domain/conversation.py"))

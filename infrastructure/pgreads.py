@@ -2,7 +2,7 @@
 
 ``FinalMark`` keeps the highest notification id up to which a PostgreSQL event table
 is *final*: every lower id is committed or never will be. Saves take no table lock
-(``recorders``), so notification ids come from a sequence as rows are inserted and
+(``pgrecorder``), so notification ids come from a sequence as rows are inserted and
 transactions may commit out of id order; a reader that passed over an id still in
 flight would miss it for good.
 

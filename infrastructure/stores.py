@@ -25,8 +25,9 @@ import psycopg
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, PersistenceError
 
 from contextledger.domain.errors import SchemaMissingError, StoreError
-from contextledger.infrastructure.recorders import PostgresConversationFactory, SQLiteConversationFactory
+from contextledger.infrastructure.pgrecorder import PostgresConversationFactory
 from contextledger.infrastructure.sqlite_files import check_sqlite_file
+from contextledger.infrastructure.sqlite_recorder import SQLiteConversationFactory
 
 __all__ = [
     "READ_ONLY_POSTGRES_TOPIC",
@@ -45,6 +46,7 @@ READ_ONLY_POSTGRES_TOPIC = "contextledger.infrastructure.stores:ReadOnlyPostgres
 #: The environment key naming the SQLite file as the operator gave it (its
 #: ``SQLITE_DBNAME`` is a ``file:`` URI when read-only; ``Database.persistence_env``).
 SQLITE_PATH = "CL_SQLITE_PATH"
+
 
 def _sqlite_error(exc: BaseException, path: str, url: str) -> StoreError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -138,8 +140,10 @@ class ReadOnlyPostgresFactory(PostgresConversationFactory):
     def _check_table(self, table: str) -> None:
         schema = self.datastore.schema or "public"
         where = self.env.get("POSTGRES_DBNAME") or ""
-        url = (f"postgresql://{self.env.get('POSTGRES_USER')}@{self.env.get('POSTGRES_HOST')}:"
-               f"{self.env.get('POSTGRES_PORT')}/{where}?schema={schema}")  # no password
+        url = (
+            f"postgresql://{self.env.get('POSTGRES_USER')}@{self.env.get('POSTGRES_HOST')}:"
+            f"{self.env.get('POSTGRES_PORT')}/{where}?schema={schema}"
+        )  # no password
         try:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 curs.execute(

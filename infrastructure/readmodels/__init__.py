@@ -5,6 +5,8 @@
   ``attach_read_models``, ``READ_MODEL_NAMES``, ``views_path``;
 - ``view``: ``SQLView``, the base whose one write path records each change with its
   tracking row in one transaction;
+- ``host``: what a view needs of the read models it belongs to (``ReadModelHost``,
+  ``SharedTransaction``), so that ``models`` imports the views and no view imports it;
 - one module per view: ``transcript``, ``summaries``, ``token_totals``,
   ``conversations``.
 """

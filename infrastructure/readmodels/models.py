@@ -24,12 +24,13 @@ from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.database import Database, mask_url
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
+from contextledger.infrastructure.readmodels.host import SharedTransaction
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, codec_for_key
 from contextledger.infrastructure.readmodels.storage import build_tables, engine_for, reason
 from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
 from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
 from contextledger.infrastructure.readmodels.transcript import SQLTranscriptView
-from contextledger.infrastructure.readmodels.view import SharedTransaction, SQLView
+from contextledger.infrastructure.readmodels.view import SQLView
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger

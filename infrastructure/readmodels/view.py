@@ -25,12 +25,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.application.store import failure_cause
 from contextledger.domain.errors import StoreError, TrackingRewoundError
+from contextledger.infrastructure.readmodels.host import ReadModelHost, SharedTransaction
 from contextledger.infrastructure.readmodels.storage import reason
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
-
-    from contextledger.infrastructure.readmodels.models import SQLReadModels
 
 __all__ = ["SQLView", "SharedTransaction", "columns_of"]
 
@@ -42,16 +41,6 @@ RecordT = TypeVar("RecordT", bound="DataclassInstance")
 def columns_of(record: DataclassInstance) -> dict[str, Any]:
     """A record's fields as column values (the read-model columns carry their names)."""
     return {f.name: getattr(record, f.name) for f in fields(record)}
-
-
-@dataclass
-class SharedTransaction:
-    """A write transaction several views share (``SQLReadModels.batch``)."""
-
-    conn: Connection
-    thread: int
-    #: Run after the commit (each view's memory of what it applied).
-    on_commit: list[Callable[[], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -99,7 +88,7 @@ class SQLView(TrackingRecorder):
     name: ClassVar[str] = ""
     table_names: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, models: SQLReadModels) -> None:
+    def __init__(self, models: ReadModelHost) -> None:
         self.models = models
         self._tracking = models.tables["tracking"]
         #: Per application: the last notification id this view applied or saw applied.
@@ -146,9 +135,7 @@ class SQLView(TrackingRecorder):
         t = self._tracking
         try:
             with self.models.begin() as conn:
-                conn.execute(
-                    select(t.c.notification_id).where(t.c.projection == self.name).with_for_update()
-                )
+                conn.execute(select(t.c.notification_id).where(t.c.projection == self.name).with_for_update())
                 for table in reversed(self.tables):
                     table.drop(conn, checkfirst=True)
                 for table in self.tables:
