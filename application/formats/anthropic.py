@@ -44,10 +44,20 @@ FORMAT = "anthropic"
 VERSION = 1
 
 #: Block types only the Anthropic format has (server tool blocks are matched by suffix).
-_ANTHROPIC_BLOCKS = frozenset({
-    "tool_use", "tool_result", "thinking", "redacted_thinking", "document", "server_tool_use",
-    "mcp_tool_use", "mcp_tool_result", "search_result", "container_upload",
-})
+_ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "server_tool_use",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "search_result",
+        "container_upload",
+    }
+)
 _MESSAGE_KEYS = frozenset({"role", "content"})
 
 
@@ -135,11 +145,8 @@ class AnthropicAdapter:
         try:
             original_message = json.loads(json.dumps(param, ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError) as exc:
-            raise InvalidMessageError(
-                f"the Anthropic message is not JSON: {exc}", field="content"
-            ) from None
-        head = {"format": FORMAT, "version": VERSION, "message": original_message,
-                "parts": len(messages)}
+            raise InvalidMessageError(f"the Anthropic message is not JSON: {exc}", field="content") from None
+        head = {"format": FORMAT, "version": VERSION, "message": original_message, "parts": len(messages)}
         originals = [head] + [
             {"format": FORMAT, "version": VERSION, "part": i} for i in range(1, len(messages))
         ]
@@ -162,9 +169,7 @@ def _usage(raw: dict[str, Any]) -> ProviderUsage:
 
 
 def _invalid(text: str, *, role: Any = None, field: str = "content") -> InvalidMessageError:
-    return InvalidMessageError(
-        text, role=role if isinstance(role, str) else None, field=field
-    )
+    return InvalidMessageError(text, role=role if isinstance(role, str) else None, field=field)
 
 
 def _blocks(param: dict[str, Any], role: str) -> list[dict[str, Any]]:
@@ -172,8 +177,9 @@ def _blocks(param: dict[str, Any], role: str) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list) or not content:
-        raise _invalid("an Anthropic message's content must be a string or a non-empty list of blocks",
-                       role=role)
+        raise _invalid(
+            "an Anthropic message's content must be a string or a non-empty list of blocks", role=role
+        )
     for index, block in enumerate(content):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise _invalid(f"content[{index}] must be a block with a string 'type'", role=role)
@@ -181,11 +187,14 @@ def _blocks(param: dict[str, Any], role: str) -> list[dict[str, Any]]:
         if kind == "text" and not isinstance(block.get("text"), str):
             raise _invalid(f"content[{index}]: a text block needs a string 'text'", role=role)
         if kind == "tool_use" and (
-            not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str)
+            not isinstance(block.get("id"), str)
+            or not isinstance(block.get("name"), str)
             or not isinstance(block.get("input"), dict)
         ):
-            raise _invalid(f"content[{index}]: a tool_use block needs a string 'id' and 'name' and an "
-                           "object 'input'", role=role)
+            raise _invalid(
+                f"content[{index}]: a tool_use block needs a string 'id' and 'name' and an object 'input'",
+                role=role,
+            )
         if kind == "tool_result" and not isinstance(block.get("tool_use_id"), str):
             raise _invalid(f"content[{index}]: a tool_result block needs a string 'tool_use_id'", role=role)
         if kind in ("tool_use", "thinking", "redacted_thinking") and role != "assistant":
@@ -246,8 +255,9 @@ def chat_messages(param: Any) -> list[Message]:
         )
     role = param.get("role")
     if role not in ("user", "assistant"):
-        raise _invalid(f"an Anthropic message's role is user or assistant, not {str(role)[:40]!r}",
-                       field="role")
+        raise _invalid(
+            f"an Anthropic message's role is user or assistant, not {str(role)[:40]!r}", field="role"
+        )
     unknown = sorted(map(str, set(param) - _MESSAGE_KEYS))
     if unknown:
         raise _invalid(f"unknown Anthropic message keys: {unknown}", role=role, field=unknown[0])
@@ -256,7 +266,8 @@ def chat_messages(param: Any) -> list[Message]:
         return [_assistant(blocks)]
     out = [
         Message.from_openai({"role": "tool", "tool_call_id": b["tool_use_id"], "content": _tool_text(b)})
-        for b in blocks if b["type"] == "tool_result"
+        for b in blocks
+        if b["type"] == "tool_result"
     ]
     parts = [_user_part(b) for b in blocks if b["type"] != "tool_result"]
     if parts or not out:
@@ -281,8 +292,13 @@ def _assistant(blocks: list[dict[str, Any]]) -> Message:
         adjacent = False
         if block["type"] == "tool_use":
             arguments = json.dumps(block["input"], ensure_ascii=False)
-            calls.append({"id": block["id"], "type": "function",
-                          "function": {"name": block["name"], "arguments": arguments}})
+            calls.append(
+                {
+                    "id": block["id"],
+                    "type": "function",
+                    "function": {"name": block["name"], "arguments": arguments},
+                }
+            )
     text = "".join(pieces)
     if calls:
         return Message.from_openai({"role": "assistant", "content": text or None, "tool_calls": calls})
