@@ -209,7 +209,8 @@ def describe(block: dict[str, Any]) -> str:
     kind = block.get("type")
     if kind == "text":
         return str(block.get("text", ""))
-    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    raw = block.get("source")
+    source: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if kind == "image":
         what = source.get("media_type") or source.get("url") or source.get("file_id") or "image"
         return f"[image: {what}]"

@@ -131,7 +131,7 @@ def _whole_group(body: list[ContextEntry], index: int) -> int:
     if not is_head(head.original) or head.position is None:
         return 0
     assert head.original is not None
-    parts = head.original["parts"]
+    parts = int(head.original["parts"])
     if parts < 1 or index + parts > len(body):
         return 0
     group = body[index : index + parts]

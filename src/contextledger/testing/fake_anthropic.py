@@ -5,11 +5,11 @@ It serves ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` on 127.0.
 which is never patched. Every request is recorded and checked with
 ``anthropic_rules``: a request that breaks a rule is answered 400
 ``invalid_request_error`` naming the violations, as the real API does, and its
-violations are kept in ``violations``. Replies come from a script of behaviours
-(the same ``Delay``, ``Status``, ``Malformed``, ``Drop``, ``Empty`` and ``Func`` as
-the fake OpenAI server; ``Reply`` with text, ``Call`` as ``tool_use`` blocks and
-``reasoning`` as a signed ``thinking`` block; ``Blocks`` for any content, such as
-``redacted_thinking``, with cache usage)::
+violations are kept in ``violations``. Replies come from a script of behaviours:
+the same ``Delay``, ``Status``, ``Malformed``, ``Drop``, ``Empty`` and ``Func`` as the
+fake OpenAI server (or ``AnthropicFunc``, deciding per request); ``Reply`` with text,
+``Call`` as ``tool_use`` blocks and ``reasoning`` as a signed ``thinking`` block; and
+``Blocks`` for any content, such as ``redacted_thinking``, with cache usage::
 
     with FakeAnthropicServer() as server:
         server.script(Status(429, headers={"retry-after": "1"}), Reply("ok"))
@@ -29,9 +29,11 @@ from typing import Any
 
 from contextledger.testing.anthropic_rules import anthropic_request_violations
 from contextledger.testing.behaviours import (
+    Behaviour,
     Delay,
     Drop,
     Empty,
+    Func,
     Malformed,
     RecordedRequest,
     Reply,
@@ -94,7 +96,7 @@ class AnthropicFunc:
     fn: Callable[[RecordedRequest], AnthropicBehaviour]
 
 
-AnthropicBehaviour = Reply | Blocks | Delay | Status | Malformed | Drop | Empty | AnthropicFunc
+AnthropicBehaviour = Reply | Blocks | Delay | Status | Malformed | Drop | Empty | Func | AnthropicFunc
 
 
 def _texts(body: Mapping[str, Any]) -> list[str]:
@@ -302,8 +304,10 @@ class FakeAnthropicServer:
                     return
                 self._behave(server._next(), request, serial)
 
-            def _behave(self, behaviour: AnthropicBehaviour, request: RecordedRequest, serial: int) -> None:
-                if isinstance(behaviour, AnthropicFunc):
+            def _behave(
+                self, behaviour: AnthropicBehaviour | Behaviour, request: RecordedRequest, serial: int
+            ) -> None:
+                if isinstance(behaviour, AnthropicFunc | Func):
                     self._behave(behaviour.fn(request), request, serial)
                 elif isinstance(behaviour, Delay):
                     time.sleep(behaviour.seconds)
