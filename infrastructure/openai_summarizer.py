@@ -31,43 +31,15 @@ from contextledger.domain.errors import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
-from contextledger.domain.messages import Message
 from contextledger.domain.redaction import provider_text
-
-__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "OpenAISummarizer", "render_transcript"]
-
-PROMPT_VERSION = "extend-v1"
-
-SYSTEM_PROMPT = (
-    "You maintain the running summary of a conversation between a user and an assistant "
-    "that uses tools. You are given the current summary and the messages that follow it. "
-    "Rewrite the summary so that it also covers the new messages. Keep every decision, "
-    "fact, name, number, user preference, open task and tool outcome (tool name and key "
-    "result); drop pleasantries and repetition. Write plain text, concise, at most "
-    "{max_tokens} tokens. Answer with the summary only."
+from contextledger.infrastructure.summary_prompt import (
+    PROMPT_VERSION,
+    SYSTEM_PROMPT,
+    render_transcript,
+    summary_prompt,
 )
 
-
-def render_transcript(
-    messages: tuple[Message, ...], from_position: int, *, positions: tuple[int, ...] | None = None
-) -> str:
-    """The new messages as a plain transcript: ``[position] role(name): text``, each at
-    its transcript position (``positions``; without them, consecutive from
-    ``from_position``)."""
-    if positions is None:
-        positions = tuple(range(from_position, from_position + len(messages)))
-    lines = []
-    for position, message in zip(positions, messages, strict=True):
-        who = message.role + (f"({message.name})" if message.name else "")
-        text = " ".join(message.text.split())
-        if message.role == "tool":
-            lines.append(f"[{position}] tool result for {message.tool_call_id}: {text}")
-            continue
-        if message.tool_calls:
-            calls = "; ".join(f"calls {c.function.name}({c.function.arguments})" for c in message.tool_calls)
-            text = f"{text} {calls}".strip()
-        lines.append(f"[{position}] {who}: {text}")
-    return "\n".join(lines)
+__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "OpenAISummarizer", "render_transcript"]
 
 
 class OpenAISummarizer(Summarizer):
@@ -102,15 +74,8 @@ class OpenAISummarizer(Summarizer):
 
     def messages_for(self, request: SummaryRequest) -> list[dict[str, str]]:
         """The prompt: the previous summary plus only the newly covered messages."""
-        user = (
-            f"Current summary:\n{request.previous_summary or '(none)'}\n\n"
-            f"New messages ({request.from_position}-{request.through_position}):\n"
-            f"{render_transcript(request.messages, request.from_position, positions=_positions(request))}"
-        )
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=request.max_summary_tokens)},
-            {"role": "user", "content": user},
-        ]
+        system, user = summary_prompt(request)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         model = request.model or self.model
@@ -163,11 +128,6 @@ class OpenAISummarizer(Summarizer):
             raise SummarizerOutputError(f"malformed answer from the provider: {exc}", model=model) from exc
         latency_ms = (time.perf_counter() - started) * 1000
         return _result(response, model, latency_ms)
-
-
-def _positions(request: SummaryRequest) -> tuple[int, ...]:
-    """The transcript positions of ``request``'s messages (the ones to cite)."""
-    return tuple(position for position, _ in request.positioned())
 
 
 def _result(response: Any, model: str, latency_ms: float) -> SummaryResult:

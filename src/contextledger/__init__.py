@@ -110,6 +110,7 @@ if TYPE_CHECKING:
         ToolCall,
     )
     from contextledger.domain.policy import ReductionPolicy
+    from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
     from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
     from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
     from contextledger.infrastructure.readmodels import (
@@ -160,6 +161,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "domain.messages": ("FunctionCall", "Message", "ToolCall"),
     "domain.policy": ("ReductionPolicy",),
+    "infrastructure.anthropic_summarizer": ("AnthropicSummarizer",),
     "infrastructure.offline_summarizer": ("OfflineSummarizer",),
     "infrastructure.tokens": ("TiktokenCounter",),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
@@ -207,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "KEY_NAMESPACE",
+    "AnthropicSummarizer",
     "AsyncLedger",
     "AuditEvent",
     "ConcurrencyError",

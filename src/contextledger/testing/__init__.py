@@ -5,9 +5,15 @@ contextledger`` never imports this package, and nothing here needs pytest).
   the Responses API) for the real ``openai`` client, scripted with the behaviours
   ``Reply`` (with ``Call``), ``Empty``, ``Delay``, ``Status``, ``Malformed``, ``Drop``
   and ``Func``; it records every request as a ``RecordedRequest``.
+- ``FakeAnthropicServer``: a local Anthropic Messages API server (``/v1/messages``
+  and ``/v1/messages/count_tokens``) for the real ``anthropic`` client, scripted with
+  the same behaviours plus ``Blocks`` (any content blocks, cache usage) and
+  ``AnthropicFunc``; it answers 400 to a request that breaks the API's rules.
 - ``ScriptedSummarizer``: a ``Summarizer`` that fails, waits and blocks as scripted.
 - ``assert_valid_openai_context`` / ``openai_context_violations``: OpenAI's ordering
-  rules for tool calls, checked on any list of messages.
+  rules for tool calls, checked on any list of messages;
+  ``assert_valid_anthropic_request`` / ``anthropic_request_violations``: the Anthropic
+  Messages API's rules, checked on a ``messages.create`` request.
 
 Contract suites for your own summarizer, token counter or store are in
 ``contextledger.testing.contracts``; pytest fixtures in
@@ -16,6 +22,10 @@ Contract suites for your own summarizer, token counter or store are in
 
 from __future__ import annotations
 
+from contextledger.testing.anthropic_rules import (
+    anthropic_request_violations,
+    assert_valid_anthropic_request,
+)
 from contextledger.testing.behaviours import (
     Behaviour,
     Call,
@@ -29,17 +39,21 @@ from contextledger.testing.behaviours import (
     Reply,
     Status,
 )
+from contextledger.testing.fake_anthropic import AnthropicFunc, Blocks, FakeAnthropicServer
 from contextledger.testing.fake_openai import FakeOpenAIServer, echo_summary
 from contextledger.testing.openai_rules import assert_valid_openai_context, openai_context_violations
 from contextledger.testing.scripted_summarizer import ScriptedSummarizer
 
 __all__ = [
+    "AnthropicFunc",
     "Behaviour",
+    "Blocks",
     "Call",
     "Delay",
     "Drop",
     "Empty",
     "Endpoint",
+    "FakeAnthropicServer",
     "FakeOpenAIServer",
     "Func",
     "Malformed",
@@ -47,6 +61,8 @@ __all__ = [
     "Reply",
     "ScriptedSummarizer",
     "Status",
+    "anthropic_request_violations",
+    "assert_valid_anthropic_request",
     "assert_valid_openai_context",
     "echo_summary",
     "openai_context_violations",
