@@ -38,8 +38,9 @@ in the conversation, and each tool message must name the call it answers:
   ``call_<32 hex digits>`` (``new_id`` makes them, for reproducible tests);
 - a ``function_response`` with an ``id`` answers that call; one without answers the
   oldest unanswered call of the same name among ``open_calls`` (the conversation's
-  unanswered calls, oldest first: ``unanswered_calls(ledger.context(cid))``), each
-  call answered at most once. A response that matches no open call is refused with
+  unanswered calls, oldest first: ``ledger.store.read(cid, open_calls_of)``, or
+  ``unanswered_calls`` of its transcript; ``Ledger.context`` leaves an open group
+  out), each call answered at most once. A response that matches no open call is refused with
   ``InvalidMessageError`` (``open_calls`` lists what was open).
 """
 
@@ -53,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contextledger.application.formats.base import Decoded, ProviderUsage
+from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.messages import FunctionCall, Message, ToolCall
 
@@ -62,6 +64,7 @@ __all__ = [
     "GeminiAdapter",
     "content_json",
     "is_gemini_original",
+    "open_calls_of",
     "unanswered_calls",
 ]
 
@@ -218,6 +221,12 @@ def unanswered_calls(messages: Iterable[Mapping[str, Any] | Message]) -> list[Op
         if message.role == "tool" and message.tool_call_id is not None:
             open_calls.pop(message.tool_call_id, None)
     return list(open_calls.items())
+
+
+def open_calls_of(conversation: Conversation) -> list[OpenCall]:
+    """The calls the conversation waits for results of, in order, as ``(call_id, name)``."""
+    state = conversation.state
+    return [(call_id, state.group_calls.get(call_id, "")) for call_id in state.open_calls]
 
 
 def _new_id() -> str:
