@@ -1,10 +1,11 @@
-"""Adapters: the pydantic event mapper, the tiktoken counter, the summarizers, the SQL
-read models and the command line."""
+"""Adapters: the pydantic event mapper, the tiktoken counter, the summarizers (the Gemini one
+needs the gemini extra), the SQL read models and the command line."""
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
     from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels, attach_read_models
     from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
 #: Each name loads on first use, from the module that defines it: the command line
 #: (``contextledger.infrastructure.cli``) needs none of them to start.
 _LAZY = {
+    "GeminiSummarizer": "contextledger.infrastructure.gemini_summarizer",
     "JSONBytesTranscoder": "contextledger.infrastructure.mapper",
     "PydanticMapper": "contextledger.infrastructure.mapper",
     "READ_MODEL_NAMES": "contextledger.infrastructure.readmodels",
@@ -37,6 +39,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "READ_MODEL_NAMES",
+    "GeminiSummarizer",
     "JSONBytesTranscoder",
     "PydanticMapper",
     "SQLReadModels",

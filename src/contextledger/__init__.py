@@ -110,6 +110,7 @@ if TYPE_CHECKING:
         ToolCall,
     )
     from contextledger.domain.policy import ReductionPolicy
+    from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
     from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
     from contextledger.infrastructure.readmodels import (
@@ -160,6 +161,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "domain.messages": ("FunctionCall", "Message", "ToolCall"),
     "domain.policy": ("ReductionPolicy",),
+    "infrastructure.gemini_summarizer": ("GeminiSummarizer",),
     "infrastructure.offline_summarizer": ("OfflineSummarizer",),
     "infrastructure.tokens": ("TiktokenCounter",),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
@@ -222,6 +224,7 @@ __all__ = [
     "DuplicateConversationError",
     "FollowerHealth",
     "FunctionCall",
+    "GeminiSummarizer",
     "IdempotencyConflictError",
     "InvalidArgumentError",
     "InvalidEditError",
