@@ -5,6 +5,11 @@ contextledger`` never imports this package, and nothing here needs pytest).
   the Responses API) for the real ``openai`` client, scripted with the behaviours
   ``Reply`` (with ``Call``), ``Empty``, ``Delay``, ``Status``, ``Malformed``, ``Drop``
   and ``Func``; it records every request as a ``RecordedRequest``.
+- ``FakeGeminiServer``: a local Gemini API (``generateContent``, ``countTokens``) for
+  the real ``google-genai`` client, scripted with ``GeminiReply`` (or the behaviours
+  above; ``rate_limited`` makes a 429 with Google's retry delay); it answers 400 to
+  contents that break Gemini's rules (``gemini_request_violations``,
+  ``assert_valid_gemini_request``).
 - ``ScriptedSummarizer``: a ``Summarizer`` that fails, waits and blocks as scripted.
 - ``assert_valid_openai_context`` / ``openai_context_violations``: OpenAI's ordering
   rules for tool calls, checked on any list of messages.
@@ -29,7 +34,9 @@ from contextledger.testing.behaviours import (
     Reply,
     Status,
 )
+from contextledger.testing.fake_gemini import FakeGeminiServer, GeminiReply, rate_limited
 from contextledger.testing.fake_openai import FakeOpenAIServer, echo_summary
+from contextledger.testing.gemini_rules import assert_valid_gemini_request, gemini_request_violations
 from contextledger.testing.openai_rules import assert_valid_openai_context, openai_context_violations
 from contextledger.testing.scripted_summarizer import ScriptedSummarizer
 
@@ -40,14 +47,19 @@ __all__ = [
     "Drop",
     "Empty",
     "Endpoint",
+    "FakeGeminiServer",
     "FakeOpenAIServer",
     "Func",
+    "GeminiReply",
     "Malformed",
     "RecordedRequest",
     "Reply",
     "ScriptedSummarizer",
     "Status",
+    "assert_valid_gemini_request",
     "assert_valid_openai_context",
     "echo_summary",
+    "gemini_request_violations",
     "openai_context_violations",
+    "rate_limited",
 ]
