@@ -195,8 +195,10 @@ def _result(response: Any, model: str, latency_ms: float) -> SummaryResult:
 
 def _retry_after(exc: Any) -> float | None:
     """Seconds to wait: Google's ``RetryInfo.retryDelay`` ("1.5s"), else ``Retry-After``."""
-    details = exc.details if isinstance(getattr(exc, "details", None), dict) else {}
-    error = details.get("error") if isinstance(details.get("error"), dict) else details
+    body = getattr(exc, "details", None)
+    details: dict[str, Any] = body if isinstance(body, dict) else {}
+    inner = details.get("error")
+    error: dict[str, Any] = inner if isinstance(inner, dict) else details
     for detail in error.get("details") or []:
         delay = detail.get("retryDelay") if isinstance(detail, dict) else None
         match = _SECONDS.match(delay) if isinstance(delay, str) else None

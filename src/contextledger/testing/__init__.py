@@ -6,7 +6,7 @@ contextledger`` never imports this package, and nothing here needs pytest).
   ``Reply`` (with ``Call``), ``Empty``, ``Delay``, ``Status``, ``Malformed``, ``Drop``
   and ``Func``; it records every request as a ``RecordedRequest``.
 - ``FakeGeminiServer``: a local Gemini API (``generateContent``, ``countTokens``) for
-  the real ``google-genai`` client, scripted with ``GeminiReply`` (or the behaviours
+  the real ``google-genai`` client, scripted with ``GeminiReply`` and ``GeminiFunc`` (or the behaviours
   above; ``rate_limited`` makes a 429 with Google's retry delay); it answers 400 to
   contents that break Gemini's rules (``gemini_request_violations``,
   ``assert_valid_gemini_request``).
@@ -34,7 +34,7 @@ from contextledger.testing.behaviours import (
     Reply,
     Status,
 )
-from contextledger.testing.fake_gemini import FakeGeminiServer, GeminiReply, rate_limited
+from contextledger.testing.fake_gemini import FakeGeminiServer, GeminiFunc, GeminiReply, rate_limited
 from contextledger.testing.fake_openai import FakeOpenAIServer, echo_summary
 from contextledger.testing.gemini_rules import assert_valid_gemini_request, gemini_request_violations
 from contextledger.testing.openai_rules import assert_valid_openai_context, openai_context_violations
@@ -50,6 +50,7 @@ __all__ = [
     "FakeGeminiServer",
     "FakeOpenAIServer",
     "Func",
+    "GeminiFunc",
     "GeminiReply",
     "Malformed",
     "RecordedRequest",

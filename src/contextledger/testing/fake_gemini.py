@@ -7,12 +7,12 @@ tests, spoken to by the real google-genai client, which is never patched::
         client.models.generate_content(model="gemini-2.5-flash", contents="hi")
 
 It serves ``POST /{v1beta,v1}/models/{model}:generateContent`` from a script of
-behaviours (``GeminiReply``, ``Reply``, ``Empty``, ``Delay``, ``Status``,
-``Malformed``, ``Drop``, ``Func``; then ``default``) and answers ``:countTokens`` with
-an estimate (about four characters a token). Every request is recorded; one whose
-``contents`` break Gemini's rules (``gemini_rules``) is answered 400
-``INVALID_ARGUMENT`` naming them, as the real API refuses it, before any scripted
-behaviour is used.
+behaviours (``GeminiReply``, ``GeminiFunc``, and the OpenAI fake's ``Reply``,
+``Empty``, ``Delay``, ``Status``, ``Malformed``, ``Drop``, ``Func``; then ``default``)
+and answers ``:countTokens`` with an estimate (about four characters a token). Every
+request is recorded; one whose ``contents`` break Gemini's rules (``gemini_rules``)
+is answered 400 ``INVALID_ARGUMENT`` naming them, as the real API refuses it, before
+any scripted behaviour is used.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,7 +39,7 @@ from contextledger.testing.behaviours import (
 )
 from contextledger.testing.gemini_rules import gemini_request_violations
 
-__all__ = ["FakeGeminiServer", "GeminiBehaviour", "GeminiReply", "rate_limited"]
+__all__ = ["FakeGeminiServer", "GeminiBehaviour", "GeminiFunc", "GeminiReply", "echo_summary", "rate_limited"]
 
 _STATUS = {
     400: "INVALID_ARGUMENT",
@@ -79,7 +79,15 @@ class GeminiReply:
         object.__setattr__(self, "calls", tuple(self.calls))
 
 
-GeminiBehaviour = GeminiReply | Reply | Empty | Delay | Status | Malformed | Drop | Func
+@dataclass(frozen=True)
+class GeminiFunc:
+    """Decide per request: ``fn(request) -> GeminiBehaviour`` (``Func`` for the
+    behaviours shared with the OpenAI fake)."""
+
+    fn: Callable[[RecordedRequest], GeminiBehaviour]
+
+
+GeminiBehaviour = GeminiReply | GeminiFunc | Reply | Empty | Delay | Status | Malformed | Drop | Func
 
 
 def rate_limited(retry_delay: float | None = None, *, headers: Mapping[str, str] | None = None) -> Status:
@@ -183,7 +191,7 @@ class FakeGeminiServer:
     """
 
     def __init__(self, *, default: GeminiBehaviour | None = None, delay: float = 0.0) -> None:
-        self.default: GeminiBehaviour = default or Func(echo_summary)
+        self.default: GeminiBehaviour = default or GeminiFunc(echo_summary)
         self.delay = delay
         self._script: list[GeminiBehaviour] = []
         self._lock = threading.Lock()
@@ -316,7 +324,7 @@ class FakeGeminiServer:
             def _behave(
                 self, behaviour: GeminiBehaviour, request: RecordedRequest, model: str, serial: int
             ) -> None:
-                if isinstance(behaviour, Func):
+                if isinstance(behaviour, Func | GeminiFunc):
                     self._behave(behaviour.fn(request), request, model, serial)
                 elif isinstance(behaviour, Delay):
                     time.sleep(behaviour.seconds)
