@@ -1,12 +1,13 @@
 """Adapters: the pydantic event mapper, the tiktoken counter, the summarizers (the
-Anthropic one loads its SDK only when made), the SQL
-read models and the command line."""
+Anthropic and Gemini ones load their SDK only when made), the SQL read models and
+the command line."""
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
     from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels, attach_read_models
     from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 #: (``contextledger.infrastructure.cli``) needs none of them to start.
 _LAZY = {
     "AnthropicSummarizer": "contextledger.infrastructure.anthropic_summarizer",
+    "GeminiSummarizer": "contextledger.infrastructure.gemini_summarizer",
     "JSONBytesTranscoder": "contextledger.infrastructure.mapper",
     "PydanticMapper": "contextledger.infrastructure.mapper",
     "READ_MODEL_NAMES": "contextledger.infrastructure.readmodels",
@@ -41,6 +43,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "READ_MODEL_NAMES",
     "AnthropicSummarizer",
+    "GeminiSummarizer",
     "JSONBytesTranscoder",
     "PydanticMapper",
     "SQLReadModels",

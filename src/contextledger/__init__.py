@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     )
     from contextledger.domain.policy import ReductionPolicy
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
     from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
     from contextledger.infrastructure.readmodels import (
@@ -162,6 +163,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "domain.messages": ("FunctionCall", "Message", "ToolCall"),
     "domain.policy": ("ReductionPolicy",),
     "infrastructure.anthropic_summarizer": ("AnthropicSummarizer",),
+    "infrastructure.gemini_summarizer": ("GeminiSummarizer",),
     "infrastructure.offline_summarizer": ("OfflineSummarizer",),
     "infrastructure.tokens": ("TiktokenCounter",),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
@@ -225,6 +227,7 @@ __all__ = [
     "DuplicateConversationError",
     "FollowerHealth",
     "FunctionCall",
+    "GeminiSummarizer",
     "IdempotencyConflictError",
     "InvalidArgumentError",
     "InvalidEditError",

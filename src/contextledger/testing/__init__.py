@@ -9,6 +9,11 @@ contextledger`` never imports this package, and nothing here needs pytest).
   and ``/v1/messages/count_tokens``) for the real ``anthropic`` client, scripted with
   the same behaviours plus ``Blocks`` (any content blocks, cache usage) and
   ``AnthropicFunc``; it answers 400 to a request that breaks the API's rules.
+- ``FakeGeminiServer``: a local Gemini API (``generateContent``, ``countTokens``) for
+  the real ``google-genai`` client, scripted with ``GeminiReply`` and ``GeminiFunc`` (or the behaviours
+  above; ``rate_limited`` makes a 429 with Google's retry delay); it answers 400 to
+  contents that break Gemini's rules (``gemini_request_violations``,
+  ``assert_valid_gemini_request``).
 - ``ScriptedSummarizer``: a ``Summarizer`` that fails, waits and blocks as scripted.
 - ``assert_valid_openai_context`` / ``openai_context_violations``: OpenAI's ordering
   rules for tool calls, checked on any list of messages;
@@ -40,7 +45,9 @@ from contextledger.testing.behaviours import (
     Status,
 )
 from contextledger.testing.fake_anthropic import AnthropicFunc, Blocks, FakeAnthropicServer
+from contextledger.testing.fake_gemini import FakeGeminiServer, GeminiFunc, GeminiReply, rate_limited
 from contextledger.testing.fake_openai import FakeOpenAIServer, echo_summary
+from contextledger.testing.gemini_rules import assert_valid_gemini_request, gemini_request_violations
 from contextledger.testing.openai_rules import assert_valid_openai_context, openai_context_violations
 from contextledger.testing.scripted_summarizer import ScriptedSummarizer
 
@@ -54,8 +61,11 @@ __all__ = [
     "Empty",
     "Endpoint",
     "FakeAnthropicServer",
+    "FakeGeminiServer",
     "FakeOpenAIServer",
     "Func",
+    "GeminiFunc",
+    "GeminiReply",
     "Malformed",
     "RecordedRequest",
     "Reply",
@@ -63,7 +73,10 @@ __all__ = [
     "Status",
     "anthropic_request_violations",
     "assert_valid_anthropic_request",
+    "assert_valid_gemini_request",
     "assert_valid_openai_context",
     "echo_summary",
+    "gemini_request_violations",
     "openai_context_violations",
+    "rate_limited",
 ]
