@@ -127,7 +127,7 @@ def extend_with_originals(
                     tokens=tokens,
                     placeholder_tokens=placeholder_tokens,
                     client_message_id=None,
-                    at=ledger._clock(),
+                    at=ledger.clock(),
                     original=original,
                     hidden=message.role == "tool" and message.tool_call_id in hidden_call_ids,
                 )
