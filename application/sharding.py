@@ -188,9 +188,7 @@ class ShardedStore(ConversationStore):
     def create(self, conversation: Conversation) -> None:
         self.stores[self._place(conversation.id)].create(conversation)
 
-    def execute(
-        self, conversation_id: UUID, command: Any, *, on_conflict: Any = None
-    ) -> Any:
+    def execute(self, conversation_id: UUID, command: Any, *, on_conflict: Any = None) -> Any:
         return self.store_for(conversation_id).execute(conversation_id, command, on_conflict=on_conflict)
 
     def save(self, conversation: Conversation, *others: Any) -> None:

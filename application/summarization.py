@@ -228,9 +228,7 @@ class SummarizationRunner(LogFollower):
         by this process and not yet taken (``_arrived``: a step reads the log, which
         skips this process's own thresholds, before it takes them)."""
         with self._progress:
-            return (
-                self._caught_up_to >= head and not self._due and not self._inflight and not self._arrived
-            )
+            return self._caught_up_to >= head and not self._due and not self._inflight and not self._arrived
 
     def step(self) -> int:
         """Read new notifications, collect finished jobs, start due ones; returns the

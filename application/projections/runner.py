@@ -140,7 +140,9 @@ class ReadModelRunner(LogFollower):
                 f"read model {name} is at notification {position}{others}, past the log's head {head} "
                 f"(an event store restored from an older backup, or another store's read models): "
                 f"rebuild from the log ({command})",
-                projection=name, position=position, head=head,
+                projection=name,
+                position=position,
+                head=head,
             )
 
     # -- LogFollower --------------------------------------------------------------
@@ -202,9 +204,7 @@ class ReadModelRunner(LogFollower):
                     "project", after_notification=start, through_notification=head
                 ) as span:
                     while (start := min(self._scanned.values(), default=head)) < head:
-                        applied += self._replay(
-                            self.projections, after=start, head=head, topics=self._topics
-                        )
+                        applied += self._replay(self.projections, after=start, head=head, topics=self._topics)
                     span.set("events", applied)
         self._progressed()
         return applied
@@ -308,9 +308,7 @@ class ReadModelRunner(LogFollower):
         return index, sum(applied.values()), bool(rewound)
 
     @staticmethod
-    def _rewound(
-        name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]
-    ) -> None:
+    def _rewound(name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]) -> None:
         tracked = int(exc.context.get("tracked", 0) or 0)
         log.info("read model %s was reset elsewhere; resuming after %d", name, tracked)
         scanned[name] = tracked
