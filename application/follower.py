@@ -32,20 +32,19 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 from uuid import UUID
 
-from eventsourcing.persistence import Notification, PersistenceError
+from eventsourcing.application import NotificationLog
+from eventsourcing.persistence import ApplicationRecorder, Notification, PersistenceError
 
 from contextledger.application.notifications import committed_top, read_notifications
+from contextledger.application.settings import Settings
 from contextledger.domain.errors import ConfigurationError, ContextLedgerError, LedgerClosedError
 
-if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-
-__all__ = ["FollowerHealth", "LogFollower", "Shard", "shard_of"]
+__all__ = ["FollowedLog", "FollowerHealth", "LogFollower", "Shard", "shard_of"]
 
 log = logging.getLogger("contextledger.follower")
 
@@ -91,6 +90,28 @@ def check_shard(shard: Shard | None) -> Shard | None:
     return shard
 
 
+class FollowedLog(Protocol):
+    """What a follower reads of the ledger: its log (the recorder for the head, the
+    notification log in pages of ``log_section_size``), its settings, and the
+    listeners of its saves that wake the follower."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def recorder(self) -> ApplicationRecorder: ...
+
+    @property
+    def notification_log(self) -> NotificationLog: ...
+
+    @property
+    def log_section_size(self) -> int: ...
+
+    def add_listener(self, listener: Callable[[], None], topics: Iterable[str] | None = None) -> None:
+        """Call ``listener`` after each save (of ``topics``, if given) of this process."""
+        ...
+
+
 class LogFollower(ABC):
     """Base of the followers of one ledger's log (see the module doc)."""
 
@@ -102,7 +123,7 @@ class LogFollower(ABC):
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: FollowedLog,
         *,
         poll_interval: float | None = None,
         shard: Shard | None = None,

@@ -1,21 +1,25 @@
 """The ledger in Responses format: append items, read the working memory as items.
 
 The ``Ledger`` façade calls these functions (``append_items``, ``context_items``,
-``transcript_items``). Items are grouped into chat messages by ``domain.items``; each
-stored ``MessageAppended`` keeps the raw items it stands for, so the working memory is
-rendered back into the very items that were appended — the system prompt and the
-summary as message items, old tool outputs as placeholder ``function_call_output``
-items with the same ``call_id``, exactly as ``context()`` renders chat messages.
+``transcript_items``), itself their ``ItemsHost``. Items are grouped into chat
+messages by ``domain.items``; each stored ``MessageAppended`` keeps the raw items it
+stands for, so the working memory is rendered back into the very items that were
+appended — the system prompt and the summary as message items, old tool outputs as
+placeholder ``function_call_output`` items with the same ``call_id``, exactly as
+``context()`` renders chat messages.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Collection, Iterable
+from datetime import datetime
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
+from contextledger.application.counting import TokenCounters
+from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.events import MessageAppended
@@ -25,10 +29,8 @@ from contextledger.domain.reduction import Entry, placeholder_message, summary_m
 from contextledger.domain.state import is_placeholder
 from contextledger.domain.validation import shown
 
-if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-
 __all__ = [
+    "ItemsHost",
     "SummaryRole",
     "append_grouped",
     "append_items",
@@ -40,6 +42,24 @@ __all__ = [
 
 #: The role of the message item that carries the summary.
 SummaryRole = Literal["system", "developer", "user"]
+
+
+class ItemsHost(Protocol):
+    """What the items need of the ledger: its conversations, token counters and
+    clock, and a conversation as it stood at a version."""
+
+    @property
+    def store(self) -> ConversationStore: ...
+
+    @property
+    def counters(self) -> TokenCounters: ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    def conversation(self, conversation_id: UUID, *, version: int | None = None) -> Conversation:
+        """A private copy of the conversation (at ``version``)."""
+        ...
 
 
 def grouped_items(items: Iterable[Item]) -> list[ItemMessage]:
@@ -85,7 +105,7 @@ def _check_keys(value: Any) -> None:
 
 
 def append_grouped(
-    ledger: Ledger,
+    ledger: ItemsHost,
     conversation: Conversation,
     message: Message,
     raw: tuple[Item, ...],
@@ -100,13 +120,13 @@ def append_grouped(
         tokens=tokens,
         placeholder_tokens=placeholder_tokens,
         client_message_id=None,
-        at=ledger._clock(),
+        at=ledger.clock(),
         items=raw,
         hidden=message.role == "tool" and message.tool_call_id in hidden_call_ids,
     )
 
 
-def append_items(ledger: Ledger, conversation_id: UUID, items: Iterable[Item]) -> list[int]:
+def append_items(ledger: ItemsHost, conversation_id: UUID, items: Iterable[Item]) -> list[int]:
     """Append Responses items in one transaction; returns the positions of the chat
     messages they became (a run of function calls is one message)."""
     frozen = grouped_items(items)
@@ -146,7 +166,7 @@ def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRo
 
 
 def context_items(
-    ledger: Ledger,
+    ledger: ItemsHost,
     conversation_id: UUID,
     *,
     version: int | None = None,
@@ -167,7 +187,7 @@ def context_items(
     )
 
 
-def transcript_items(ledger: Ledger, conversation_id: UUID) -> list[Item]:
+def transcript_items(ledger: ItemsHost, conversation_id: UUID) -> list[Item]:
     """Every item ever appended, oldest first (chat messages converted to items)."""
     out: list[Item] = []
     for event in ledger.store.events(conversation_id):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError
 
 from contextledger.application import items as items_module
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
+from contextledger.application.counting import TokenCounters
 from contextledger.application.history import HistoryCache, LogHistory
 from contextledger.application.items import SummaryRole
 from contextledger.application.limits import check_message_bytes, check_message_tokens
@@ -27,9 +28,6 @@ from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
 from contextledger.domain.validation import check_position, check_text
 
-if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-
 __all__ = ["LedgerEdits"]
 
 
@@ -40,7 +38,8 @@ class LedgerEdits:
     store: ConversationStore
     history_cache: HistoryCache
     settings: Settings
-    _clock: Callable[[], datetime]
+    counters: TokenCounters
+    clock: Callable[[], datetime]
 
     if TYPE_CHECKING:
 
@@ -71,7 +70,7 @@ class LedgerEdits:
         return self.store.execute(
             conversation_id,
             lambda c: (
-                c.retract(position, reason=reason, history=self._history(c), at=self._clock()),
+                c.retract(position, reason=reason, history=self._history(c), at=self.clock()),
                 [],
             ),
         )
@@ -105,7 +104,7 @@ class LedgerEdits:
                 tokens=tokens,
                 placeholder_tokens=placeholder_tokens,
                 history=history,
-                at=self._clock(),
+                at=self.clock(),
             )
             return changed, []
 
@@ -118,7 +117,7 @@ class LedgerEdits:
         check_position(position, conversation_id=conversation_id)
         return self.store.execute(
             conversation_id,
-            lambda c: (c.rewind(position, history=self._history(c), at=self._clock()), []),
+            lambda c: (c.rewind(position, history=self._history(c), at=self.clock()), []),
         )
 
     def pop(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
@@ -126,7 +125,7 @@ class LedgerEdits:
         OpenAI format, oldest first."""
         conversation_id = resolve(conversation_id)
         entries = self.store.execute(
-            conversation_id, lambda c: (c.pop(history=self._history(c), at=self._clock()), [])
+            conversation_id, lambda c: (c.pop(history=self._history(c), at=self.clock()), [])
         )
         return [e.message.to_openai() for e in entries]
 
@@ -134,7 +133,7 @@ class LedgerEdits:
         """Retract every message (the system prompt stays); returns their positions."""
         conversation_id = resolve(conversation_id)
         return self.store.execute(
-            conversation_id, lambda c: (c.clear(history=self._history(c), at=self._clock()), [])
+            conversation_id, lambda c: (c.clear(history=self._history(c), at=self.clock()), [])
         )
 
     def change_system_prompt(self, conversation_id: ConversationRef, text: str | None) -> bool:
@@ -149,7 +148,7 @@ class LedgerEdits:
             counter = self.counter_for(conversation.state.model)
             tokens = counter.count_message(system) if system is not None else 0
             check_message_tokens(tokens, self.settings, field="system_prompt")
-            return conversation.change_system_prompt(text, tokens=tokens, at=self._clock()), []
+            return conversation.change_system_prompt(text, tokens=tokens, at=self.clock()), []
 
         return self.store.execute(conversation_id, command)
 
@@ -165,7 +164,7 @@ class LedgerEdits:
             key = check_key(key)
         source = self.conversation(conversation_id, version=version)
         fork = Conversation.fork(
-            source, id_for_key(key) if key is not None else uuid4(), key=key, at=self._clock()
+            source, id_for_key(key) if key is not None else uuid4(), key=key, at=self.clock()
         )
         try:
             self.store.create(fork)
@@ -180,7 +179,7 @@ class LedgerEdits:
     def append_items(self, conversation_id: ConversationRef, items: Iterable[dict[str, Any]]) -> list[int]:
         """Append Responses-format items (the Agents SDK's and the Responses API's) in one
         transaction; returns the positions of the chat messages they became."""
-        return items_module.append_items(cast("Ledger", self), resolve(conversation_id), items)
+        return items_module.append_items(self, resolve(conversation_id), items)
 
     def context_items(
         self,
@@ -192,9 +191,9 @@ class LedgerEdits:
         """The working memory as Responses items (the stored items, verbatim, with the
         summary as a message item of ``summary_role`` and placeholders for old outputs)."""
         return items_module.context_items(
-            cast("Ledger", self), resolve(conversation_id), version=version, summary_role=summary_role
+            self, resolve(conversation_id), version=version, summary_role=summary_role
         )
 
     def transcript_items(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
         """Every item ever appended, oldest first (chat messages converted to items)."""
-        return items_module.transcript_items(cast("Ledger", self), resolve(conversation_id))
+        return items_module.transcript_items(self, resolve(conversation_id))

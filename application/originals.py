@@ -18,11 +18,13 @@ import copy
 import json
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef, resolve
+from contextledger.application.items import ItemsHost
 from contextledger.application.limits import check_message_tokens
+from contextledger.application.settings import Settings
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError, MessageTooLargeError
 from contextledger.domain.events import MessageAppended
@@ -30,11 +32,9 @@ from contextledger.domain.messages import Message
 from contextledger.domain.reduction import Entry
 from contextledger.domain.state import is_placeholder
 
-if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-
 __all__ = [
     "ContextEntry",
+    "OriginalsHost",
     "WorkingEntries",
     "check_original",
     "context_entries",
@@ -42,6 +42,14 @@ __all__ = [
     "extend_with_originals",
     "transcript_originals",
 ]
+
+
+class OriginalsHost(ItemsHost, Protocol):
+    """What appending and reading originals needs of the ledger: what the items need,
+    and its settings (the size limits)."""
+
+    @property
+    def settings(self) -> Settings: ...
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def check_original(original: Any, *, limit: int) -> dict[str, Any]:
 
 
 def extend_with_originals(
-    ledger: Ledger,
+    ledger: OriginalsHost,
     conversation_id: ConversationRef,
     pairs: Iterable[tuple[Message | dict[str, Any], dict[str, Any]]],
     *,
@@ -127,7 +135,7 @@ def extend_with_originals(
                     tokens=tokens,
                     placeholder_tokens=placeholder_tokens,
                     client_message_id=None,
-                    at=ledger._clock(),
+                    at=ledger.clock(),
                     original=original,
                     hidden=message.role == "tool" and message.tool_call_id in hidden_call_ids,
                 )
@@ -166,7 +174,7 @@ def entries_of(conversation: Conversation) -> WorkingEntries:
 
 
 def context_entries(
-    ledger: Ledger, conversation_id: ConversationRef, *, version: int | None = None
+    ledger: OriginalsHost, conversation_id: ConversationRef, *, version: int | None = None
 ) -> WorkingEntries:
     """What the model is sent next (or was sent at aggregate ``version``), each message
     with its original: the messages are exactly ``ledger.context(cid, version=...)``."""
@@ -177,7 +185,7 @@ def context_entries(
 
 
 def transcript_originals(
-    ledger: Ledger, conversation_id: ConversationRef
+    ledger: OriginalsHost, conversation_id: ConversationRef
 ) -> list[tuple[int, dict[str, Any], dict[str, Any] | None]]:
     """Every message this conversation's log appended, oldest first, as
     ``(position, message, original)`` (edits and retractions are not applied)."""

@@ -50,7 +50,9 @@ ABANDONED_CALL_OUTPUT = (
 
 def _close_open_calls(ledger: Ledger, conversation: Conversation, content: str) -> list[int]:
     return [
-        ledger._append_to(conversation, Message(role="tool", tool_call_id=call_id, content=content), None)
+        ledger.commands.append_to(
+            conversation, Message(role="tool", tool_call_id=call_id, content=content), None
+        )
         for call_id in list(conversation.state.open_calls)
     ]
 
@@ -80,7 +82,7 @@ def _replace_answer(ledger: Ledger, conversation: Conversation, answered: Entry,
             Message(role="tool", tool_call_id=message.tool_call_id, content=placeholder)
         ),
         history=ledger._history(conversation),
-        at=ledger._clock(),
+        at=ledger.clock(),
     )
 
 
@@ -127,7 +129,7 @@ def pop_session_item(ledger: Ledger, conversation_id: UUID) -> Item | None:
 
     def command(conversation: Conversation) -> tuple[Item | None, list[Any]]:
         try:
-            group = conversation.pop(history=ledger._history(conversation), at=ledger._clock())
+            group = conversation.pop(history=ledger._history(conversation), at=ledger.clock())
         except InvalidEditError:  # nothing left to pop
             return None, []
         items = items_from_messages([(e.message, e.items or ()) for e in group])

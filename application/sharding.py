@@ -24,19 +24,16 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
 
-from contextledger.application.store import ConversationStore, FairLock, store_errors
+from contextledger.application.store import ConversationStore, FairLock, StoreApplication, store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import StoreError
 from contextledger.domain.placement import Placement
-
-if TYPE_CHECKING:
-    from eventsourcing.application import Application
 
 __all__ = ["ShardedStore", "home_store"]
 
@@ -101,7 +98,7 @@ class ShardedStore(ConversationStore):
         self._placed_lock = threading.Lock()
 
     @property
-    def directory(self) -> Application[UUID]:
+    def directory(self) -> StoreApplication:
         """The application of the first store, which keeps the placements."""
         return self.stores[0].app
 
@@ -140,7 +137,7 @@ class ShardedStore(ConversationStore):
     def store_for(self, conversation_id: UUID) -> ConversationStore:
         return self.stores[self.index_of(conversation_id)]
 
-    def app_for(self, aggregate_id: UUID) -> Application[UUID]:
+    def app_for(self, aggregate_id: UUID) -> StoreApplication:
         return self.store_for(aggregate_id).app
 
     def _landed(self, conversation_id: UUID, pending: list[Any]) -> bool:
@@ -191,9 +188,7 @@ class ShardedStore(ConversationStore):
     def create(self, conversation: Conversation) -> None:
         self.stores[self._place(conversation.id)].create(conversation)
 
-    def execute(
-        self, conversation_id: UUID, command: Any, *, on_conflict: Any = None
-    ) -> Any:
+    def execute(self, conversation_id: UUID, command: Any, *, on_conflict: Any = None) -> Any:
         return self.store_for(conversation_id).execute(conversation_id, command, on_conflict=on_conflict)
 
     def save(self, conversation: Conversation, *others: Any) -> None:

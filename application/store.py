@@ -16,13 +16,14 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.persistence import IntegrityError, OperationalError, PersistenceError
+from eventsourcing.application import AggregateNotFoundError, Repository
+from eventsourcing.persistence import EventStore, IntegrityError, OperationalError, PersistenceError
 
 from contextledger.application.outage import Outages
+from contextledger.application.settings import Settings
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.errors import (
@@ -36,10 +37,16 @@ from contextledger.domain.events import ConversationEvent, DomainEvent, Forked, 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from contextledger.application.ledger import Ledger
     from contextledger.domain.state import ConversationState
 
-__all__ = ["ConversationStore", "FairLock", "failure_cause", "store_error", "store_errors"]
+__all__ = [
+    "ConversationStore",
+    "FairLock",
+    "StoreApplication",
+    "failure_cause",
+    "store_error",
+    "store_errors",
+]
 
 T = TypeVar("T")
 Command = Callable[[Conversation], tuple[T, list[Any]]]
@@ -185,12 +192,37 @@ def snapshot_step(interval: int, window: int) -> int:
     return step
 
 
+class StoreApplication(Protocol):
+    """What the store reads and saves conversations through: an eventsourcing
+    application (the ``Ledger``) with its settings and its lean save."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def events(self) -> EventStore[UUID]: ...
+
+    @property
+    def snapshots(self) -> EventStore[UUID] | None: ...
+
+    @property
+    def repository(self) -> Repository[UUID]: ...
+
+    def save(self, *objs: Any) -> object:
+        """Save aggregates of any kind (eventsourcing's ``Application.save``)."""
+        ...
+
+    def save_conversations(self, *objs: Any) -> list[Any]:
+        """Save conversations (and ``others``); returns the events saved."""
+        ...
+
+
 class ConversationStore:
     """Conversations of one eventsourcing application, cached per process."""
 
     def __init__(
         self,
-        app: Ledger,
+        app: StoreApplication,
         *,
         snapshot_interval: int,
         on_saved: Callable[[list[Any]], None] | None = None,

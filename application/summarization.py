@@ -32,21 +32,25 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, Notification, PersistenceError, Tracking
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    Mapper,
+    Notification,
+    PersistenceError,
+    Tracking,
+)
 
-from contextledger.application.follower import LogFollower, Shard
-from contextledger.application.ports import Summarizer
-from contextledger.application.summary_attempts import Outcome, attempt_summary
+from contextledger.application.follower import FollowedLog, LogFollower, Shard
+from contextledger.application.ports import Summarizer, SummaryRequest
+from contextledger.application.summary_attempts import Outcome, SummaryRecorder, attempt_summary
 from contextledger.domain import events
 from contextledger.domain.errors import ContextLedgerError, LedgerClosedError
 
-if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-
-__all__ = ["Outcome", "SummarizationRunner", "summarize_pending"]
+__all__ = ["Outcome", "PolicyHost", "SummarizationRunner", "summarize_pending"]
 
 log = logging.getLogger("contextledger.summarization")
 
@@ -61,8 +65,33 @@ MARK_INTERVAL = 1.0
 LOG_READ_INTERVAL = 1.0
 
 
+class PendingSummaries(SummaryRecorder, Protocol):
+    """What one summarization needs of the ledger: the range a conversation waits
+    for, the offline fallback, the settings and the recording of the outcome."""
+
+    def pending_summary(self, conversation_id: UUID) -> SummaryRequest | None: ...
+
+    @property
+    def fallback_summarizer(self) -> Summarizer | None: ...
+
+
+class PolicyHost(PendingSummaries, FollowedLog, Protocol):
+    """What the policy needs of the ledger besides: its log, the events of its saves
+    (thresholds this process saved), its tracking rows and its mapper."""
+
+    def add_event_listener(self, listener: Callable[[Sequence[Any]], None]) -> None:
+        """Call ``listener`` with the events of each save of this process."""
+        ...
+
+    @property
+    def factory(self) -> InfrastructureFactory[Any]: ...
+
+    @property
+    def mapper(self) -> Mapper[UUID]: ...
+
+
 def summarize_pending(
-    ledger: Ledger,
+    ledger: PendingSummaries,
     summarizer: Summarizer,
     conversation_id: UUID,
     *,
@@ -123,9 +152,11 @@ class SummarizationRunner(LogFollower):
     #: wake the thread (an idle policy costs an append nothing).
     wake_topics = (events.ThresholdReached.TOPIC,)
 
+    ledger: PolicyHost
+
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: PolicyHost,
         summarizer: Summarizer,
         *,
         max_concurrent: int | None = None,
@@ -197,9 +228,7 @@ class SummarizationRunner(LogFollower):
         by this process and not yet taken (``_arrived``: a step reads the log, which
         skips this process's own thresholds, before it takes them)."""
         with self._progress:
-            return (
-                self._caught_up_to >= head and not self._due and not self._inflight and not self._arrived
-            )
+            return self._caught_up_to >= head and not self._due and not self._inflight and not self._arrived
 
     def step(self) -> int:
         """Read new notifications, collect finished jobs, start due ones; returns the

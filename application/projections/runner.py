@@ -15,11 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+from uuid import UUID
 
-from eventsourcing.persistence import Notification, Tracking
+from eventsourcing.persistence import Mapper, Notification, Tracking
 
-from contextledger.application.follower import LogFollower
+from contextledger.application.follower import FollowedLog, LogFollower
+from contextledger.application.observability import Tracer
 from contextledger.application.projections.base import ReadModelProjection
 from contextledger.domain.errors import (
     ConfigurationError,
@@ -29,15 +31,26 @@ from contextledger.domain.errors import (
     UsageError,
 )
 
-if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-
-__all__ = ["ProgressCallback", "ReadModelRunner"]
+__all__ = ["ProgressCallback", "ReadModelHost", "ReadModelRunner"]
 
 log = logging.getLogger("contextledger.readmodels")
 
 #: ``progress(position, end)``: notification ids; ``end`` may grow while writers append.
 ProgressCallback = Callable[[int, int], None]
+
+
+class ReadModelHost(FollowedLog, Protocol):
+    """What the runner needs of the ledger besides its log: the application's name
+    (of its tracking rows), the mapper that decodes notifications, and the tracer."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mapper(self) -> Mapper[UUID]: ...
+
+    @property
+    def tracer(self) -> Tracer: ...
 
 
 class ReadModelRunner(LogFollower):
@@ -51,10 +64,11 @@ class ReadModelRunner(LogFollower):
     """
 
     thread_name = "contextledger-readmodels"
+    ledger: ReadModelHost
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: ReadModelHost,
         projections: Sequence[ReadModelProjection[Any]],
         *,
         batch_size: int = 500,
@@ -126,7 +140,9 @@ class ReadModelRunner(LogFollower):
                 f"read model {name} is at notification {position}{others}, past the log's head {head} "
                 f"(an event store restored from an older backup, or another store's read models): "
                 f"rebuild from the log ({command})",
-                projection=name, position=position, head=head,
+                projection=name,
+                position=position,
+                head=head,
             )
 
     # -- LogFollower --------------------------------------------------------------
@@ -188,9 +204,7 @@ class ReadModelRunner(LogFollower):
                     "project", after_notification=start, through_notification=head
                 ) as span:
                     while (start := min(self._scanned.values(), default=head)) < head:
-                        applied += self._replay(
-                            self.projections, after=start, head=head, topics=self._topics
-                        )
+                        applied += self._replay(self.projections, after=start, head=head, topics=self._topics)
                     span.set("events", applied)
         self._progressed()
         return applied
@@ -294,9 +308,7 @@ class ReadModelRunner(LogFollower):
         return index, sum(applied.values()), bool(rewound)
 
     @staticmethod
-    def _rewound(
-        name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]
-    ) -> None:
+    def _rewound(name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]) -> None:
         tracked = int(exc.context.get("tracked", 0) or 0)
         log.info("read model %s was reset elsewhere; resuming after %d", name, tracked)
         scanned[name] = tracked

@@ -359,7 +359,7 @@ def test_the_progress_row_never_passes_a_threshold_whose_summary_is_in_flight(sq
         tracking = ledger.factory.tracking_recorder()
         # Waiting reads the log past the threshold (and writes the row: nothing else to do).
         assert not ledger.wait_idle(0.5)
-        assert ledger._runner.log_position() > threshold
+        assert ledger.background.runner.log_position() > threshold
         assert 0 < (tracking.max_tracking_id("summarizer") or 0) < threshold
         release.set()
         assert ledger.wait_idle(20)
@@ -378,7 +378,7 @@ def test_a_ledger_left_open_at_exit_ends_its_policy_quietly_and_loses_nothing(
     summarizer = ScriptedSummarizer()
     ledger = Ledger.open(settings=settings(sqlite_url), summarizer=summarizer)
     try:
-        runner = ledger._runner
+        runner = ledger.background.runner
         assert runner is not None and runner._executor is not None and runner.running
         cid = ledger.start("sys", policy=POLICY)
         runner._executor.shutdown(wait=True)

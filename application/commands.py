@@ -1,0 +1,272 @@
+"""The conversation commands behind the ``Ledger`` façade: start, append, extend,
+answer abandoned tool calls, change the policy or the tools, record usage.
+
+Each command checks its input, then runs on the ``Conversation`` aggregate through
+the conversation store (one transaction, retried on conflicts). What a command needs
+of the ledger is the ``CommandHost`` port; the ``Ledger`` satisfies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError
+
+from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
+from contextledger.application.counting import TokenCounters
+from contextledger.application.idempotency import (
+    check_client_message_id,
+    check_client_message_ids,
+    execute_once,
+    id_records,
+)
+from contextledger.application.inbound import Inbound, inbound
+from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
+from contextledger.application.observability import Tracer, log
+from contextledger.application.settings import Settings
+from contextledger.application.store import ConversationStore
+from contextledger.application.wire import ToolDefinition
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import (
+    ConfigurationError,
+    ConversationNotFoundError,
+    DuplicateConversationError,
+    InvalidArgumentError,
+    InvalidMessageError,
+)
+from contextledger.domain.messages import Message
+from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.tools import check_tools
+from contextledger.domain.validation import check_text, shown
+
+__all__ = ["DEFAULT_POLICY", "CommandHost", "ConversationCommands"]
+
+#: The reduction policy of a conversation started without one.
+DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
+
+
+class CommandHost(Protocol):
+    """What the commands need of the ledger: its settings, its conversations (read
+    through the attribute each time: a sharded ledger swaps in the router), its token
+    counters, its tracer and its clock."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> ConversationStore: ...
+
+    @property
+    def counters(self) -> TokenCounters: ...
+
+    @property
+    def tracer(self) -> Tracer: ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+
+class ConversationCommands:
+    """The commands that add to a conversation (``Ledger`` delegates to them; the
+    public methods' documentation is the façade's)."""
+
+    def __init__(self, host: CommandHost) -> None:
+        self._host = host
+        self._settings = host.settings
+        self._clock = host.clock
+
+    def start(
+        self,
+        system_prompt: str | None,
+        *,
+        model: str,
+        policy: ReductionPolicy | None,
+        conversation_id: ConversationRef | None,
+        key: str | None,
+        tools: Sequence[ToolDefinition] | None,
+    ) -> UUID:
+        check_text(system_prompt, "system_prompt", optional=True)
+        if policy is not None and not isinstance(policy, ReductionPolicy):
+            raise ConfigurationError("policy must be a ReductionPolicy")
+        check_text(model, "model", empty=False)
+        policy = with_default_cap(policy or DEFAULT_POLICY, model)
+        if key is not None:
+            key = check_key(key)
+            cid = id_for_key(key)
+            if conversation_id is not None and resolve(conversation_id) != cid:
+                raise InvalidArgumentError(
+                    "conversation_id and key name different conversations", argument="conversation_id"
+                )
+        else:
+            cid = uuid4() if conversation_id is None else resolve(conversation_id)
+        host, settings = self._host, self._settings
+        checked_tools = check_tools(tools, max_bytes=settings.max_tools_bytes)
+        counter = host.counters.for_model(model)
+        tools_tokens = host.counters.tools_cost(model, checked_tools)
+        system_tokens = 0
+        if system_prompt is not None:
+            system = Message(role="system", content=system_prompt)
+            check_message_bytes(system, settings, field="system_prompt")
+            system_tokens = counter.count_message(system)
+            check_message_tokens(system_tokens, settings, field="system_prompt")
+        conversation = Conversation.start(
+            cid,
+            system_prompt=system_prompt,
+            system_tokens=system_tokens,
+            model=model,
+            policy=policy,
+            reply_priming=counter.reply_priming,
+            at=self._clock(),
+            key=key,
+            tools=checked_tools,
+            tools_tokens=tools_tokens,
+        )
+        with host.tracer.span("start", conversation_id=cid):
+            try:
+                host.store.create(conversation)
+            except IntegrityError:
+                raise DuplicateConversationError(
+                    f"a conversation with the key {key!r} already exists"
+                    if key is not None
+                    else "a conversation with this id already exists",
+                    conversation_id=cid,
+                    key=key,
+                ) from None
+        return cid
+
+    def get_or_start(self, key: str, start: Callable[..., UUID], start_args: dict[str, Any]) -> UUID:
+        """The id of the conversation with this key, started by ``start`` (the
+        façade's, with its defaults) if it does not exist yet."""
+        cid = id_for_key(check_key(key))
+        store = self._host.store
+        with store.lock(cid):
+            try:
+                store.load(cid)
+                return cid
+            except ConversationNotFoundError:
+                pass
+        try:
+            return start(key=key, **start_args)
+        except DuplicateConversationError:
+            return cid
+
+    def append(
+        self,
+        conversation_id: ConversationRef,
+        message: Message | dict[str, Any] | Any,
+        client_message_id: str | None,
+        hidden: bool,
+    ) -> int:
+        cid = resolve(conversation_id)
+        with self._host.tracer.span("append", conversation_id=cid) as span:
+            given = inbound(message)
+            position = self._append(cid, given, client_message_id, hidden)
+            span.set("position", position)
+            span.set("role", given.message.role)
+            log.debug("appended %s message at %d to %s", given.message.role, position, cid)
+            return position
+
+    def _append(self, conversation_id: UUID, given: Inbound, client_id: str | None, hidden: bool) -> int:
+        msg, usage = given.message, given.usage
+        ids = [None if client_id is None else check_client_message_id(client_id)]
+
+        def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+            if usage is not None:  # the provider saw the context before its own answer
+                conversation.record_usage(
+                    prompt_tokens=usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens,
+                    at=self._clock(),
+                )
+            positions = [self.append_to(conversation, msg, ids[0], hidden)]
+            return positions, id_records(conversation.id, ids, positions, at=self._clock())
+
+        return execute_once(self._host.store, conversation_id, command, ids, [msg])[0]
+
+    def extend(
+        self,
+        conversation_id: ConversationRef,
+        messages: Iterable[Message | dict[str, Any] | Any],
+        client_message_ids: Sequence[str | None] | None,
+    ) -> list[int]:
+        conversation_id = resolve(conversation_id)
+        if isinstance(messages, str | bytes | dict | Message) or not isinstance(messages, Iterable):
+            raise InvalidArgumentError(
+                "messages must be a list of messages", argument="messages", value=shown(messages)
+            )
+        msgs = [inbound(m).message for m in messages]
+        ids = check_client_message_ids(client_message_ids, len(msgs))
+        if not msgs:
+            return []
+
+        def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+            positions = [self.append_to(conversation, m, i) for m, i in zip(msgs, ids, strict=True)]
+            return positions, id_records(conversation.id, ids, positions, at=self._clock())
+
+        return execute_once(self._host.store, conversation_id, command, ids, msgs)
+
+    def append_to(
+        self, conversation: Conversation, message: Message, client_id: str | None, hidden: bool = False
+    ) -> int:
+        """Append ``message`` to ``conversation`` inside a command, its size and tokens
+        checked and counted; returns its position."""
+        conversation.check_message(message)
+        check_message_bytes(message, self._settings)
+        tokens, placeholder_tokens = self._host.counters.message_cost(conversation, message)
+        check_message_tokens(tokens, self._settings)
+        return conversation.append(
+            message,
+            tokens=tokens,
+            placeholder_tokens=placeholder_tokens,
+            client_message_id=client_id,
+            at=self._clock(),
+            hidden=hidden,
+        )
+
+    def close_open_tool_calls(self, conversation_id: ConversationRef, content: str) -> list[int]:
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidMessageError("content must be a non-empty string", field="content")
+        conversation_id = resolve(conversation_id)
+        text = content if content.lower().startswith("error") else f"error: {content}"
+
+        def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+            return [
+                self.append_to(conversation, Message(role="tool", tool_call_id=call_id, content=text), None)
+                for call_id in list(conversation.state.open_calls)
+            ], []
+
+        return self._host.store.execute(conversation_id, command)
+
+    def change_policy(self, conversation_id: ConversationRef, policy: ReductionPolicy) -> bool:
+        conversation_id = resolve(conversation_id)
+        if not isinstance(policy, ReductionPolicy):
+            raise ConfigurationError("policy must be a ReductionPolicy")
+        return self._host.store.execute(
+            conversation_id,
+            lambda c: (c.change_policy(with_default_cap(policy, c.state.model), at=self._clock()), []),
+        )
+
+    def change_tools(self, conversation_id: ConversationRef, tools: Sequence[ToolDefinition] | None) -> bool:
+        conversation_id = resolve(conversation_id)
+        checked = check_tools(tools, max_bytes=self._settings.max_tools_bytes)
+
+        def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+            cost = self._host.counters.tools_cost(conversation.state.model, checked)
+            return conversation.change_tools(checked, tools_tokens=cost, at=self._clock()), []
+
+        return self._host.store.execute(conversation_id, command)
+
+    def record_usage(
+        self, conversation_id: ConversationRef, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        conversation_id = resolve(conversation_id)
+
+        def command(conversation: Conversation) -> tuple[None, list[Any]]:
+            conversation.record_usage(
+                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, at=self._clock()
+            )
+            return None, []
+
+        self._host.store.execute(conversation_id, command)
