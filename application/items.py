@@ -25,8 +25,8 @@ from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.events import MessageAppended
 from contextledger.domain.items import Item, ItemMessage, items_from_message, messages_from_items
 from contextledger.domain.messages import Message
+from contextledger.domain.queries import is_placeholder
 from contextledger.domain.reduction import Entry, placeholder_message, summary_message
-from contextledger.domain.state import is_placeholder
 from contextledger.domain.validation import shown
 
 __all__ = [

@@ -29,8 +29,8 @@ from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError, MessageTooLargeError
 from contextledger.domain.events import MessageAppended
 from contextledger.domain.messages import Message
+from contextledger.domain.queries import is_placeholder
 from contextledger.domain.reduction import Entry
-from contextledger.domain.state import is_placeholder
 
 __all__ = [
     "ContextEntry",

@@ -14,7 +14,8 @@ from uuid import UUID
 
 from contextledger.domain.errors import InvalidPolicyError
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.state import ConversationState, fixed_tokens
+from contextledger.domain.queries import fixed_tokens
+from contextledger.domain.state import ConversationState
 
 __all__ = ["check_budget", "keep_offset", "trigger_extra"]
 

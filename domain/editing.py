@@ -10,9 +10,10 @@ bounded state) comes in as a ``History`` read from the log by the application.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import Any, Literal, Self
 from uuid import UUID
 
+from contextledger.domain.aggregate import ConversationRoot
 from contextledger.domain.budget import check_budget
 from contextledger.domain.digests import edit_digest
 from contextledger.domain.edits import (
@@ -31,8 +32,6 @@ from contextledger.domain.errors import (
     UnknownPositionError,
 )
 from contextledger.domain.events import (
-    ConversationEvent,
-    DomainEvent,
     Forked,
     ForkOrigin,
     MessageEdited,
@@ -41,39 +40,18 @@ from contextledger.domain.events import (
     SystemPromptChanged,
 )
 from contextledger.domain.messages import Message
+from contextledger.domain.queries import fixed_tokens, is_retracted, layer_of, newest_group_tokens
 from contextledger.domain.reduction import (
     Entry,
     SummaryLayer,
-)
-from contextledger.domain.state import (
-    ConversationState,
-    fixed_tokens,
-    is_retracted,
-    layer_of,
-    newest_group_tokens,
 )
 from contextledger.domain.validation import check_position
 
 __all__ = ["EditCommands"]
 
 
-class EditCommands:
+class EditCommands(ConversationRoot):
     """The edit commands; ``Conversation`` inherits them."""
-
-    state: ConversationState
-    id: UUID
-    version: int
-    _pending_events: list[DomainEvent]
-
-    if TYPE_CHECKING:
-
-        def _trigger(self, event_class: type[ConversationEvent], at: datetime, **fields: Any) -> None: ...
-
-        def _maybe_pin_range(self, at: datetime) -> None: ...
-
-        @classmethod
-        def apply(cls, conversation: Self | None, event: ConversationEvent) -> Self: ...
-
 
     def retract(
         self, position: int, *, reason: str | None = None, history: History, at: datetime
@@ -162,8 +140,7 @@ class EditCommands:
         cap = s.policy.max_context_tokens
         if cap is not None and fixed_tokens(s) + tokens > cap:
             raise ContextOverflowError(
-                "the edited message cannot fit under max_context_tokens with the system prompt "
-                "and summaries",
+                "the edited message cannot fit under max_context_tokens with the system prompt and summaries",
                 conversation_id=self.id,
                 tokens=tokens,
                 limit=cap,
@@ -209,8 +186,13 @@ class EditCommands:
                     tokens=tokens,
                     limit=cap,
                 )
-        check_budget(s.policy, tools_tokens=s.tools_tokens, system_tokens=tokens,
-                     reply_priming=s.reply_priming, conversation_id=self.id)
+        check_budget(
+            s.policy,
+            tools_tokens=s.tools_tokens,
+            system_tokens=tokens,
+            reply_priming=s.reply_priming,
+            conversation_id=self.id,
+        )
         self._trigger(
             SystemPromptChanged,
             at,
@@ -223,9 +205,7 @@ class EditCommands:
         return True
 
     @classmethod
-    def fork(
-        cls, source: Self, conversation_id: UUID, *, key: str | None, at: datetime
-    ) -> Self:
+    def fork(cls, source: Self, conversation_id: UUID, *, key: str | None, at: datetime) -> Self:
         """Command: a new conversation whose history is ``source``'s as it stands (pass a
         copy at a past version to fork from there). Its summaries are reused and its
         digest chain continues from the source's."""

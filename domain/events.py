@@ -9,13 +9,14 @@ never changed once stored (a schema change adds ``class_version`` and an upcaste
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Protocol, Self
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from contextledger.domain.digests import event_seal
+from contextledger.domain.errors import UsageError
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink, omit_unhidden
@@ -39,6 +40,7 @@ __all__ = [
     "ThresholdReached",
     "ToolsChanged",
     "UsageRecorded",
+    "fold_conversation_events_with",
 ]
 
 
@@ -65,12 +67,34 @@ class DomainEvent(BaseModel):
 
 
 class ConversationEvent(DomainEvent):
-    """An event of a ``Conversation``: applying it folds it into the aggregate."""
+    """An event of a ``Conversation``: applying it folds it into the aggregate (the
+    fold the aggregate's module handed over with ``fold_conversation_events_with``)."""
 
     def mutate(self, aggregate: Any) -> Any:
-        from contextledger.domain.conversation import Conversation
+        fold = _fold
+        if fold is None:
+            raise UsageError(
+                "conversation events are folded by contextledger.domain.conversation."
+                "Conversation: import that module before applying them"
+            )
+        return fold(aggregate, self)
 
-        return Conversation.apply(aggregate, self)
+
+class _Fold(Protocol):
+    def __call__(self, aggregate: Any, event: ConversationEvent, /) -> Any: ...
+
+
+#: ``Conversation.apply``: set by the aggregate's own module, so that the events never
+#: import the aggregate they are folded into (they are read, and topics resolved,
+#: without it).
+_fold: _Fold | None = None
+
+
+def fold_conversation_events_with(fold: _Fold) -> None:
+    """Make ``fold(aggregate, event)`` what ``ConversationEvent.mutate`` does (the
+    aggregate's ``apply``: ``Started`` and ``Forked`` create the aggregate from None)."""
+    global _fold
+    _fold = fold
 
 
 class SealedEvent(ConversationEvent):
@@ -102,7 +126,6 @@ class SummaryProvenance(BaseModel):
     input_tokens: int | None = None
     output_tokens: int | None = None
     latency_ms: float = 0.0
-
 
 
 def keep_token_scope(policy: Any) -> None:

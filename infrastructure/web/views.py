@@ -19,7 +19,7 @@ from contextledger.application.store import store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import ConversationNotFoundError
 from contextledger.domain.events import DomainEvent
-from contextledger.domain.state import is_placeholder
+from contextledger.domain.queries import is_placeholder
 from contextledger.infrastructure.web.paging import Paging
 
 __all__ = [

@@ -22,14 +22,8 @@ from contextledger.domain import (
     SummaryQualityError,
     UnknownPositionError,
 )
-from contextledger.domain.state import (
-    _visible_sum,
-    fixed_tokens,
-    full_tool_results,
-    tail_index,
-    tail_tokens,
-    view_tokens,
-)
+from contextledger.domain.queries import fixed_tokens, tail_index, view_tokens
+from contextledger.domain.sums import full_tool_results, tail_tokens, visible_sum
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import assert_valid_openai_context as assert_valid
 from tests.support.readmodel_checks import assert_conversation_matches, catch_up_through_committed
@@ -350,7 +344,7 @@ class EditMachine(RuleBasedStateMachine):
         end = s.open_group_index if s.open_group_index is not None else len(s.window)
         carried = "view" in s._sums and s._sums["view"][0] is s.window
         full = view_tokens(s, [e for e in s.window[:end] if e.position >= s.dropped_before])
-        assert fixed_tokens(s) + _visible_sum(s, end) == full
+        assert fixed_tokens(s) + visible_sum(s, end) == full
         if carried:
             event("view sum carried on")
         start = tail_index(s)

@@ -1,0 +1,192 @@
+"""The summary commands of the ``Conversation`` aggregate: what the summarizer is
+given, and the recording of its result or of its failure.
+
+A summary is recorded only for the pending range (a late or duplicate one is stale)
+and only past the quality gate: not empty, not an error or a refusal, within
+``max_summary_tokens``, no longer than its input, and leaving the context within
+``max_context_tokens``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from contextledger.domain.aggregate import ConversationRoot
+from contextledger.domain.errors import StaleSummaryError, SummaryQualityError
+from contextledger.domain.events import SummarizationFailed, SummaryCreated, SummaryProvenance
+from contextledger.domain.queries import folds_previous, layers_after, newest_group_tokens, summaries_tokens
+from contextledger.domain.redaction import provider_text
+from contextledger.domain.reduction import Entry
+from contextledger.domain.state import PendingRange
+
+__all__ = ["SummaryCommands", "SummaryFailure"]
+
+#: A summary this short is accepted even when its input was shorter still.
+_TINY_SUMMARY_TOKENS = 32
+
+_ERROR_TEXT_PREFIXES = (
+    "error",
+    "i'm sorry",
+    "i am sorry",
+    "sorry, i",
+    "as an ai",
+    "i cannot",
+    "i can't",
+    "internal server error",
+    "traceback",
+)
+
+
+@dataclass(frozen=True)
+class SummaryFailure:
+    """One failed summarization attempt, as recorded in ``SummarizationFailed``.
+
+    ``kind`` names the failure (an error class name, ``"quality"``, ...), ``error``
+    says what happened (one line of at most 2,000 characters, control characters
+    escaped and anything like an API key masked: ``redaction.provider_text``), ``retryable`` whether trying
+    again may help, ``called_provider`` whether a provider was called (and may have
+    charged for it), with the tokens it reported when it did.
+    """
+
+    kind: str
+    error: str
+    retryable: bool
+    called_provider: bool
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def __post_init__(self) -> None:  # text from a provider: escaped, secrets masked
+        object.__setattr__(self, "error", provider_text(self.error))
+
+
+class SummaryCommands(ConversationRoot):
+    """The summary commands and queries; ``Conversation`` inherits them."""
+
+    def pending_messages_for_summary(self) -> list[Entry]:
+        """Entries of the pending range (the summarizer's input besides the summary)."""
+        p = self.state.pending
+        if p is None:
+            return []
+        return [e for e in self.state.window if p.from_position <= e.position <= p.through_position]
+
+    def previous_summary_text(self) -> str | None:
+        """The summary a new one extends (all layers joined when consolidating)."""
+        s = self.state
+        if not s.summaries:
+            return None
+        if folds_previous(s, s.pending):
+            return "\n\n".join(layer.text for layer in s.summaries)
+        return None
+
+    def record_summary(
+        self,
+        *,
+        from_position: int,
+        through_position: int,
+        text: str,
+        tokens: int,
+        message_tokens: int,
+        source_digest: str,
+        provenance: SummaryProvenance,
+        at: datetime,
+        threshold_version: int | None = None,
+    ) -> None:
+        """Command: record the summary of the pending range; stale ones are rejected
+        (with ``threshold_version``, also a range pinned again after an edit)."""
+        pending = self._require_pending(from_position, through_position, threshold_version)
+        s = self.state
+        stripped = text.strip()
+        if not stripped:
+            raise SummaryQualityError("the summary is empty", conversation_id=self.id)
+        if stripped.lower().startswith(_ERROR_TEXT_PREFIXES):
+            raise SummaryQualityError("the summary reads like an error or a refusal", conversation_id=self.id)
+        if tokens > s.policy.max_summary_tokens:
+            raise SummaryQualityError(
+                f"the summary has {tokens} tokens, over max_summary_tokens ({s.policy.max_summary_tokens})",
+                conversation_id=self.id,
+            )
+        source_tokens = sum(e.tokens for e in self.pending_messages_for_summary())
+        if self.previous_summary_text() is not None:
+            source_tokens += sum(layer.message_tokens for layer in s.summaries)
+        if tokens > max(source_tokens, _TINY_SUMMARY_TOKENS):
+            raise SummaryQualityError(
+                f"the summary ({tokens} tokens) is longer than its input ({source_tokens} tokens)",
+                conversation_id=self.id,
+            )
+        cap = s.policy.max_context_tokens
+        if cap is not None:
+            layers = layers_after(s, pending, from_position, through_position, "", message_tokens)
+            fixed = s.reply_priming + s.tools_tokens
+            fixed += s.system_tokens if s.system_prompt is not None else 0
+            fixed += summaries_tokens(s, layers)
+            newest = newest_group_tokens(s, after=through_position)
+            if fixed + newest > cap:
+                raise SummaryQualityError(
+                    f"with this summary the context cannot fit max_context_tokens ({cap})",
+                    conversation_id=self.id,
+                )
+        covers_from = 0 if folds_previous(s, pending) else from_position
+        self._trigger(
+            SummaryCreated,
+            at,
+            from_position=from_position,
+            through_position=through_position,
+            covers_from=covers_from,
+            text=text,
+            tokens=tokens,
+            message_tokens=message_tokens,
+            source_digest=source_digest,
+            threshold_version=pending.threshold_version,
+            consolidated=pending.consolidate,
+            provenance=provenance,
+            policy_version=s.policy_version,
+        )
+        self._maybe_pin_range(at)
+
+    def record_summarization_failure(
+        self,
+        failure: SummaryFailure,
+        *,
+        from_position: int,
+        through_position: int,
+        at: datetime,
+        threshold_version: int | None = None,
+    ) -> int:
+        """Command: record a failed attempt for the pending range; returns the attempt number."""
+        pending = self._require_pending(from_position, through_position, threshold_version)
+        attempt = pending.attempts + 1
+        self._trigger(
+            SummarizationFailed,
+            at,
+            threshold_version=pending.threshold_version,
+            from_position=from_position,
+            through_position=through_position,
+            kind=failure.kind,
+            error=failure.error[:2000],
+            attempt=attempt,
+            retryable=failure.retryable,
+            called_provider=failure.called_provider,
+            input_tokens=failure.input_tokens,
+            output_tokens=failure.output_tokens,
+        )
+        return attempt
+
+    def _require_pending(
+        self, from_position: int, through_position: int, threshold_version: int | None = None
+    ) -> PendingRange:
+        pending = self.state.pending
+        if (
+            pending is None
+            or pending.from_position != from_position
+            or pending.through_position != through_position
+            or (threshold_version is not None and pending.threshold_version != threshold_version)
+        ):
+            raise StaleSummaryError(
+                "the range is not the conversation's pending range (late or duplicate result)",
+                conversation_id=self.id,
+                from_position=from_position,
+                through_position=through_position,
+                pending=(pending.from_position, pending.through_position) if pending else None,
+            )
+        return pending
