@@ -12,18 +12,18 @@ placeholder ``function_call_output`` items with the same ``call_id``, exactly as
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Any, Literal, Protocol
 from uuid import UUID
 
 from contextledger.application.counting import TokenCounters
+from contextledger.application.formats.responses import grouped_items
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.events import MessageAppended
-from contextledger.domain.items import Item, ItemMessage, items_from_message, messages_from_items
+from contextledger.domain.items import Item, items_from_message
 from contextledger.domain.messages import Message
 from contextledger.domain.queries import is_placeholder
 from contextledger.domain.reduction import Entry, placeholder_message, summary_message
@@ -61,47 +61,6 @@ class ItemsHost(Protocol):
         """A private copy of the conversation (at ``version``)."""
         ...
 
-
-def grouped_items(items: Iterable[Item]) -> list[ItemMessage]:
-    """Check Responses items (JSON objects of valid text) and group them into chat
-    messages, each with a private copy of the items it stands for."""
-    if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
-        raise InvalidArgumentError(
-            "items must be a list of Responses items", argument="items", value=shown(items)
-        )
-    listed: list[Item] = []
-    for index, item in enumerate(items):
-        try:
-            if not isinstance(item, dict):
-                raise TypeError(f"an item is an object, not {type(item).__name__}")
-            listed.append(_as_logged(item))
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"items[{index}] is not a JSON object of valid text: {exc}", argument="items"
-            ) from None
-    return [(m, tuple(raw)) for m, raw in messages_from_items(listed)]
-
-
-def _as_logged(item: Item) -> Item:
-    """A private copy of ``item`` as the log gives it back (JSON: tuples are lists).
-    A key that is not a string is refused: JSON would turn it into one (``1`` and
-    ``"1"`` would even collapse into one key), so the item read back would differ."""
-    text = json.dumps(item, allow_nan=False, ensure_ascii=False)  # refuses cycles first
-    text.encode("utf-8")  # no lone surrogates
-    _check_keys(item)
-    copied: Item = json.loads(text)
-    return copied
-
-
-def _check_keys(value: Any) -> None:
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"keys must be strings, not {type(key).__name__} ({key!r:.40})")
-            _check_keys(inner)
-    elif isinstance(value, list | tuple):
-        for inner in value:
-            _check_keys(inner)
 
 
 def append_grouped(

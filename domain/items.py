@@ -125,15 +125,15 @@ def _output_text(output: Any) -> str:
     return text if text else "(empty output)"
 
 
-def _message_item(item: Item) -> Message:
+def _message_text(item: Item) -> tuple[str, str]:
+    """The role and text of a message item (``(empty)`` for no text)."""
     role = item.get("role")
     if role not in _MESSAGE_ROLES:
         raise InvalidMessageError(
             f"a message item needs a role among {', '.join(_MESSAGE_ROLES)}, not {str(role)[:40]!r}",
             field="role",
         )
-    text = item_text(item.get("content"))
-    return Message(role=role, content=text if text else "(empty)")
+    return str(role), item_text(item.get("content")) or "(empty)"
 
 
 def _function_call(item: Item) -> ToolCall:
@@ -146,39 +146,41 @@ def _function_call(item: Item) -> ToolCall:
 
 
 def _model_run(run: Sequence[Item]) -> list[ItemMessage]:
-    """Messages for a run of consecutive model-side items."""
+    """Messages for a run of consecutive model-side items: the groups are drawn first,
+    then each message is built once."""
     calls = [_function_call(i) for i in run if _kind(i) == "function_call"]
     if calls:
-        texts = [_run_text(i) for i in run if _kind(i) != "function_call"]
-        content = "\n".join(t for t in texts if t) or None
+        described = [_run_text(i) for i in run if _kind(i) != "function_call"]
+        content = "\n".join(t for t in described if t) or None
         return [(Message(role="assistant", content=content, tool_calls=tuple(calls)), tuple(run))]
-    out: list[ItemMessage] = []
+    groups: list[tuple[list[str], list[Item]]] = []
+    texts: list[str] = []
     pending: list[Item] = []
     for item in run:
         pending.append(item)
-        if _kind(item) == "message":
-            text = "\n".join(_run_text(i) for i in pending)
-            out.append((Message(role="assistant", content=text), tuple(pending)))
-            pending = []
-    if pending:
-        if out:
-            message, raw = out.pop()
-            text = "\n".join([message.text, *(_run_text(i) for i in pending)])
-            out.append((Message(role="assistant", content=text), (*raw, *pending)))
+        texts.append(_run_text(item))
+        if _kind(item) == "message":  # an assistant message closes a group
+            groups.append((texts, pending))
+            texts, pending = [], []
+    if pending:  # what follows the last message joins it (or stands alone)
+        if groups:
+            groups[-1][0].extend(texts)
+            groups[-1][1].extend(pending)
         else:
-            text = "\n".join(_run_text(i) for i in pending)
-            out.append((Message(role="assistant", content=text), tuple(pending)))
-    return out
+            groups.append((texts, pending))
+    return [(Message(role="assistant", content="\n".join(t)), tuple(raw)) for t, raw in groups]
 
 
 def _run_text(item: Item) -> str:
     if _kind(item) == "message":
-        return _message_item(item).text
+        return _message_text(item)[1]
     return describe_item(item)
 
 
 def messages_from_items(items: Iterable[Item]) -> list[ItemMessage]:
-    """Group Responses items into chat messages, each with the items it stands for."""
+    """Group Responses items into chat messages, each with the items it stands for.
+    ``items`` is read once, in order (it may be a generator), and each message is built
+    once."""
     out: list[ItemMessage] = []
     run: list[Item] = []
     for item in items:
@@ -192,7 +194,8 @@ def messages_from_items(items: Iterable[Item]) -> list[ItemMessage]:
             run = []
         kind = _kind(item)
         if kind == "message":
-            out.append((_message_item(item), (item,)))
+            role, text = _message_text(item)
+            out.append((Message(role=role, content=text), (item,)))
         elif kind == "function_call_output":
             call_id = item.get("call_id")
             if not isinstance(call_id, str):
