@@ -217,6 +217,8 @@ def persistence_env(settings: Settings) -> dict[str, str]:
     if settings.compress:
         env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
     if settings.cipher_key is not None:
-        env["CIPHER_TOPIC"] = "eventsourcing.cipher:AESCipher"
+        # OpenSSL's AES-GCM in eventsourcing's AESCipher byte layout (``aead``): stores
+        # written with eventsourcing's cipher load unchanged.
+        env["CIPHER_TOPIC"] = "contextledger.infrastructure.aead:AESGCMCipher"
         env["CIPHER_KEY"] = settings.cipher_key.get_secret_value()
     return env

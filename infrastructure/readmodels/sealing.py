@@ -1,9 +1,10 @@
 """Encryption at rest for the read models' content columns.
 
 With a cipher key, the columns that hold what people wrote (``cl_transcript.message``,
-``cl_summaries.text``) are sealed with the event store's own cipher (eventsourcing's
-``AESCipher``, the same key): each value is stored as ``clsealed1:`` followed by the
-base64 of the encrypted UTF-8 JSON (a JSON column) or text. The column types do not
+``cl_summaries.text``) are sealed with the event store's own cipher (AES-GCM in
+eventsourcing's ``AESCipher`` layout, ``aead.AESGCMCipher``, the same key): each value
+is stored as ``clsealed1:`` followed by the base64 of the encrypted UTF-8 JSON (a JSON
+column) or text. The column types do not
 change, so a table made without a key keeps its schema; values are sealed and opened
 at the column boundary (SQLAlchemy ``TypeDecorator``), so views add columns freely.
 
@@ -28,11 +29,10 @@ import hmac
 import json
 from typing import Any
 
-from eventsourcing.cipher import AESCipher
-from eventsourcing.utils import Environment
 from sqlalchemy import JSON, Dialect, Text, TypeDecorator
 
-from contextledger.domain.errors import ConfigurationError, StoreError
+from contextledger.domain.errors import StoreError
+from contextledger.infrastructure.aead import AESGCMCipher, decode_key
 
 __all__ = ["SEALED_PREFIX", "ContentCodec", "SealedJSON", "SealedText", "codec_for_key"]
 
@@ -77,14 +77,8 @@ def codec_for_key(key: str | None) -> ContentCodec | None:
     """The codec of a base64 AES key (None: no encryption)."""
     if not key:
         return None
-    try:
-        cipher = AESCipher(Environment(env={AESCipher.CIPHER_KEY: key}))
-    except Exception as exc:
-        raise ConfigurationError(
-            f"the cipher key is not a base64 AES key: {type(exc).__name__}", setting="cipher_key"
-        ) from exc
-    raw = base64.b64decode(key)
-    return ContentCodec(cipher, lookup_key=hashlib.sha256(_LOOKUP_CONTEXT + raw).digest())
+    raw = decode_key(key)  # ConfigurationError if it is not a base64 AES key
+    return ContentCodec(AESGCMCipher.from_key(raw), lookup_key=hashlib.sha256(_LOOKUP_CONTEXT + raw).digest())
 
 
 def _is_sealed(value: Any) -> bool:
@@ -93,8 +87,7 @@ def _is_sealed(value: Any) -> bool:
 
 def _unreadable() -> StoreError:
     return StoreError(
-        "the read models hold encrypted content: open them with the cipher key "
-        "(CONTEXTLEDGER_CIPHER_KEY)",
+        "the read models hold encrypted content: open them with the cipher key (CONTEXTLEDGER_CIPHER_KEY)",
         cause="encrypted",
     )
 
