@@ -73,6 +73,7 @@ from psycopg.sql import SQL, Identifier
 
 from contextledger.infrastructure.pgreads import FinalMark, once_more
 from contextledger.infrastructure.pgstore import PostgresSnapshotRecorder, TimedPostgresFactory, event_columns
+from contextledger.infrastructure.subject_mapper import SubjectKeysFactory
 
 __all__ = [
     "GroupCommit",
@@ -595,8 +596,9 @@ class WindowedPOPORecorder(POPOApplicationRecorder):
             return results
 
 
-class MemoryFactory(POPOFactory):
-    """eventsourcing's in-memory factory with ``WindowedPOPORecorder``."""
+class MemoryFactory(SubjectKeysFactory, POPOFactory):
+    """eventsourcing's in-memory factory with ``WindowedPOPORecorder`` (and data-subject
+    keys kept in memory)."""
 
     def application_recorder(self) -> ApplicationRecorder:
         return WindowedPOPORecorder()
