@@ -268,7 +268,7 @@ class _SQLKeyTable:
                     ),
                     (wrapped, master_id, row.key_id, row.master_id),
                 )
-                done += max(0, cursor.rowcount)
+                done += max(0, getattr(cursor, "sqlite_cursor", cursor).rowcount)
             return done
 
         count: int = self._run(work, commit=True)
@@ -350,8 +350,10 @@ class SQLiteKeyTable(_SQLKeyTable):
 
     def _after_tombstone(self) -> None:
         try:
-            with self.datastore.get_connection(commit=False) as conn:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            with self.datastore.get_connection(commit=True) as conn:
+                cursor = conn.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cursor.fetchall()
         except (PersistenceError, sqlite3.Error):
             pass  # a reader holds the WAL: SQLite checkpoints it later, as it always does
 
