@@ -597,8 +597,7 @@ class WindowedPOPORecorder(POPOApplicationRecorder):
 
 
 class MemoryFactory(SubjectKeysFactory, POPOFactory):
-    """eventsourcing's in-memory factory with ``WindowedPOPORecorder`` (and data-subject
-    keys kept in memory)."""
+    """eventsourcing's in-memory factory with ``WindowedPOPORecorder`` (and subject keys)."""
 
     def application_recorder(self) -> ApplicationRecorder:
         return WindowedPOPORecorder()
