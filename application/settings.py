@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
@@ -30,7 +30,7 @@ class Settings(BaseModel):
     Environment variables: ``CONTEXTLEDGER_DATABASE_URL``, ``CONTEXTLEDGER_STORES``, ``OPENAI_API_KEY``,
     ``OPENAI_BASE_URL``, ``CONTEXTLEDGER_SUMMARIZER_MODEL``,
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
-    ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_COMPRESS``,
+    ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_KEY_SCOPE``, ``CONTEXTLEDGER_COMPRESS``,
     ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``,
     ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_RETRY_TOTAL_SECONDS``,
     ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
@@ -65,8 +65,13 @@ class Settings(BaseModel):
     #: How often followers of a SQLite store poll the log (SQLite cannot notify).
     poll_interval: float = Field(default=0.05, gt=0)
     snapshot_interval: int = Field(default=50, ge=2)
-    #: 32-byte base64 AES key (eventsourcing's cipher); None: no encryption at rest.
+    #: 32-byte base64 AES key (the master key); None: no encryption at rest.
     cipher_key: SecretStr | None = None
+    #: With a cipher key, what new events and snapshots are encrypted under: ``subject``,
+    #: a random data key per data subject (a conversation's own, or the one it names),
+    #: wrapped by the cipher key in the store's key table, so that erasing a subject
+    #: destroys one key; ``store``, the cipher key itself (as before). Either reads both.
+    key_scope: Literal["subject", "store"] = "subject"
     compress: bool = False
     #: How long one write (append, edit, summary record ...) may wait for the
     #: conversation's other writers and retry optimistic-concurrency conflicts before
@@ -163,6 +168,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_SUMMARIZER_TIMEOUT": "summarizer_timeout",
             "CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES": "max_concurrent_summaries",
             "CONTEXTLEDGER_CIPHER_KEY": "cipher_key",
+            "CONTEXTLEDGER_KEY_SCOPE": "key_scope",
             "CONTEXTLEDGER_COMPRESS": "compress",
             "CONTEXTLEDGER_POLL_INTERVAL": "poll_interval",
             "CONTEXTLEDGER_SNAPSHOT_INTERVAL": "snapshot_interval",

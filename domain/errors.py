@@ -16,6 +16,7 @@
     │   ├── UnknownReadModelError       rebuild() of a read model that does not exist
     │   ├── ReadOnlyError               a write on a ledger opened read_only=True
     │   ├── LedgerClosedError           a call to a ledger that is closed (or closing)
+    │   ├── ConversationErasedError     the content's data subject was erased (crypto-shredded)
     │   └── InvalidEditError            an edit that cannot apply (breaks a tool-call group)
     │       ├── UnknownPositionError    no message was ever appended at that position
     │       ├── RetractedPositionError  the message at that position is already retracted
@@ -26,6 +27,8 @@
         │   ├── SchemaMissingError      the store's schema or tables are not there
         │   ├── LogDamagedError         a conversation's stored log is damaged (missing,
         │   │                           out-of-order, unknown or undecodable events)
+        │   ├── KeyMissingError         an event names a data key the key table lacks
+        │   │                           (and no tombstone says it was erased)
         │   └── ReadModelAheadError     a read model applied more of the log than it holds
         ├── TrackingRewoundError        a read model was rebuilt under a running follower
         ├── SummaryRejectedError        a summary result that cannot be applied
@@ -48,6 +51,7 @@ leave the public API: they are mapped to one of these with the cause chained.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -57,6 +61,7 @@ __all__ = [
     "ContextLedgerError",
     "ContextLedgerRuntimeError",
     "ContextOverflowError",
+    "ConversationErasedError",
     "ConversationNotFoundError",
     "DuplicateConversationError",
     "IdempotencyConflictError",
@@ -64,6 +69,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "KeyMissingError",
     "LedgerClosedError",
     "LogDamagedError",
     "MessageTooLargeError",
@@ -119,8 +125,7 @@ class ContextLedgerError(Exception):
         unknown = sorted(set(context) - set(self._fields))
         if unknown:
             raise TypeError(
-                f"{type(self).__name__} takes no context attribute {unknown}; "
-                f"declared: {list(self._fields)}"
+                f"{type(self).__name__} takes no context attribute {unknown}; declared: {list(self._fields)}"
             )
         super().__init__(message)
         self.message = message
@@ -247,9 +252,22 @@ class ReadOnlyError(UsageError):
 
     #: The refused call (``append``, ``start_policy`` ...).
     operation: str | None = None
+
+
 class LedgerClosedError(UsageError):
     """A call to a ledger after ``close()`` began (a call in flight then finishes,
     within the close timeout); it wrote nothing. Open the ledger again to go on."""
+
+
+class ConversationErasedError(UsageError):
+    """The content asked for, or a write to it, belongs to a data subject whose data
+    key was destroyed (crypto-shredding): it can never be read or written again."""
+
+    #: The data subject (a person, a tenant; a conversation of its own: its id).
+    subject: str | None = None
+    #: When the subject was erased, and the reason given.
+    erased_at: datetime | None = None
+    reason: str | None = None
 
 
 class InvalidEditError(UsageError):
@@ -308,11 +326,23 @@ class SchemaMissingError(StoreError):
     #: The missing table (or schema, or file), as the database names it.
     table: str | None = None
     schema: str | None = None
+
+
 class LogDamagedError(StoreError):
     """A conversation's stored log cannot be read as its history: an event is missing
     (a gap in versions, no ``Started``), out of order, of an unknown topic or
     undecodable, or the events do not fold. ``version`` names where; ``verify`` lists
     every such place in the store."""
+
+
+class KeyMissingError(StoreError):
+    """A stored record names a data key that the store's key table does not hold, and
+    no tombstone says it was erased: the key table was damaged, restored apart from
+    the events, or belongs to another store. Never read as an erasure."""
+
+    #: The key's id as the record names it (hex), and its subject when known.
+    key_id: str | None = None
+    subject: str | None = None
 
 
 class ReadModelAheadError(StoreError):

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
     from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels, attach_read_models
+    from contextledger.infrastructure.subject_keys import SubjectKeys
     from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
 
 #: Each name loads on first use, from the module that defines it: the command line
@@ -22,6 +23,7 @@ _LAZY = {
     "READ_MODEL_NAMES": "contextledger.infrastructure.readmodels",
     "SQLReadModels": "contextledger.infrastructure.readmodels",
     "attach_read_models": "contextledger.infrastructure.readmodels",
+    "SubjectKeys": "contextledger.infrastructure.subject_keys",
     "TiktokenCounter": "contextledger.infrastructure.tokens",
     "encoding_for_model": "contextledger.infrastructure.tokens",
 }
@@ -47,6 +49,7 @@ __all__ = [
     "JSONBytesTranscoder",
     "PydanticMapper",
     "SQLReadModels",
+    "SubjectKeys",
     "TiktokenCounter",
     "attach_read_models",
     "encoding_for_model",

@@ -217,6 +217,12 @@ def persistence_env(settings: Settings) -> dict[str, str]:
     if settings.compress:
         env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
     if settings.cipher_key is not None:
-        env["CIPHER_TOPIC"] = "eventsourcing.cipher:AESCipher"
+        # OpenSSL's AES-GCM in eventsourcing's AESCipher byte layout (``aead``): stores
+        # written with eventsourcing's cipher load unchanged.
+        env["CIPHER_TOPIC"] = "contextledger.infrastructure.aead:AESGCMCipher"
         env["CIPHER_KEY"] = settings.cipher_key.get_secret_value()
+        # Each record under its conversation's data-subject key (``subject_mapper``);
+        # records under the master key alone (earlier stores) are read as before.
+        env["MAPPER_TOPIC"] = "contextledger.infrastructure.subject_mapper:SubjectMapper"
+        env["CL_KEY_SCOPE"] = settings.key_scope
     return env

@@ -58,13 +58,30 @@ class PydanticMapper(Mapper[UUID]):
         if self.compressor:
             data = self.compressor.compress(data)
         if self.cipher:
-            data = self.cipher.encrypt(data)
+            data = self.encrypt_state(domain_event.originator_id, domain_event.originator_version, data)
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
             topic=topic,
             state=data,
         )
+
+    def encrypt_state(self, originator_id: UUID, originator_version: int, data: bytes) -> bytes:
+        """The stored form of an event's (compressed) state: encrypted with the cipher."""
+        assert self.cipher is not None
+        return self.cipher.encrypt(data)
+
+    def decrypt_state(self, stored_event: StoredEvent, where: str, context: dict[str, Any]) -> bytes:
+        """The (compressed) state of a stored event; ``StoreError`` if it does not decrypt."""
+        assert self.cipher is not None
+        try:
+            return self.cipher.decrypt(stored_event.state)
+        except Exception as exc:  # a damaged event, or the wrong key
+            raise StoreError(
+                f"cannot decode stored event ({where}): it does not decrypt (damaged, or "
+                f"the wrong key): {exc}",
+                **context,
+            ) from exc
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         where = (
@@ -82,14 +99,7 @@ class PydanticMapper(Mapper[UUID]):
             raise LogDamagedError(f"unknown event topic ({where})", **context) from exc
         data = stored_event.state
         if self.cipher:
-            try:
-                data = self.cipher.decrypt(data)
-            except Exception as exc:  # a damaged event, or the wrong key
-                raise StoreError(
-                    f"cannot decode stored event ({where}): it does not decrypt (damaged, or "
-                    f"the wrong key): {exc}",
-                    **context,
-                ) from exc
+            data = self.decrypt_state(stored_event, where, context)
         try:
             if self.compressor:
                 data = self.compressor.decompress(data)

@@ -14,6 +14,8 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 
+from contextledger.infrastructure.subject_mapper import SubjectKeysFactory
+
 __all__ = ["MemoryFactory", "WindowedPOPORecorder"]
 
 
@@ -48,8 +50,8 @@ class WindowedPOPORecorder(POPOApplicationRecorder):
             return results
 
 
-class MemoryFactory(POPOFactory):
-    """eventsourcing's in-memory factory with ``WindowedPOPORecorder``."""
+class MemoryFactory(SubjectKeysFactory, POPOFactory):
+    """eventsourcing's in-memory factory with ``WindowedPOPORecorder`` (and subject keys)."""
 
     def application_recorder(self) -> ApplicationRecorder:
         return WindowedPOPORecorder()

@@ -27,6 +27,7 @@ from eventsourcing.postgres import (
 from psycopg.sql import SQL, Identifier
 
 from contextledger.infrastructure.pgreads import once_more
+from contextledger.infrastructure.subject_mapper import SubjectKeysFactory
 
 __all__ = [
     "TIMED_POSTGRES_TOPIC",
@@ -109,11 +110,12 @@ class PostgresTrackingRecorderOnce(PostgresTrackingRecorder):
         return found
 
 
-class TimedPostgresFactory(PostgresFactory):
+class TimedPostgresFactory(SubjectKeysFactory, PostgresFactory):
     """``PostgresFactory`` whose connections carry libpq ``connect_timeout`` and a
     session ``statement_timeout`` (``CL_PG_CONNECT_TIMEOUT`` seconds,
-    ``CL_PG_STATEMENT_TIMEOUT_MS`` milliseconds in its environment), and whose
-    snapshot and tracking recorders retry as the store does."""
+    ``CL_PG_STATEMENT_TIMEOUT_MS`` milliseconds in its environment), whose snapshot
+    and tracking recorders retry as the store does, and whose mapper gets the store's
+    data-subject key table (``subject_mapper``)."""
 
     CONNECT_TIMEOUT = "CL_PG_CONNECT_TIMEOUT"
     STATEMENT_TIMEOUT_MS = "CL_PG_STATEMENT_TIMEOUT_MS"

@@ -28,6 +28,7 @@ from contextledger.domain.errors import SchemaMissingError, StoreError
 from contextledger.infrastructure.pgrecorder import PostgresConversationFactory
 from contextledger.infrastructure.sqlite_files import check_sqlite_file
 from contextledger.infrastructure.sqlite_recorder import SQLiteConversationFactory
+from contextledger.infrastructure.subject_mapper import SubjectKeysFactory
 
 __all__ = [
     "READ_ONLY_POSTGRES_TOPIC",
@@ -53,9 +54,10 @@ def _sqlite_error(exc: BaseException, path: str, url: str) -> StoreError:
     return StoreError(f"cannot open the SQLite database {path}: {text}", url=url)
 
 
-class SQLiteStoreFactory(SQLiteConversationFactory):
+class SQLiteStoreFactory(SubjectKeysFactory, SQLiteConversationFactory):
     """``SQLiteConversationFactory`` with its file checked first and sqlite3's errors,
-    while it opens and makes its tables, raised as ``StoreError`` naming the path."""
+    while it opens and makes its tables, raised as ``StoreError`` naming the path; its
+    mapper gets the store's data-subject key table (``subject_mapper``)."""
 
     must_exist = False
 

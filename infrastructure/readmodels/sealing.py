@@ -1,9 +1,10 @@
 """Encryption at rest for the read models' content columns.
 
 With a cipher key, the columns that hold what people wrote (``cl_transcript.message``,
-``cl_summaries.text``) are sealed with the event store's own cipher (eventsourcing's
-``AESCipher``, the same key): each value is stored as ``clsealed1:`` followed by the
-base64 of the encrypted UTF-8 JSON (a JSON column) or text. The column types do not
+``cl_summaries.text``) are sealed with the event store's own cipher (AES-GCM in
+eventsourcing's ``AESCipher`` layout, ``aead.AESGCMCipher``, the same key): each value
+is stored as ``clsealed1:`` followed by the base64 of the encrypted UTF-8 JSON (a JSON
+column) or text. The column types do not
 change, so a table made without a key keeps its schema; values are sealed and opened
 at the column boundary (SQLAlchemy ``TypeDecorator``), so views add columns freely.
 
@@ -18,6 +19,16 @@ empty.
 
 Reading a sealed value without the key raises ``StoreError`` (set the key); a value
 written before the key was set is read as it is (rebuild the read models to seal it).
+
+Per data subject (``subject_keys``): ``SubjectSealer.seal(conversation_id, text)`` seals
+a value under the key of the conversation's data subject, as ``clsealed2:`` followed by
+the base64 of ``b"CLK\x01" | key id | nonce | tag | ciphertext`` (the mark and key id
+in clear and authenticated, as in the event store), so that erasing the subject makes
+the row unreadable too. Opening needs no conversation id: the key id names the key. A
+value whose key is tombstoned opens as None (``ERASED``), a key the table lacks is
+``KeyMissingError``. A ``ContentCodec`` given a ``SubjectSealer`` opens both forms; the
+views seal with ``ContentCodec.seal_for(conversation_id, text)`` where they know the
+conversation.
 """
 
 from __future__ import annotations
@@ -27,16 +38,69 @@ import hashlib
 import hmac
 import json
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.cipher import AESCipher
-from eventsourcing.utils import Environment
 from sqlalchemy import JSON, Dialect, Text, TypeDecorator
 
-from contextledger.domain.errors import ConfigurationError, StoreError
+from contextledger.domain.errors import KeyMissingError, StoreError
+from contextledger.infrastructure.aead import OVERHEAD, AESGCMCipher, decode_key
+from contextledger.infrastructure.subject_keys import KEY_ID_SIZE, SubjectKeys, Tombstone
+from contextledger.infrastructure.subject_mapper import MARK
 
-__all__ = ["SEALED_PREFIX", "ContentCodec", "SealedJSON", "SealedText", "codec_for_key"]
+__all__ = [
+    "SEALED_PREFIX",
+    "SUBJECT_SEALED_PREFIX",
+    "ContentCodec",
+    "SealedJSON",
+    "SealedText",
+    "SubjectSealer",
+    "codec_for_key",
+]
 
 SEALED_PREFIX = "clsealed1:"
+SUBJECT_SEALED_PREFIX = "clsealed2:"
+_HEADER = len(MARK) + KEY_ID_SIZE
+
+
+class SubjectSealer:
+    """Seals read-model values under their conversation's data-subject key (module doc)."""
+
+    def __init__(self, keys: SubjectKeys) -> None:
+        self.keys = keys
+
+    def __repr__(self) -> str:
+        return f"SubjectSealer({self.keys!r})"
+
+    def seal(self, conversation_id: UUID, text: str) -> str:
+        """``text`` sealed under the key of the conversation's subject;
+        ``ConversationErasedError`` if the subject was erased."""
+        key = self.keys.key_for_conversation(conversation_id)
+        header = MARK + key.key_id
+        data = header + key.cipher.encrypt(text.encode("utf-8", "surrogatepass"), header)
+        return SUBJECT_SEALED_PREFIX + base64.b64encode(data).decode("ascii")
+
+    def open(self, value: str) -> str | None:
+        """The text of a sealed value; None if its subject was erased."""
+        try:
+            data = base64.b64decode(value[len(SUBJECT_SEALED_PREFIX) :], validate=True)
+        except ValueError as exc:
+            raise StoreError("a sealed read-model value is damaged (not base64)") from exc
+        if len(data) < _HEADER + OVERHEAD or data[: len(MARK)] != MARK:
+            raise StoreError("a sealed read-model value is damaged (no key header)")
+        header = data[:_HEADER]
+        key = self.keys.key_by_id(header[len(MARK) :])
+        if isinstance(key, Tombstone):
+            return None
+        if key is None:
+            raise KeyMissingError(
+                f"a read-model value names data key {header[len(MARK) :].hex()}, which the store's "
+                "key table does not hold (and no tombstone says it was erased)",
+                key_id=header[len(MARK) :].hex(),
+            )
+        try:
+            return key.cipher.decrypt(data[_HEADER:], header).decode("utf-8", "surrogatepass")
+        except ValueError as exc:
+            raise StoreError("cannot decrypt a read-model value under its data key (altered)") from exc
 
 
 #: Mixed into the cipher key to derive the lookup columns' HMAC key (never the cipher
@@ -48,9 +112,13 @@ class ContentCodec:
     """Seals and opens strings with a cipher (anything with ``encrypt``/``decrypt``);
     ``lookup`` gives the keyed digest that finds a sealed value (None: no lookup key)."""
 
-    def __init__(self, cipher: Any, *, lookup_key: bytes | None = None) -> None:
+    def __init__(
+        self, cipher: Any, *, lookup_key: bytes | None = None, subjects: SubjectSealer | None = None
+    ) -> None:
         self._cipher = cipher
         self._lookup_key = lookup_key
+        #: Seals and opens values per data subject (None: the store's key only).
+        self.subjects = subjects
 
     def lookup(self, text: str) -> str | None:
         """HMAC-SHA256 of ``text`` under the lookup key, hex (None without one)."""
@@ -65,7 +133,23 @@ class ContentCodec:
         data = self._cipher.encrypt(text.encode("utf-8", "surrogatepass"))
         return SEALED_PREFIX + base64.b64encode(data).decode("ascii")
 
-    def open(self, value: str) -> str:
+    def seal_for(self, conversation_id: UUID, text: str) -> str:
+        """``text`` sealed under the conversation's subject key when the codec has
+        per-subject keys, else under the store's key (``seal``)."""
+        if self.subjects is None:
+            return self.seal(text)
+        return self.subjects.seal(conversation_id, text)
+
+    def open(self, value: str) -> str | None:
+        """The text of a sealed value (None: its data subject was erased)."""
+        if value.startswith(SUBJECT_SEALED_PREFIX):
+            if self.subjects is None:
+                raise StoreError(
+                    "a read-model value is sealed under a data-subject key: open the read models "
+                    "with the store's keys (SQLReadModels.for_ledger)",
+                    cause="encrypted",
+                )
+            return self.subjects.open(value)
         try:
             data = self._cipher.decrypt(base64.b64decode(value[len(SEALED_PREFIX) :]))
         except Exception as exc:  # a wrong key or altered bytes
@@ -73,28 +157,26 @@ class ContentCodec:
         return bytes(data).decode("utf-8", "surrogatepass")
 
 
-def codec_for_key(key: str | None) -> ContentCodec | None:
-    """The codec of a base64 AES key (None: no encryption)."""
+def codec_for_key(key: str | None, *, keys: SubjectKeys | None = None) -> ContentCodec | None:
+    """The codec of a base64 AES key (None: no encryption), opening values sealed per
+    data subject too when given the store's ``keys``."""
     if not key:
         return None
-    try:
-        cipher = AESCipher(Environment(env={AESCipher.CIPHER_KEY: key}))
-    except Exception as exc:
-        raise ConfigurationError(
-            f"the cipher key is not a base64 AES key: {type(exc).__name__}", setting="cipher_key"
-        ) from exc
-    raw = base64.b64decode(key)
-    return ContentCodec(cipher, lookup_key=hashlib.sha256(_LOOKUP_CONTEXT + raw).digest())
+    raw = decode_key(key)  # ConfigurationError if it is not a base64 AES key
+    return ContentCodec(
+        AESGCMCipher.from_key(raw),
+        lookup_key=hashlib.sha256(_LOOKUP_CONTEXT + raw).digest(),
+        subjects=None if keys is None else SubjectSealer(keys),
+    )
 
 
 def _is_sealed(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith(SEALED_PREFIX)
+    return isinstance(value, str) and value.startswith((SEALED_PREFIX, SUBJECT_SEALED_PREFIX))
 
 
 def _unreadable() -> StoreError:
     return StoreError(
-        "the read models hold encrypted content: open them with the cipher key "
-        "(CONTEXTLEDGER_CIPHER_KEY)",
+        "the read models hold encrypted content: open them with the cipher key (CONTEXTLEDGER_CIPHER_KEY)",
         cause="encrypted",
     )
 
@@ -120,7 +202,8 @@ class SealedJSON(TypeDecorator[Any]):
             return value
         if self.codec is None:
             raise _unreadable()
-        return json.loads(self.codec.open(value))
+        text = self.codec.open(value)
+        return None if text is None else json.loads(text)
 
 
 class SealedText(TypeDecorator[str]):

@@ -67,12 +67,14 @@ if TYPE_CHECKING:
         ToolDefinition,
     )
     from contextledger.domain.conversation import Conversation
+    from contextledger.domain.erasure import ErasedEvent
     from contextledger.domain.errors import (
         ConcurrencyError,
         ConfigurationError,
         ContextLedgerError,
         ContextLedgerRuntimeError,
         ContextOverflowError,
+        ConversationErasedError,
         ConversationNotFoundError,
         DuplicateConversationError,
         IdempotencyConflictError,
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
         InvalidEditError,
         InvalidMessageError,
         InvalidPolicyError,
+        KeyMissingError,
         LedgerClosedError,
         LogDamagedError,
         MessageTooLargeError,
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
         SQLReadModels,
         attach_read_models,
     )
+    from contextledger.infrastructure.subject_keys import SubjectKeys
     from contextledger.infrastructure.tokens import TiktokenCounter
 
     __version__: str
@@ -145,12 +149,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "application.wire": ("ContextMessage", "ToolDefinition"),
     "domain.conversation": ("Conversation",),
+    "domain.erasure": ("ErasedEvent",),
     "domain.errors": (
         "ConcurrencyError", "ConfigurationError", "ContextLedgerError", "ContextLedgerRuntimeError",
-        "ContextOverflowError", "ConversationNotFoundError", "DuplicateConversationError",
-        "IdempotencyConflictError",
+        "ContextOverflowError", "ConversationErasedError", "ConversationNotFoundError",
+        "DuplicateConversationError", "IdempotencyConflictError",
         "InvalidArgumentError", "InvalidEditError", "InvalidMessageError", "InvalidPolicyError",
-        "LedgerClosedError", "LogDamagedError",
+        "KeyMissingError", "LedgerClosedError", "LogDamagedError",
         "MessageTooLargeError", "ReadModelAheadError", "ReadOnlyError", "RetractedPositionError",
         "SchemaMissingError",
         "StaleSummaryError", "StoreError",
@@ -166,6 +171,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "infrastructure.gemini_summarizer": ("GeminiSummarizer",),
     "infrastructure.offline_summarizer": ("OfflineSummarizer",),
     "infrastructure.tokens": ("TiktokenCounter",),
+    "infrastructure.subject_keys": ("SubjectKeys",),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
     "infrastructure.readmodels": ("SQLReadModels", "attach_read_models"),
 }
@@ -221,10 +227,12 @@ __all__ = [
     "ContextMessage",
     "ContextOverflowError",
     "Conversation",
+    "ConversationErasedError",
     "ConversationNotFoundError",
     "ConversationRef",
     "ConversationWhatIf",
     "DuplicateConversationError",
+    "ErasedEvent",
     "FollowerHealth",
     "FunctionCall",
     "GeminiSummarizer",
@@ -233,6 +241,7 @@ __all__ = [
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
+    "KeyMissingError",
     "Ledger",
     "LedgerClosedError",
     "LogDamagedError",
@@ -254,6 +263,7 @@ __all__ = [
     "Settings",
     "StaleSummaryError",
     "StoreError",
+    "SubjectKeys",
     "SummarizationRunner",
     "Summarizer",
     "SummarizerAuthenticationError",

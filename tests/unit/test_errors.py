@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import typing
+from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
 import pytest
@@ -51,6 +52,10 @@ SAMPLES: dict[str, object] = {
     "operation": "append",
     "table": "contextledger_events",
     "schema": "public",
+    "subject": "user-42",
+    "erased_at": datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
+    "reason": "the user asked to be forgotten",
+    "key_id": "00112233445566778899aabbccddeeff",
 }
 
 
