@@ -1,0 +1,128 @@
+"""The house stays easy to walk: no module over 500 lines, no import circle.
+
+The import graph counts every import of a module of the package: at module level,
+inside functions, and under ``if TYPE_CHECKING:`` (a type-only circle is still a
+circle for a reader). A package's ``__init__`` counts as a module of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "src" / "contextledger"
+MAX_LINES = 500
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (the layers' links followed)."""
+    modules: dict[str, Path] = {}
+    for folder, _, files in os.walk(PACKAGE, followlinks=True):
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            path = Path(folder) / file
+            parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``name`` imports, anywhere in its source."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                if f"{target}.{alias.name}" in modules:
+                    found.add(f"{target}.{alias.name}")
+                elif target in modules:
+                    found.add(target)
+    found.discard(name)
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_is_found_whole() -> None:
+    modules = package_modules()
+    for expected in (
+        "contextledger",
+        "contextledger.domain.events",
+        "contextledger.application.ledger",
+        "contextledger.infrastructure.mapper",
+        "contextledger.integrations.langchain",
+        "contextledger.testing.fake_openai",
+    ):
+        assert expected in modules, expected
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        name: n
+        for name, path in package_modules().items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"modules over {MAX_LINES} lines (split them along concepts): {long}"
+
+
+def test_no_import_circle_type_only_imports_included() -> None:
+    modules = package_modules()
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+    assert circles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle_and_a_type_only_import(tmp_path: Path) -> None:
+    # The check itself can fail: a type-only import back is a circle.
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from contextledger.application.ledger import Ledger\n"
+    probe = tmp_path / "probe.py"
+    probe.write_text(source, encoding="utf-8")
+    modules = {"contextledger.application.ledger": Path("ledger.py"), "probe": probe}
+    assert imports_of("probe", probe, modules) == {"contextledger.application.ledger"}
