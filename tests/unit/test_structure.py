@@ -3,6 +3,10 @@
 The import graph counts every import of a module of the package: at module level,
 inside functions, and under ``if TYPE_CHECKING:`` (a type-only circle is still a
 circle for a reader). A package's ``__init__`` counts as a module of its own.
+
+Two directions of the graph are stated besides: the ``Ledger`` imports its
+collaborators (each takes a port of it instead of importing it back), and the domain
+events never reach the aggregate they are folded into, nor its state.
 """
 
 from __future__ import annotations
@@ -96,10 +100,28 @@ def test_the_package_is_found_whole() -> None:
         "contextledger.domain.events",
         "contextledger.application.ledger",
         "contextledger.infrastructure.mapper",
+        "contextledger.infrastructure.readmodels.view",
+        "contextledger.application.formats.inbound",
         "contextledger.integrations.langchain",
         "contextledger.testing.fake_openai",
     ):
         assert expected in modules, expected
+
+
+def package_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def reached_from(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    reached: set[str] = set()
+    todo = [start]
+    while todo:
+        for dependency in graph[todo.pop()] - reached:
+            reached.add(dependency)
+            todo.append(dependency)
+    return reached
 
 
 def test_no_module_is_over_500_lines() -> None:
@@ -112,9 +134,24 @@ def test_no_module_is_over_500_lines() -> None:
 
 
 def test_no_import_circle_type_only_imports_included() -> None:
-    modules = package_modules()
-    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
-    assert circles(graph) == []
+    assert circles(package_graph()) == []
+
+
+def test_the_ledger_imports_its_collaborators_and_none_of_them_reaches_it_again() -> None:
+    graph = package_graph()
+    ledger = "contextledger.application.ledger"
+    application = "contextledger.application"
+    collaborators = {f"{application}.{name}" for name in ("commands", "queries", "store", "ledger_edits")}
+    assert collaborators <= graph[ledger]
+    assert ledger not in reached_from(graph, ledger)
+
+
+def test_the_events_import_neither_the_aggregate_nor_its_state() -> None:
+    graph = package_graph()
+    below_events = reached_from(graph, "contextledger.domain.events")
+    assert "contextledger.domain.errors" in below_events  # the walk goes through imports
+    folded_into = {"conversation", "aggregate", "state", "fold", "editing", "summarizing"}
+    assert below_events.isdisjoint({f"contextledger.domain.{name}" for name in folded_into})
 
 
 def test_the_circle_check_finds_a_circle_and_a_type_only_import(tmp_path: Path) -> None:
@@ -126,3 +163,17 @@ def test_the_circle_check_finds_a_circle_and_a_type_only_import(tmp_path: Path) 
     probe.write_text(source, encoding="utf-8")
     modules = {"contextledger.application.ledger": Path("ledger.py"), "probe": probe}
     assert imports_of("probe", probe, modules) == {"contextledger.application.ledger"}
+
+
+def test_the_walk_counts_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def f():\n    from pkg import b\n", encoding="utf-8")
+    (tmp_path / "c.py").write_text("from .a import f\n", encoding="utf-8")
+    modules = {
+        "pkg": tmp_path / "__init__.py",
+        "pkg.a": tmp_path / "a.py",
+        "pkg.b": Path("b.py"),
+        "pkg.c": tmp_path / "c.py",
+    }
+    assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
+    assert imports_of("pkg.c", modules["pkg.c"], modules) == {"pkg.a"}
+    assert reached_from({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
