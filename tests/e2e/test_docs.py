@@ -33,9 +33,10 @@ BLOCKS = python_blocks()
 @pytest.fixture
 def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A temporary working directory and nothing that reaches out (the tiktoken encodings
-    ship with the package)."""
+    ship with the package; the provider pages talk to the fake servers of
+    ``contextledger.testing``)."""
     monkeypatch.chdir(tmp_path)
-    for key in [k for k in os.environ if k.startswith(("CONTEXTLEDGER_", "OPENAI_"))]:
+    for key in [k for k in os.environ if k.startswith(("CONTEXTLEDGER_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))]:
         monkeypatch.delenv(key)
     return tmp_path
 
@@ -49,7 +50,7 @@ def test_the_example_runs_as_written(where: str, code: str, clean_environment: P
 def test_the_docs_have_examples_to_run() -> None:
     pages = {where.split(":")[0] for where, _ in BLOCKS}
     assert {"docs/quickstart.md", "docs/concepts.md", "docs/configuration.md",
-            "docs/operations.md"} <= pages
+            "docs/operations.md", "docs/providers.md"} <= pages
 
 
 def test_the_configuration_page_names_every_setting_and_its_variable() -> None:
