@@ -23,15 +23,15 @@ from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.counting import TokenCounters
+from contextledger.application.formats.base import ProviderUsage
+from contextledger.application.formats.gemini import OpenCall, open_calls_of
+from contextledger.application.formats.inbound import ANTHROPIC, GEMINI, decode
 from contextledger.application.idempotency import (
     check_client_message_id,
     check_client_message_ids,
     execute_once,
     id_records,
 )
-from contextledger.application.formats.base import ProviderUsage
-from contextledger.application.formats.gemini import OpenCall, open_calls_of
-from contextledger.application.formats.inbound import ANTHROPIC, GEMINI, decode
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import Tracer, log
@@ -278,7 +278,9 @@ class ConversationCommands:
                 continue
             decoded = decode(obj, open_calls=open_calls, new_id=_id_maker(conversation_id, client_id))
             usage = decoded.usage or usage
-            for index, (message, original) in enumerate(zip(decoded.messages, decoded.originals, strict=True)):
+            for index, (message, original) in enumerate(
+                zip(decoded.messages, decoded.originals, strict=True)
+            ):
                 checked = None if original is None else check_original(original, limit=limit)
                 pieces.append(_Piece(message, checked, client_id if index == 0 else None))
                 _follow_calls(open_calls, message)

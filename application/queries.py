@@ -54,15 +54,19 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
     if not isinstance(cache, bool):
         raise InvalidArgumentError("cache must be True or False", argument="cache")
     if summary not in ("system", "user"):
-        raise InvalidArgumentError(f'summary must be "system" or "user", not {summary!r}'[:200], argument="summary")
+        raise InvalidArgumentError(
+            f'summary must be "system" or "user", not {summary!r}'[:200], argument="summary"
+        )
     if cache and format != "anthropic":
         raise InvalidArgumentError(
-            f'cache=True marks Anthropic prompt-cache breakpoints: it needs format="anthropic", not {format!r}',
+            "cache=True marks Anthropic prompt-cache breakpoints: it needs "
+            f'format="anthropic", not {format!r}',
             argument="cache",
         )
     if summary != "system" and format == "openai":
         raise InvalidArgumentError(
-            'summary="user" needs format="anthropic" or "gemini" (OpenAI context keeps summaries as system messages)',
+            'summary="user" needs format="anthropic" or "gemini" (the OpenAI format places '
+            "summaries as the policy's summary_placement says)",
             argument="summary",
         )
 

@@ -9,9 +9,8 @@ chat message either. Each adapter is visited once; the usual turn,
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from contextledger.application.formats.anthropic import AnthropicAdapter
 from contextledger.application.formats.base import Decoded, InboundAdapter
