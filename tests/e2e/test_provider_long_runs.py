@@ -6,7 +6,6 @@ to what was sent then."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -99,7 +98,6 @@ def _run(
 
 
 def test_two_hundred_anthropic_turns_stay_valid_bounded_and_replayable(sqlite_url: str) -> None:
-    began = time.monotonic()
     with FakeAnthropicServer() as server, cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
         server.script(*[_anthropic_reply(turn) for turn in range(TURNS)])
         client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
@@ -139,11 +137,9 @@ def test_two_hundred_anthropic_turns_stay_valid_bounded_and_replayable(sqlite_ur
         assert summarized and summarized == list(range(summarized[0], TURNS)) and summarized[0] < 40
         assert any("thinking" in str(body["messages"]) for _, body in sent[-5:])
         assert len(ledger.summaries(cid)) >= 5
-    assert time.monotonic() - began < 60
 
 
 def test_two_hundred_gemini_turns_stay_valid_bounded_and_replayable(sqlite_url: str) -> None:
-    began = time.monotonic()
     with FakeGeminiServer() as server, cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
         server.script(*[_gemini_reply(turn) for turn in range(TURNS)])
         client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=server.url))
@@ -190,4 +186,3 @@ def test_two_hundred_gemini_turns_stay_valid_bounded_and_replayable(sqlite_url: 
         ]
         assert summarized and summarized == list(range(summarized[0], TURNS)) and summarized[0] < 40
         assert any("thought_signature" in str(body["contents"]) for _, body in sent[-5:])
-    assert time.monotonic() - began < 60
