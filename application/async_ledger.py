@@ -26,7 +26,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef
@@ -195,7 +195,8 @@ class AsyncLedger:
         client_message_id: str | None = None,
         hidden: bool = False,
     ) -> int:
-        """Append one message (or an SDK message or completion); returns its position."""
+        """Append one message (an SDK message or completion, an Anthropic or Gemini
+        message or reply); returns its position (the first one's: see ``Ledger.append``)."""
         return await self.run(
             self.sync.append, conversation_id, message, client_message_id=client_message_id, hidden=hidden
         )
@@ -207,7 +208,8 @@ class AsyncLedger:
         *,
         client_message_ids: Sequence[str | None] | None = None,
     ) -> list[int]:
-        """Append several messages atomically; returns their positions."""
+        """Append several messages atomically; returns the positions of every chat
+        message appended (see ``Ledger.extend``)."""
         return await self.run(
             self.sync.extend, conversation_id, messages, client_message_ids=client_message_ids
         )
@@ -283,11 +285,46 @@ class AsyncLedger:
 
     # ------------------------------------------------------------------ queries
 
+    @overload
     async def context(
-        self, conversation_id: ConversationRef, *, version: int | None = None
-    ) -> list[ContextMessage]:
-        """What the model is sent next (or was sent at ``version``)."""
-        return await self.run(self.sync.context, conversation_id, version=version)
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        format: Literal["openai"] = "openai",
+        cache: Literal[False] = False,
+        summary: Literal["system"] = "system",
+    ) -> list[ContextMessage]: ...
+
+    @overload
+    async def context(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        format: Literal["anthropic", "gemini"],
+        cache: bool = False,
+        summary: Literal["system", "user"] = "system",
+    ) -> dict[str, Any]: ...
+
+    async def context(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        format: str = "openai",
+        cache: bool = False,
+        summary: str = "system",
+    ) -> list[ContextMessage] | dict[str, Any]:
+        """What the model is sent next (or was sent at ``version``), in ``format``
+        (see ``Ledger.context``)."""
+        if format == "openai" and cache is False and summary == "system":
+            return await self.run(self.sync.context, conversation_id, version=version)
+        render = cast("Callable[..., list[ContextMessage] | dict[str, Any]]", self.sync.context)
+        rendered = await self.run(
+            render, conversation_id, version=version, format=format, cache=cache, summary=summary
+        )
+        return rendered
 
     async def tools(
         self, conversation_id: ConversationRef, *, version: int | None = None

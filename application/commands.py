@@ -1,6 +1,11 @@
 """The conversation commands behind the ``Ledger`` façade: start, append, extend,
 answer abandoned tool calls, change the policy or the tools, record usage.
 
+``append`` and ``extend`` take OpenAI chat messages (``inbound``) and, through
+``formats.inbound.decode``, Anthropic and Gemini messages and replies: one wire
+message may stand for several chat messages, appended together with their originals
+in one transaction.
+
 Each command checks its input, then runs on the ``Conversation`` aggregate through
 the conversation store (one transaction, retried on conflicts). What a command needs
 of the ledger is the ``CommandHost`` port; the ``Ledger`` satisfies it.
@@ -9,14 +14,18 @@ of the ledger is the ``CommandHost`` port; the ``Ledger`` satisfies it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
-from uuid import UUID, uuid4
+from uuid import UUID, uuid4, uuid5
 
 from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.counting import TokenCounters
+from contextledger.application.formats.base import ProviderUsage
+from contextledger.application.formats.gemini import OpenCall, open_calls_of
+from contextledger.application.formats.inbound import ANTHROPIC, GEMINI, decode
 from contextledger.application.idempotency import (
     check_client_message_id,
     check_client_message_ids,
@@ -26,6 +35,7 @@ from contextledger.application.idempotency import (
 from contextledger.application.inbound import Inbound, inbound
 from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
 from contextledger.application.observability import Tracer, log
+from contextledger.application.originals import check_original
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
 from contextledger.application.wire import ToolDefinition
@@ -46,6 +56,36 @@ __all__ = ["DEFAULT_POLICY", "CommandHost", "ConversationCommands"]
 
 #: The reduction policy of a conversation started without one.
 DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One chat message a wire message decoded to, as it is appended."""
+
+    message: Message
+    original: dict[str, Any] | None
+    client_id: str | None
+
+
+def _is_wire(obj: Any) -> bool:
+    """True for what the Anthropic or Gemini adapter decodes (several messages, originals)."""
+    return ANTHROPIC.accepts(obj) or GEMINI.accepts(obj)
+
+
+def _follow_calls(open_calls: list[OpenCall], message: Message) -> None:
+    for call in message.tool_calls or ():
+        open_calls.append((call.id, call.function.name))
+    if message.role == "tool":
+        open_calls[:] = [c for c in open_calls if c[0] != message.tool_call_id]
+
+
+def _id_maker(conversation_id: UUID, client_id: str | None) -> Callable[[], str] | None:
+    """Ids for Gemini calls without one: derived from the client message id when there
+    is one (a retried append decodes to the same messages), else fresh."""
+    if client_id is None:
+        return None
+    count = iter(range(1 << 30))
+    return lambda: f"call_{uuid5(conversation_id, f'{client_id}/{next(count)}').hex}"
 
 
 class CommandHost(Protocol):
@@ -162,11 +202,18 @@ class ConversationCommands:
     ) -> int:
         cid = resolve(conversation_id)
         with self._host.tracer.span("append", conversation_id=cid) as span:
-            given = inbound(message)
-            position = self._append(cid, given, client_message_id, hidden)
+            if _is_wire(message):
+                checked = [None if client_message_id is None else check_client_message_id(client_message_id)]
+                pieces, usage = self._decode_wire(cid, [message], checked)
+                position = self._append_pieces(cid, pieces, usage, hidden)[0]
+                role = pieces[0].message.role
+            else:
+                given = inbound(message)
+                position = self._append(cid, given, client_message_id, hidden)
+                role = given.message.role
             span.set("position", position)
-            span.set("role", given.message.role)
-            log.debug("appended %s message at %d to %s", given.message.role, position, cid)
+            span.set("role", role)
+            log.debug("appended %s message at %d to %s", role, position, cid)
             return position
 
     def _append(self, conversation_id: UUID, given: Inbound, client_id: str | None, hidden: bool) -> int:
@@ -196,8 +243,12 @@ class ConversationCommands:
             raise InvalidArgumentError(
                 "messages must be a list of messages", argument="messages", value=shown(messages)
             )
-        msgs = [inbound(m).message for m in messages]
-        ids = check_client_message_ids(client_message_ids, len(msgs))
+        given = list(messages)
+        ids = check_client_message_ids(client_message_ids, len(given))
+        if any(_is_wire(m) for m in given):
+            pieces, _ = self._decode_wire(conversation_id, given, ids)
+            return self._append_pieces(conversation_id, pieces, None, False)
+        msgs = [inbound(m).message for m in given]
         if not msgs:
             return []
 
@@ -207,11 +258,71 @@ class ConversationCommands:
 
         return execute_once(self._host.store, conversation_id, command, ids, msgs)
 
+    def _decode_wire(
+        self, conversation_id: UUID, objs: Sequence[Any], ids: Sequence[str | None]
+    ) -> tuple[list[_Piece], ProviderUsage | None]:
+        """Every chat message ``objs`` stand for, in order, with its original and
+        client id (an object's id goes with its first message), and the usage the
+        last of them reported. Gemini function responses without an id answer the
+        conversation's open calls, and the calls decoded before them."""
+        open_calls: list[OpenCall] = []
+        if any(GEMINI.accepts(obj) for obj in objs):
+            open_calls = self._host.store.read(conversation_id, open_calls_of)
+        limit = self._settings.max_message_bytes
+        pieces: list[_Piece] = []
+        usage: ProviderUsage | None = None
+        for obj, client_id in zip(objs, ids, strict=True):
+            if not _is_wire(obj):  # as a plain append or extend takes it (its usage unrecorded)
+                pieces.append(_Piece(inbound(obj).message, None, client_id))
+                _follow_calls(open_calls, pieces[-1].message)
+                continue
+            decoded = decode(obj, open_calls=open_calls, new_id=_id_maker(conversation_id, client_id))
+            usage = decoded.usage or usage
+            for index, (message, original) in enumerate(
+                zip(decoded.messages, decoded.originals, strict=True)
+            ):
+                checked = None if original is None else check_original(original, limit=limit)
+                pieces.append(_Piece(message, checked, client_id if index == 0 else None))
+                _follow_calls(open_calls, message)
+        return pieces, usage
+
+    def _append_pieces(
+        self, conversation_id: UUID, pieces: list[_Piece], usage: ProviderUsage | None, hidden: bool
+    ) -> list[int]:
+        """Append ``pieces`` in one transaction (after recording ``usage``); ``hidden``
+        hides their tool results (the first message when none is one: refused)."""
+        if not pieces:
+            return []
+        tools = [p for p in pieces if p.message.role == "tool"]
+        hide = {id(p) for p in (tools or pieces[:1])} if hidden else set()
+        ids = [p.client_id for p in pieces]
+
+        def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+            if usage is not None:  # the provider saw the context before its own answer
+                conversation.record_usage(
+                    prompt_tokens=usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens,
+                    at=self._clock(),
+                )
+            positions = [
+                self.append_to(conversation, p.message, p.client_id, id(p) in hide, original=p.original)
+                for p in pieces
+            ]
+            return positions, id_records(conversation.id, ids, positions, at=self._clock())
+
+        return execute_once(self._host.store, conversation_id, command, ids, [p.message for p in pieces])
+
     def append_to(
-        self, conversation: Conversation, message: Message, client_id: str | None, hidden: bool = False
+        self,
+        conversation: Conversation,
+        message: Message,
+        client_id: str | None,
+        hidden: bool = False,
+        *,
+        original: dict[str, Any] | None = None,
     ) -> int:
-        """Append ``message`` to ``conversation`` inside a command, its size and tokens
-        checked and counted; returns its position."""
+        """Append ``message`` (with its wire ``original``, if any) to ``conversation``
+        inside a command, its size and tokens checked and counted; returns its position."""
         conversation.check_message(message)
         check_message_bytes(message, self._settings)
         tokens, placeholder_tokens = self._host.counters.message_cost(conversation, message)
@@ -223,6 +334,7 @@ class ConversationCommands:
             client_message_id=client_id,
             at=self._clock(),
             hidden=hidden,
+            original=original,
         )
 
     def close_open_tool_calls(self, conversation_id: ConversationRef, content: str) -> list[int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Literal, overload
 from uuid import UUID
 
 from eventsourcing.utils import Environment, EnvType
@@ -255,12 +255,20 @@ class Ledger(LedgerEdits, ConversationApplication):
         client_message_id: str | None = None,
         hidden: bool = False,
     ) -> int:
-        """Append one message; returns its position.
+        """Append one message; returns its position (the first one's, when the message
+        stands for several chat messages).
 
         ``message`` is an OpenAI-format dict, a ``Message``, the openai SDK's
         ``ChatCompletionMessage`` (or its ``model_dump()``), or a whole
         ``ChatCompletion``: then its first choice's message is appended and the usage
         the provider reported is recorded against the conversation, in one transaction.
+        An Anthropic message param or ``anthropic.types.Message`` reply, a Gemini
+        ``Content`` (object or dict) or ``GenerateContentResponse`` is decoded into the
+        chat messages it stands for (an Anthropic user turn with two ``tool_result``
+        blocks is two ``tool`` messages), appended together with the original that gives
+        it back byte for byte (``context(format=...)``), in one transaction; a reply's
+        usage is recorded as a completion's is. A Gemini ``function_response`` without
+        an id answers the oldest open call of its name.
         With ``client_message_id``, a retried append of the same id and message is a
         no-op that returns the original position; the id reused for another message
         raises ``IdempotencyConflictError`` (nothing is written). ``hidden=True``: a tool
@@ -275,9 +283,10 @@ class Ledger(LedgerEdits, ConversationApplication):
         *,
         client_message_ids: Sequence[str | None] | None = None,
     ) -> list[int]:
-        """Append several messages atomically (one transaction); returns their positions.
-        ``client_message_ids`` (one per message, or None) make a retry a no-op, as in
-        ``append``."""
+        """Append several messages atomically (one transaction); returns the positions of
+        every chat message appended (an Anthropic or Gemini message may stand for
+        several). ``client_message_ids`` (one per message given, or None) make a retry a
+        no-op, as in ``append``. Usage that replies report is not recorded here."""
         return self.commands.extend(conversation_id, messages, client_message_ids)
 
     def close_open_tool_calls(
@@ -324,12 +333,56 @@ class Ledger(LedgerEdits, ConversationApplication):
 
     # ------------------------------------------------------------------ queries
 
+    @overload
     def context(
-        self, conversation_id: ConversationRef, *, version: int | None = None
-    ) -> list[ContextMessage]:
-        """What the model is sent next (or was sent at aggregate ``version``): OpenAI
-        chat messages, typed as the openai SDK's ``ChatCompletionMessageParam``."""
-        return self.queries.working_memory(conversation_id, version).messages
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        format: Literal["openai"] = "openai",
+        cache: Literal[False] = False,
+        summary: Literal["system"] = "system",
+    ) -> list[ContextMessage]: ...
+
+    @overload
+    def context(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        format: Literal["anthropic", "gemini"],
+        cache: bool = False,
+        summary: Literal["system", "user"] = "system",
+    ) -> dict[str, Any]: ...
+
+    def context(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
+        format: str = "openai",
+        cache: bool = False,
+        summary: str = "system",
+    ) -> list[ContextMessage] | dict[str, Any]:
+        """What the model is sent next (or was sent at aggregate ``version``).
+
+        ``format="openai"`` (the default): OpenAI chat messages, typed as the openai
+        SDK's ``ChatCompletionMessageParam``. ``format="anthropic"``: ``{"system": [...],
+        "messages": [...]}`` for ``client.messages.create(**ctx, model=..., max_tokens=...)``;
+        ``cache=True`` marks prompt-cache breakpoints (``docs/providers.md``).
+        ``format="gemini"``: ``{"system_instruction": ..., "contents": [...]}`` for
+        ``generate_content``. ``summary="user"`` (Anthropic, Gemini) sends summaries as
+        user turns instead of system text. Messages appended in another format are
+        converted (what cannot cross is dropped: ``docs/providers.md``). An unknown
+        format or a combination it cannot take (``cache=True`` but not Anthropic) is an
+        ``InvalidArgumentError``.
+        """
+        if format == "openai" and cache is False and summary == "system":
+            return self.queries.working_memory(conversation_id, version).messages
+        rendered: list[ContextMessage] | dict[str, Any] = self.queries.rendered(
+            conversation_id, version, format, cache, summary
+        )
+        return rendered
 
     def tools(self, conversation_id: ConversationRef, *, version: int | None = None) -> list[ToolDefinition]:
         """The tool definitions to send with the next model call (empty: none)."""

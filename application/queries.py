@@ -14,8 +14,11 @@ from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef, resolve
 from contextledger.application.audit import Audit
+from contextledger.application.formats.anthropic_render import render_anthropic
+from contextledger.application.formats.gemini_render import render_gemini
 from contextledger.application.history import shared_history, summary_infos, transcript_entries
 from contextledger.application.observability import Tracer
+from contextledger.application.originals import WorkingEntries, entries_of
 from contextledger.application.ports import Summarizer, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -32,10 +35,40 @@ from contextledger.application.whatif import LogSource, choose_summarizer, simul
 from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import check_count
 
-__all__ = ["AuditedStore", "ConversationQueries", "QueryHost"]
+__all__ = ["FORMATS", "AuditedStore", "ConversationQueries", "QueryHost", "check_context_format"]
+
+#: The formats ``Ledger.context`` gives the working memory in.
+FORMATS = ("openai", "anthropic", "gemini")
+
+
+def check_context_format(format: Any, cache: Any, summary: Any) -> None:
+    """``InvalidArgumentError`` for an unknown format or a combination it cannot take."""
+    if not isinstance(format, str) or format not in FORMATS:
+        raise InvalidArgumentError(
+            f"format must be one of {', '.join(map(repr, FORMATS))}, not {format!r}"[:200], argument="format"
+        )
+    if not isinstance(cache, bool):
+        raise InvalidArgumentError("cache must be True or False", argument="cache")
+    if summary not in ("system", "user"):
+        raise InvalidArgumentError(
+            f'summary must be "system" or "user", not {summary!r}'[:200], argument="summary"
+        )
+    if cache and format != "anthropic":
+        raise InvalidArgumentError(
+            "cache=True marks Anthropic prompt-cache breakpoints: it needs "
+            f'format="anthropic", not {format!r}',
+            argument="cache",
+        )
+    if summary != "system" and format == "openai":
+        raise InvalidArgumentError(
+            'summary="user" needs format="anthropic" or "gemini" (the OpenAI format places '
+            "summaries as the policy's summary_placement says)",
+            argument="summary",
+        )
 
 
 class AuditedStore(Protocol):
@@ -98,6 +131,26 @@ class ConversationQueries:
         if version is not None:
             return read(self.conversation(conversation_id, version))
         return self._host.store.read(conversation_id, read)
+
+    def rendered(
+        self, conversation_id: ConversationRef, version: int | None, format: str, cache: bool, summary: Any
+    ) -> Any:
+        """The working memory as ``format``'s request (``Ledger.context`` with a format)."""
+        check_context_format(format, cache, summary)
+        conversation_id = resolve(conversation_id)
+        with self._host.tracer.span("context", conversation_id=conversation_id, version=version) as span:
+            working: WorkingEntries
+            if version is not None:
+                working = entries_of(self.conversation(conversation_id, version))
+            else:
+                working = self._host.store.read(conversation_id, entries_of)
+            span.set("messages", len(working.entries))
+            span.set("aggregate_version", working.version)
+            if format == "anthropic":
+                return render_anthropic(working.entries, summary=summary, cache=cache)
+            if format == "gemini":
+                return render_gemini(working.entries, summary=summary)
+            return [entry.message for entry in working.entries]
 
     def conversation(self, conversation_id: ConversationRef, version: int | None) -> Conversation:
         conversation_id = resolve(conversation_id)

@@ -10,6 +10,10 @@ Inbound, today:
   SDK's ``ChatCompletionMessage`` and ``ChatCompletion``; the default format.
 - ``responses``: OpenAI Responses items (what ``append_items`` and the agent sessions
   take) and the SDK's ``Response``; ``DecodedItems`` keeps the raw items.
+- ``anthropic``: Anthropic message params and the SDK's ``Message`` replies
+  (``anthropic_render`` renders the working memory back as a request).
+- ``gemini``: google-genai ``Content`` values and ``GenerateContentResponse`` replies
+  (``gemini_render`` renders the working memory back as a request).
 - ``inbound``: ``decode(obj)``, which asks the adapters of its ``ADAPTERS`` registry
   in order and falls back on ``openai_chat``.
 
