@@ -303,7 +303,8 @@ class LedgerHistory(SessionBinding):
     ``close()``). The first use starts the conversation with ``policy``, ``model`` and
     ``system_prompt``: the system prompt is conversation state, always first in
     ``messages()``, never summarized away (an agent's ``instructions`` work too: they
-    are sent with every request and not stored).
+    are sent with every request and not stored). ``subject`` names the data subject
+    the conversation is about (``Ledger.start``'s ``subject``).
     """
 
     def __init__(
@@ -315,8 +316,11 @@ class LedgerHistory(SessionBinding):
         policy: ReductionPolicy | None = None,
         model: str = "gpt-4o-mini",
         system_prompt: str | None = None,
+        subject: str | None = None,
     ) -> None:
-        super().__init__(key, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt)
+        super().__init__(
+            key, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt, subject=subject
+        )
 
     def messages(self, *, version: int | None = None) -> list[ModelMessage]:
         """The working memory (now, or at aggregate ``version``): pass it as
