@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "whatif",
     "rebuild",
     "worker",
+    "erase",
     "demo",
     "serve",
 )
