@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "rebuild",
     "worker",
     "erase",
+    "keys",
     "demo",
     "serve",
 )

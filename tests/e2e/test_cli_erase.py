@@ -239,3 +239,32 @@ def test_the_worker_without_retention_erases_nothing(
     assert main(["worker", "--once", "--database", url]) == 0
     assert "retention" not in capsys.readouterr().err
     assert subjects_erased(url, "user-old", str(c["own_old"])) == [False, False]
+
+
+def test_keys_rotate_rewraps_the_data_keys_under_the_new_master_key(
+    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, c = store
+    old = os.environ["CONTEXTLEDGER_CIPHER_KEY"]
+    new = base64.b64encode(os.urandom(32)).decode()
+    result = run_json(capsys, "keys", "rotate", "--new-key", new, "--json", "--database", url)
+    assert result == {"rewrapped": 4, "per_store": [4]}  # user-old, user-mixed, own_old, own_new
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", new)
+    with cl.Ledger.open(url, run_policy=False) as ledger:
+        assert ledger.context(c["mixed_new"])[-1]["content"] == "said today"
+        assert ledger.context(c["old_a"])[-1]["content"] == f"said long ago in {c['old_a']}"
+    # Under the old master key the data keys no longer open.
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", old)
+    with (
+        cl.Ledger.open(url, run_policy=False) as ledger,
+        pytest.raises(cl.StoreError, match="another master key"),
+    ):
+        ledger.context(c["mixed_new"])
+    # Rotating again to the key in use, or to a key that is not one, changes nothing.
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", new)
+    assert main(["keys", "rotate", "--new-key", new, "--database", url]) == 2
+    assert "the master key in use" in capsys.readouterr().err
+    assert main(["keys", "rotate", "--new-key", "not base64!", "--database", url]) == 2
+    assert "not base64" in capsys.readouterr().err
+    assert main(["keys", "rotate", "--database", url]) == 2
+    assert "--new-key" in capsys.readouterr().err
