@@ -169,7 +169,10 @@ def _show_plan(args: argparse.Namespace, plan: dict[str, Any]) -> int:
 
 
 def _as_record(report: Any) -> dict[str, Any]:
-    fields = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(vars(report))
+    if dataclasses.is_dataclass(report) and not isinstance(report, type):
+        fields = dataclasses.asdict(report)
+    else:
+        fields = dict(vars(report))
     return {
         key: (
             [str(v) for v in value]
