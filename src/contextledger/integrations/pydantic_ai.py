@@ -181,8 +181,7 @@ def chat_records(messages: Sequence[ModelMessage]) -> list[Record]:
     if waiting:
         if not records:
             raise InvalidArgumentError(
-                "none of these messages holds a part sent to a model (a prompt, a tool return, "
-                "a response)",
+                "none of these messages holds a part sent to a model (a prompt, a tool return, a response)",
                 argument="messages",
             )
         records[-1][1].extend(waiting)
@@ -210,8 +209,12 @@ def _from_chat(message: Message) -> dict[str, Any]:
             )
         return {"kind": "response", "parts": parts}
     if message.role == "tool":
-        part = {"part_kind": "tool-return", "tool_name": "", "content": message.text,
-                "tool_call_id": message.tool_call_id}
+        part = {
+            "part_kind": "tool-return",
+            "tool_name": "",
+            "content": message.text,
+            "tool_call_id": message.tool_call_id,
+        }
         return {"kind": "request", "parts": [part]}
     kind = "user-prompt" if message.role == "user" else "system-prompt"
     return {"kind": "request", "parts": [{"part_kind": kind, "content": message.text}]}
@@ -369,4 +372,3 @@ class LedgerHistory(SessionBinding):
         """``processor`` as the agent capability Pydantic AI 2 takes:
         ``Agent(model, capabilities=[history.capability])``."""
         return ProcessHistory(self.processor)
-
