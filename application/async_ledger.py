@@ -25,6 +25,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 from uuid import UUID
@@ -171,6 +172,7 @@ class AsyncLedger:
         conversation_id: ConversationRef | None = None,
         key: str | None = None,
         tools: Sequence[ToolDefinition] | None = None,
+        subject: str | None = None,
     ) -> UUID:
         """Start a conversation; returns its id (see ``Ledger.start``)."""
         return await self.run(
@@ -181,6 +183,7 @@ class AsyncLedger:
             conversation_id=conversation_id,
             key=key,
             tools=tools,
+            subject=subject,
         )
 
     async def get_or_start(self, key: str, **start_args: Any) -> UUID:
@@ -274,10 +277,19 @@ class AsyncLedger:
         return await self.run(self.sync.change_system_prompt, conversation_id, text)
 
     async def fork(
-        self, conversation_id: ConversationRef, version: int | None = None, key: str | None = None
+        self,
+        conversation_id: ConversationRef,
+        version: int | None = None,
+        key: str | None = None,
+        subject: str | None = None,
     ) -> UUID:
-        """A new conversation with this one's history up to ``version``."""
-        return await self.run(self.sync.fork, conversation_id, version, key)
+        """A new conversation with this one's history up to ``version`` (of the
+        source's data subject unless given another)."""
+        return await self.run(self.sync.fork, conversation_id, version, key, subject)
+
+    async def idle_conversations(self, days: float, *, now: datetime | None = None) -> list[UUID]:
+        """The conversations idle for ``days`` (see ``Ledger.idle_conversations``)."""
+        return await self.run(self.sync.idle_conversations, days, now=now)
 
     async def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record a summarizer's result for the request's range (see ``Ledger.record_summary``)."""

@@ -38,6 +38,7 @@ from contextledger.application.observability import Tracer, log
 from contextledger.application.originals import check_original
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
+from contextledger.application.subjects import Subjects
 from contextledger.application.wire import ToolDefinition
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
@@ -91,7 +92,7 @@ def _id_maker(conversation_id: UUID, client_id: str | None) -> Callable[[], str]
 class CommandHost(Protocol):
     """What the commands need of the ledger: its settings, its conversations (read
     through the attribute each time: a sharded ledger swaps in the router), its token
-    counters, its tracer and its clock."""
+    counters, its tracer, its clock and its conversations' data subjects."""
 
     @property
     def settings(self) -> Settings: ...
@@ -107,6 +108,9 @@ class CommandHost(Protocol):
 
     @property
     def clock(self) -> Callable[[], datetime]: ...
+
+    @property
+    def subjects(self) -> Subjects: ...
 
 
 class ConversationCommands:
@@ -127,8 +131,10 @@ class ConversationCommands:
         conversation_id: ConversationRef | None,
         key: str | None,
         tools: Sequence[ToolDefinition] | None,
+        subject: str | None = None,
     ) -> UUID:
         check_text(system_prompt, "system_prompt", optional=True)
+        subject = self._host.subjects.checked(subject)
         if policy is not None and not isinstance(policy, ReductionPolicy):
             raise ConfigurationError("policy must be a ReductionPolicy")
         check_text(model, "model", empty=False)
@@ -166,6 +172,8 @@ class ConversationCommands:
         )
         with host.tracer.span("start", conversation_id=cid):
             try:
+                if subject is not None:  # before the first event: all of them under its key
+                    host.subjects.assign_new(cid, subject)
                 host.store.create(conversation)
             except IntegrityError:
                 raise DuplicateConversationError(
@@ -181,13 +189,17 @@ class ConversationCommands:
         """The id of the conversation with this key, started by ``start`` (the
         façade's, with its defaults) if it does not exist yet."""
         cid = id_for_key(check_key(key))
+        subject = self._host.subjects.checked(start_args.get("subject"))
         store = self._host.store
         with store.lock(cid):
             try:
                 store.load(cid)
-                return cid
             except ConversationNotFoundError:
                 pass
+            else:
+                if subject is not None:
+                    self._host.subjects.check_same(cid, subject)
+                return cid
         try:
             return start(key=key, **start_args)
         except DuplicateConversationError:

@@ -48,9 +48,11 @@ from contextledger.application.results import (
     VerifyReport,
     WorkingMemory,
 )
+from contextledger.application.retention import idle_conversations
 from contextledger.application.saving import ConversationApplication
 from contextledger.application.settings import TOKEN_COUNTER_TOPIC, Settings, masked_url
 from contextledger.application.store import ConversationStore
+from contextledger.application.subjects import Subjects
 from contextledger.application.summary_service import SummaryService
 from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
@@ -116,6 +118,8 @@ class Ledger(LedgerEdits, ConversationApplication):
         self.tracer: Tracer = resolve_adapter(TRACER_TOPIC)() if self.settings.tracing else NullTracer()
         #: Folds of edited conversations' logs (an edit reaching into summarized history).
         self.history_cache = HistoryCache()
+        #: The data subjects of conversations (their keys: ``docs/privacy.md``).
+        self.subjects = Subjects(self)
         self.commands = ConversationCommands(self)
         self.queries = ConversationQueries(self, self._build_summarizer)
         if len(self.settings.store_urls) > 1:
@@ -229,22 +233,34 @@ class Ledger(LedgerEdits, ConversationApplication):
         conversation_id: ConversationRef | None = None,
         key: str | None = None,
         tools: Sequence[ToolDefinition] | None = None,
+        subject: str | None = None,
     ) -> UUID:
         """Start a conversation; returns its id.
 
         ``key`` is the application's own name for it (``"chat-7"``): the id is then
         ``uuid5(KEY_NAMESPACE, key)`` and every call takes the key where it takes the
         id. ``tools`` are the tool definitions sent with every model call (see
-        ``tools()``); their tokens count in the context's cost.
+        ``tools()``); their tokens count in the context's cost. ``subject`` names the
+        data subject the conversation is about (``"user-42"``, at most 200 characters):
+        its events are encrypted under that subject's key from the first one, and
+        erasing the subject shreds them (needs a cipher key, ``key_scope="subject"``).
+        Without it the conversation is its own subject.
         """
         return self.commands.start(
-            system_prompt, model=model, policy=policy, conversation_id=conversation_id, key=key, tools=tools
+            system_prompt,
+            model=model,
+            policy=policy,
+            conversation_id=conversation_id,
+            key=key,
+            tools=tools,
+            subject=subject,
         )
 
     def get_or_start(self, key: str, **start_args: Any) -> UUID:
         """The id of the conversation with this key, started with ``start_args`` if it
         does not exist yet. Safe under concurrent callers, in any number of processes:
-        the id derives from the key, so exactly one start can be stored."""
+        the id derives from the key, so exactly one start can be stored. An existing
+        conversation given another ``subject`` than its own is ``InvalidArgumentError``."""
         return self.commands.get_or_start(key, self.start, start_args)
 
     def append(
@@ -443,6 +459,13 @@ class Ledger(LedgerEdits, ConversationApplication):
         """Ids of every conversation, in the order they were started (with several
         stores: store by store, each in that order)."""
         return self.queries.conversation_ids()
+
+    def idle_conversations(self, days: float, *, now: datetime | None = None) -> list[UUID]:
+        """The conversations whose last event is older than ``days`` days before ``now``
+        (default: the ledger's clock), in the order they were started; erased ones are
+        left out. Read from the log (each conversation's newest event), never from a
+        read model; what retention (``Settings.retention_idle_days``) erases."""
+        return idle_conversations(self, days, now)
 
     def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
         """Recompute every digest chain and summary digest; report what does not match."""

@@ -22,6 +22,7 @@ from contextledger.application.limits import check_message_bytes, check_message_
 from contextledger.application.ports import TokenCounter
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
+from contextledger.application.subjects import Subjects
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import DuplicateConversationError
 from contextledger.domain.messages import Message
@@ -40,6 +41,7 @@ class LedgerEdits:
     settings: Settings
     counters: TokenCounters
     clock: Callable[[], datetime]
+    subjects: Subjects
 
     if TYPE_CHECKING:
 
@@ -153,20 +155,30 @@ class LedgerEdits:
         return self.store.execute(conversation_id, command)
 
     def fork(
-        self, conversation_id: ConversationRef, version: int | None = None, key: str | None = None
+        self,
+        conversation_id: ConversationRef,
+        version: int | None = None,
+        key: str | None = None,
+        subject: str | None = None,
     ) -> UUID:
         """Start a new conversation whose history is this one's as it stood at
         ``version`` (default: now); returns its id. Summaries of the shared history
         are reused and the digest chain continues; later edits on either side never
-        touch the other."""
+        touch the other. The fork belongs to the source's data subject (encrypted under
+        its key) unless given another ``subject``."""
         conversation_id = resolve(conversation_id)
         if key is not None:
             key = check_key(key)
+        subject = self.subjects.checked(subject)
         source = self.conversation(conversation_id, version=version)
         fork = Conversation.fork(
             source, id_for_key(key) if key is not None else uuid4(), key=key, at=self.clock()
         )
+        if subject is None:  # the source's (None: no per-subject keys)
+            subject = self.subjects.subject_of(conversation_id)
         try:
+            if subject is not None:
+                self.subjects.assign_new(fork.id, subject)
             self.store.create(fork)
         except IntegrityError:
             raise DuplicateConversationError(

@@ -36,7 +36,7 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
     ``CONTEXTLEDGER_CONNECT_TIMEOUT``, ``CONTEXTLEDGER_STATEMENT_TIMEOUT``,
     ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``,
-    ``CONTEXTLEDGER_MAX_TOOLS_BYTES``.
+    ``CONTEXTLEDGER_MAX_TOOLS_BYTES``, ``CONTEXTLEDGER_RETENTION_IDLE_DAYS``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -103,6 +103,10 @@ class Settings(BaseModel):
     #: Open the store read-only: create nothing, run no policy, refuse every write
     #: (``ReadOnlyError``); a missing schema or table is ``SchemaMissingError``.
     read_only: bool = False
+    #: Retention: the worker erases the conversations idle (no event) for this many
+    #: days, a data subject once all its conversations are (``docs/privacy.md``;
+    #: needs a cipher key). None: kept until erased by hand.
+    retention_idle_days: int | None = Field(default=None, ge=1, le=365_000)
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
     tracing: bool = False
 
@@ -182,6 +186,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_MAX_MESSAGE_BYTES": "max_message_bytes",
             "CONTEXTLEDGER_MAX_MESSAGE_TOKENS": "max_message_tokens",
             "CONTEXTLEDGER_MAX_TOOLS_BYTES": "max_tools_bytes",
+            "CONTEXTLEDGER_RETENTION_IDLE_DAYS": "retention_idle_days",
         }
         for key, field in mapping.items():
             if env.get(key):
@@ -223,5 +228,5 @@ def masked_url(url: Any) -> Any:
     match = _USERINFO.match(url)
     if match and ":" in match.group(2):
         user = match.group(2).split(":", 1)[0]
-        url = f"{match.group(1)}{user}:***@{url[match.end():]}"
+        url = f"{match.group(1)}{user}:***@{url[match.end() :]}"
     return _SECRET_PARAM.sub(r"\1***", url)

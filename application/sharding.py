@@ -183,6 +183,12 @@ class ShardedStore(ConversationStore):
         self._remember(conversation_id, index)
         return index
 
+    def place_new(self, conversation_id: UUID) -> ConversationStore:
+        """The store a new conversation goes to, its placement recorded now (what is
+        kept per store beside the conversation, such as its data subject, is written
+        there before it is created)."""
+        return self.stores[self._place(conversation_id)]
+
     # -- the ConversationStore interface ------------------------------------------------
 
     def create(self, conversation: Conversation) -> None:

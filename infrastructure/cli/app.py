@@ -32,6 +32,8 @@ COMMAND_MODULES = (
     "whatif",
     "rebuild",
     "worker",
+    "erase",
+    "keys",
     "demo",
     "serve",
 )
@@ -51,11 +53,22 @@ class _VersionAction(argparse.Action):
     """``--version``: the installed version, looked up only when asked for."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="show the version and exit", **kwargs)
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show the version and exit",
+            **kwargs,
+        )
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         sys.stdout.write(f"{PROG} {_version()}\n")
         parser.exit()
 

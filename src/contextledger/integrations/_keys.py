@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.application.ledger import Ledger
+from contextledger.application.subjects import check_subject
 from contextledger.domain.errors import DuplicateConversationError, InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 
@@ -32,7 +33,8 @@ def conversation_for_session(ledger: Ledger, session_id: str, **start_args: Any)
 class SessionBinding:
     """A framework session bound to one ledger conversation: built from a session id
     and a ``ledger`` (shared, never closed here) or a database ``url`` (opened here,
-    closed by ``close()``); the conversation starts on first use."""
+    closed by ``close()``); the conversation starts on first use, of data subject
+    ``subject`` when one is given."""
 
     def __init__(
         self,
@@ -43,15 +45,20 @@ class SessionBinding:
         policy: ReductionPolicy | None = None,
         model: str = "gpt-4o-mini",
         system_prompt: str | None = None,
+        subject: str | None = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise InvalidArgumentError("session_id must be a non-empty string", argument="session_id")
         if ledger is not None and url is not None:
             raise InvalidArgumentError("pass a ledger or a url, not both", argument="url")
+        if subject is not None:
+            check_subject(subject)
         self.session_id = session_id
         self._owns_ledger = ledger is None
         self.ledger = ledger if ledger is not None else Ledger.open(url)
         self._start_args: dict[str, Any] = {"model": model, "policy": policy, "system_prompt": system_prompt}
+        if subject is not None:  # the data subject the session is about (docs/privacy.md)
+            self._start_args["subject"] = subject
         self._conversation_id: UUID | None = None
 
     @property

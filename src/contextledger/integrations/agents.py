@@ -100,7 +100,8 @@ class LedgerSession(SessionBinding):
     opened here and closed by ``close()``. Every argument is checked before anything is
     opened. The first use starts the conversation with ``policy``, ``model`` and
     ``system_prompt`` (usually None: the agent's instructions are sent by the SDK). The
-    summary reaches the model as a message item of ``summary_role``.
+    summary reaches the model as a message item of ``summary_role``. ``subject`` names
+    the data subject the conversation is about (``Ledger.start``'s ``subject``).
     ``session_settings.limit`` (a ``SessionSettings`` or a dict) caps what
     ``get_items()`` returns, as in the SDK's own sessions. A new item after function
     calls that were never answered (an abandoned approval) answers them first with
@@ -123,6 +124,7 @@ class LedgerSession(SessionBinding):
         session_settings: SessionSettings | dict[str, Any] | None = None,
         abandoned_call_output: str = ABANDONED_CALL_OUTPUT,
         hide_output: Callable[[dict[str, Any]], bool] | None = None,
+        subject: str | None = None,
     ) -> None:
         settings = _settings(session_settings)
         if summary_role not in get_args(SummaryRole):
@@ -164,7 +166,13 @@ class LedgerSession(SessionBinding):
                 value=shown(db),
             )
         super().__init__(
-            session_id, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt
+            session_id,
+            ledger,
+            url=url,
+            policy=policy,
+            model=model,
+            system_prompt=system_prompt,
+            subject=subject,
         )
         self.session_settings = settings
         self.summary_role: SummaryRole = summary_role

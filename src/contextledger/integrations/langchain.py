@@ -71,7 +71,8 @@ class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):
 
     Constructed from a session id and either a ``ledger`` (shared, not closed here) or
     a database ``url`` (opened here, closed by ``close()``); the first use starts the
-    conversation with ``policy``, ``model`` and ``system_prompt``.
+    conversation with ``policy``, ``model`` and ``system_prompt`` (and the data subject
+    ``subject``, when given).
     """
 
     @property

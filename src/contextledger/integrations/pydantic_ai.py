@@ -181,8 +181,7 @@ def chat_records(messages: Sequence[ModelMessage]) -> list[Record]:
     if waiting:
         if not records:
             raise InvalidArgumentError(
-                "none of these messages holds a part sent to a model (a prompt, a tool return, "
-                "a response)",
+                "none of these messages holds a part sent to a model (a prompt, a tool return, a response)",
                 argument="messages",
             )
         records[-1][1].extend(waiting)
@@ -210,8 +209,12 @@ def _from_chat(message: Message) -> dict[str, Any]:
             )
         return {"kind": "response", "parts": parts}
     if message.role == "tool":
-        part = {"part_kind": "tool-return", "tool_name": "", "content": message.text,
-                "tool_call_id": message.tool_call_id}
+        part = {
+            "part_kind": "tool-return",
+            "tool_name": "",
+            "content": message.text,
+            "tool_call_id": message.tool_call_id,
+        }
         return {"kind": "request", "parts": [part]}
     kind = "user-prompt" if message.role == "user" else "system-prompt"
     return {"kind": "request", "parts": [{"part_kind": kind, "content": message.text}]}
@@ -303,7 +306,8 @@ class LedgerHistory(SessionBinding):
     ``close()``). The first use starts the conversation with ``policy``, ``model`` and
     ``system_prompt``: the system prompt is conversation state, always first in
     ``messages()``, never summarized away (an agent's ``instructions`` work too: they
-    are sent with every request and not stored).
+    are sent with every request and not stored). ``subject`` names the data subject
+    the conversation is about (``Ledger.start``'s ``subject``).
     """
 
     def __init__(
@@ -315,8 +319,11 @@ class LedgerHistory(SessionBinding):
         policy: ReductionPolicy | None = None,
         model: str = "gpt-4o-mini",
         system_prompt: str | None = None,
+        subject: str | None = None,
     ) -> None:
-        super().__init__(key, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt)
+        super().__init__(
+            key, ledger, url=url, policy=policy, model=model, system_prompt=system_prompt, subject=subject
+        )
 
     def messages(self, *, version: int | None = None) -> list[ModelMessage]:
         """The working memory (now, or at aggregate ``version``): pass it as
@@ -365,4 +372,3 @@ class LedgerHistory(SessionBinding):
         """``processor`` as the agent capability Pydantic AI 2 takes:
         ``Agent(model, capabilities=[history.capability])``."""
         return ProcessHistory(self.processor)
-

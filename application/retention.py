@@ -1,0 +1,255 @@
+"""Retention: finding the conversations idle for a number of days, and erasing them.
+
+A conversation is **idle** for ``days`` when its last event (an append, an edit, a
+summary, usage recorded ...) is older than ``now - days``. The time is read from the
+log itself: the newest event of each conversation, one indexed read per conversation
+(``events.get(id, desc=True, limit=1)``), so the answer never depends on a read
+model being up to date. Conversations already erased are left out (their records read
+as ``ErasedEvent``, or their subject has a tombstone).
+
+Retention (``Settings.retention_idle_days``, enforced by ``contextledger worker``)
+erases a data subject once **all** its conversations are idle: a subject with one
+idle conversation and one active one keeps both. A subject holding one conversation
+is erased with ``erase(conversation=...)``, one holding several with
+``erase(subject=...)``; the reason recorded is ``"retention: idle N days"``. Each
+subject is checked again just before its erasure, so a conversation written to
+meanwhile saves its subject.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from contextledger.application.observability import log
+from contextledger.application.sharding import ShardedStore
+from contextledger.application.store import ConversationStore, store_errors
+from contextledger.application.subjects import Subjects
+from contextledger.domain.erasure import ErasedEvent
+from contextledger.domain.errors import ContextLedgerError, InvalidArgumentError
+from contextledger.domain.validation import shown
+
+__all__ = [
+    "RetentionDue",
+    "RetentionEnforcer",
+    "RetentionHost",
+    "check_days",
+    "enforce_retention",
+    "idle_conversations",
+    "retention_plan",
+    "retention_reason",
+]
+
+#: ``erase(*, subject=None, conversation=None, reason)``: the ledger's erasure.
+Erase = Callable[..., Any]
+
+
+class RetentionHost(Protocol):
+    """What retention needs of the ledger."""
+
+    @property
+    def store(self) -> ConversationStore: ...
+
+    @property
+    def subjects(self) -> Subjects: ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    def conversation_ids(self) -> list[UUID]: ...
+
+
+@dataclass(frozen=True)
+class RetentionDue:
+    """A data subject whose conversations are all idle: what retention erases."""
+
+    subject: str
+    conversations: tuple[UUID, ...]
+    #: The newest event among them.
+    last_event_at: datetime
+
+
+def check_days(days: object) -> float:
+    """``days`` if it is a number of days above 0 (``InvalidArgumentError`` otherwise)."""
+    if isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days < 1_000_000:
+        raise InvalidArgumentError(
+            "days must be a number of days above 0", argument="days", value=shown(days)
+        )
+    return float(days)
+
+
+def retention_reason(days: float) -> str:
+    """The reason an erasure by retention records."""
+    return f"retention: idle {days:g} days"
+
+
+def _last_event(store: ConversationStore, conversation_id: UUID) -> Any | None:
+    app = store.app_for(conversation_id) if isinstance(store, ShardedStore) else store.app
+    with store_errors(conversation_id):
+        newest = list(app.events.get(conversation_id, desc=True, limit=1))
+    return newest[0] if newest else None
+
+
+def _last_times(host: RetentionHost, conversations: Iterable[UUID]) -> dict[UUID, datetime]:
+    """The time of each conversation's newest event; erased ones left out."""
+    found: dict[UUID, datetime] = {}
+    for cid in conversations:
+        event = _last_event(host.store, cid)
+        if event is None or isinstance(event, ErasedEvent):
+            continue
+        found[cid] = event.timestamp
+    return found
+
+
+def _cutoff(host: RetentionHost, days: object, now: datetime | None) -> datetime:
+    span = timedelta(days=check_days(days))
+    if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+        raise InvalidArgumentError(
+            "now must be a datetime with a time zone", argument="now", value=shown(now)
+        )
+    return (now or host.clock()) - span
+
+
+def _subject(host: RetentionHost, conversation_id: UUID) -> tuple[str, bool]:
+    """The conversation's subject, and whether it is erased already."""
+    keys = host.subjects.keys_for(conversation_id)
+    if keys is None:
+        return str(conversation_id), False
+    subject = keys.subject_of(conversation_id)
+    return subject, keys.is_erased(subject)
+
+
+def idle_conversations(host: RetentionHost, days: object, now: datetime | None = None) -> list[UUID]:
+    """The conversations whose last event is older than ``days`` before ``now``
+    (default: the ledger's clock), in the order they were started; erased ones left out."""
+    cutoff = _cutoff(host, days, now)
+    times = _last_times(host, host.conversation_ids())
+    return [cid for cid, at in times.items() if at < cutoff and not _subject(host, cid)[1]]
+
+
+def retention_plan(host: RetentionHost, days: object, now: datetime | None = None) -> list[RetentionDue]:
+    """The data subjects retention would erase now: those whose every conversation is
+    idle for ``days`` (erased subjects left out), in the order of their first conversation."""
+    cutoff = _cutoff(host, days, now)
+    times = _last_times(host, host.conversation_ids())
+    by_subject: dict[str, list[UUID]] = {}
+    erased: set[str] = set()
+    for cid in times:
+        subject, is_erased = _subject(host, cid)
+        if is_erased:
+            erased.add(subject)
+        by_subject.setdefault(subject, []).append(cid)
+    return [
+        RetentionDue(subject, tuple(cids), max(times[c] for c in cids))
+        for subject, cids in by_subject.items()
+        if subject not in erased and all(times[c] < cutoff for c in cids)
+    ]
+
+
+def _still_due(host: RetentionHost, due: RetentionDue, cutoff: datetime) -> bool:
+    times = _last_times(host, due.conversations)
+    return len(times) == len(due.conversations) and all(at < cutoff for at in times.values())
+
+
+def enforce_retention(
+    host: RetentionHost, erase: Erase, days: object, now: datetime | None = None
+) -> list[Any]:
+    """Erase every subject ``retention_plan`` names (checked again just before); the
+    erasure reports, in order. A subject that fails is logged and left for the next
+    pass: the others are still erased."""
+    cutoff = _cutoff(host, days, now)
+    reason = retention_reason(check_days(days))
+    reports: list[Any] = []
+    for due in retention_plan(host, days, now):
+        try:
+            if not _still_due(host, due, cutoff):
+                continue
+            if len(due.conversations) == 1:
+                reports.append(erase(conversation=due.conversations[0], reason=reason))
+            else:
+                reports.append(erase(subject=due.subject, reason=reason))
+        except ContextLedgerError as exc:
+            log.warning("retention: erasing subject %r failed: %s", due.subject, exc)
+    return reports
+
+
+class RetentionEnforcer:
+    """Retention in a background thread: ``enforce_retention`` every ``interval``
+    seconds (the first pass at start). Attached to a ledger as its followers are
+    (``start``, ``stop``, ``wait_idle``); ``wait_idle`` is True once a pass has ended
+    and none runs."""
+
+    thread_name = "contextledger-retention"
+
+    def __init__(
+        self, host: RetentionHost, erase: Erase, days: int | float, *, interval: float = 3600.0
+    ) -> None:
+        self.host = host
+        self.erase = erase
+        self.days = check_days(days)
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+            raise InvalidArgumentError(
+                "interval must be a number of seconds above 0", argument="interval", value=shown(interval)
+            )
+        self.interval = float(interval)
+        #: Every erasure report of this enforcer, oldest first.
+        self.erased: list[Any] = []
+        self._stop = threading.Event()
+        self._progress = threading.Condition()
+        self._passes = 0
+        self._running = False
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> Sequence[Any]:
+        """One pass: the reports of what it erased."""
+        with self._progress:
+            self._running = True
+        try:
+            reports = enforce_retention(self.host, self.erase, self.days)
+            self.erased.extend(reports)
+            return reports
+        finally:
+            with self._progress:
+                self._running = False
+                self._passes += 1
+                self._progress.notify_all()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception as exc:  # the store away: try again at the next pass
+                log.warning("retention pass failed: %s", exc)
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        with self._progress:
+            self._progress.notify_all()
+
+    def wait_idle(self, timeout: float | None = 30.0) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._progress:
+            while self._passes == 0 or self._running:
+                if self._thread is None:
+                    return self._passes > 0 and not self._running
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._progress.wait(remaining)
+        return True

@@ -1,0 +1,242 @@
+"""Naming a conversation's data subject, on a real SQLite file and on PostgreSQL: the
+stored records of one subject's conversations (starts, forks, framework sessions)
+name one data key in their clear header, another subject's another; bad subjects
+and stores that cannot shred are refused with typed errors, writing nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sqlite3
+import uuid
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import contextledger as cl
+from contextledger.application.subjects import MAX_SUBJECT_CHARS, check_subject
+from contextledger.infrastructure.subject_keys import KEY_ID_SIZE
+from contextledger.infrastructure.subject_mapper import MARK, subject_keys_of
+
+POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
+
+
+def new_key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def open_ledger(url: str, cipher_key: str | None = None, **options: Any) -> cl.Ledger:
+    return cl.Ledger.open(
+        url,
+        settings=cl.Settings(
+            database_url=url,
+            run_policy=False,
+            cipher_key=cipher_key if cipher_key is not None else new_key(),
+            snapshot_interval=2,
+            **options,
+        ),
+    )
+
+
+def key_ids(url: str) -> dict[UUID, set[bytes]]:
+    """Each conversation's stored events and snapshots: the key ids their headers name."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            rows = conn.execute(
+                "SELECT originator_id, state FROM stored_events UNION ALL "
+                "SELECT originator_id, state FROM stored_snapshots"
+            ).fetchall()
+        found = [(UUID(r[0]), bytes(r[1])) for r in rows]
+    else:
+        base, schema = url.split("?schema=")
+        with psycopg.connect(base) as conn:
+            rows = conn.execute(
+                f'SELECT originator_id, state FROM "{schema}".contextledger_events UNION ALL '
+                f'SELECT originator_id, state FROM "{schema}".contextledger_snapshots'
+            ).fetchall()
+        found = [(r[0], bytes(r[1])) for r in rows]
+    out: dict[UUID, set[bytes]] = {}
+    for oid, state in found:
+        assert state[: len(MARK)] == MARK, "every record is under a data key"
+        out.setdefault(oid, set()).add(state[len(MARK) : len(MARK) + KEY_ID_SIZE])
+    return out
+
+
+def chat(ledger: cl.Ledger, cid: UUID, n: int = 5) -> None:
+    for i in range(n):
+        ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} of {cid}"})
+
+
+def test_one_subjects_conversations_share_a_key_and_another_subjects_do_not(shared_url: str) -> None:
+    with open_ledger(shared_url) as ledger:
+        a1 = ledger.start("Be brief.", policy=POLICY, subject="user-42")
+        a2 = ledger.start(policy=POLICY, subject="user-42", key="chat-a2")
+        b = ledger.start(policy=POLICY, subject="user-7")
+        own = ledger.start(policy=POLICY)
+        for cid in (a1, a2, b, own):
+            chat(ledger, cid)  # snapshots too (interval 2)
+        keys = subject_keys_of(ledger)
+        assert keys is not None
+        assert keys.subject_of(a1) == keys.subject_of(a2) == "user-42"
+        assert keys.subject_of(own) == str(own)
+    ids = key_ids(shared_url)
+    assert len(ids[a1]) == len(ids[a2]) == len(ids[b]) == len(ids[own]) == 1
+    assert ids[a1] == ids[a2]
+    assert ids[b] != ids[a1] and ids[own] != ids[a1] and ids[own] != ids[b]
+
+
+def test_reopened_with_the_same_master_key_the_subjects_conversations_read_back(sqlite_url: str) -> None:
+    master = new_key()
+    with open_ledger(sqlite_url, master) as ledger:
+        cid = ledger.start("Be brief.", policy=POLICY, subject="user-42")
+        chat(ledger, cid)
+    with open_ledger(sqlite_url, master) as again:
+        assert [m["content"] for m in again.context(cid)][-1] == f"turn 4 of {cid}"
+        forked = again.fork(cid)
+        assert again.context(forked) == again.context(cid)
+
+
+def test_a_fork_belongs_to_its_sources_subject_unless_given_another(shared_url: str) -> None:
+    with open_ledger(shared_url) as ledger:
+        source = ledger.start(policy=POLICY, subject="user-42")
+        chat(ledger, source)
+        inherits = ledger.fork(source)
+        elsewhere = ledger.fork(source, subject="user-7", key="fork-7")
+        own_source = ledger.start(policy=POLICY)
+        chat(ledger, own_source, 2)
+        of_own = ledger.fork(own_source)
+        for cid in (inherits, elsewhere, of_own):
+            chat(ledger, cid, 3)
+        other = ledger.start(policy=POLICY, subject="user-7")
+        chat(ledger, other, 1)
+        keys = subject_keys_of(ledger)
+        assert keys is not None
+        assert keys.subject_of(inherits) == "user-42"
+        assert keys.subject_of(elsewhere) == "user-7"
+        assert keys.subject_of(of_own) == str(own_source)
+    ids = key_ids(shared_url)
+    assert ids[inherits] == ids[source]
+    assert ids[elsewhere] == ids[other] != ids[source]
+    assert ids[of_own] == ids[own_source]
+
+
+def test_get_or_start_names_the_subject_once_and_refuses_another(sqlite_url: str) -> None:
+    with open_ledger(sqlite_url) as ledger:
+        cid = ledger.get_or_start("chat-9", policy=POLICY, subject="user-42")
+        assert ledger.get_or_start("chat-9", policy=POLICY, subject="user-42") == cid
+        assert ledger.get_or_start("chat-9") == cid  # no subject given: the conversation's stays
+        with pytest.raises(cl.InvalidArgumentError, match="user-42"):
+            ledger.get_or_start("chat-9", subject="user-7")
+        # A conversation started without a subject is its own: it cannot take one later.
+        plain = ledger.start(policy=POLICY, key="plain")
+        with pytest.raises(cl.InvalidArgumentError, match=str(plain)):
+            ledger.get_or_start("plain", subject="user-7")
+        keys = subject_keys_of(ledger)
+        assert keys is not None and keys.subject_of(cid) == "user-42"
+
+
+def test_the_async_ledger_passes_the_subject(sqlite_url: str) -> None:
+    async def run() -> tuple[UUID, UUID]:
+        async with cl.AsyncLedger(open_ledger(sqlite_url)) as ledger:
+            cid = await ledger.start(policy=POLICY, subject="user-42")
+            await ledger.append(cid, {"role": "user", "content": "hello"})
+            return cid, await ledger.fork(cid, subject="user-7")
+
+    cid, forked = asyncio.run(run())
+    ids = key_ids(sqlite_url)
+    assert ids[cid] != ids[forked]
+
+
+def test_framework_sessions_start_their_conversation_under_the_subject(shared_url: str) -> None:
+    from contextledger.integrations.agents import LedgerSession
+    from contextledger.integrations.langchain import LedgerChatMessageHistory
+    from contextledger.integrations.pydantic_ai import LedgerHistory
+
+    with open_ledger(shared_url) as ledger:
+        direct = ledger.start(policy=POLICY, subject="user-42")
+        chat(ledger, direct, 1)
+        sessions = [
+            LedgerSession(f"s-{uuid.uuid4()}", ledger, policy=POLICY, subject="user-42"),
+            LedgerChatMessageHistory(f"lc-{uuid.uuid4()}", ledger, policy=POLICY, subject="user-42"),
+            LedgerHistory(f"pa-{uuid.uuid4()}", ledger, policy=POLICY, subject="user-42"),
+            LedgerHistory(str(uuid.uuid4()), ledger, policy=POLICY, subject="user-42"),  # a UUID session id
+        ]
+        started = [s.conversation_id for s in sessions]
+        for cid in started:
+            chat(ledger, cid, 1)
+        bare = LedgerHistory(f"pa-{uuid.uuid4()}", ledger, policy=POLICY)
+        chat(ledger, bare.conversation_id, 1)
+    ids = key_ids(shared_url)
+    assert all(ids[cid] == ids[direct] for cid in started)
+    assert ids[bare.conversation_id] != ids[direct]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * (MAX_SUBJECT_CHARS + 1), "a\x00b", 42, b"user"])
+def test_a_bad_subject_is_refused_before_anything_is_written(sqlite_url: str, bad: Any) -> None:
+    with open_ledger(sqlite_url) as ledger:
+        with pytest.raises(cl.InvalidArgumentError) as caught:
+            ledger.start(policy=POLICY, subject=bad)
+        assert caught.value.argument == "subject"
+        source = ledger.start(policy=POLICY)
+        with pytest.raises(cl.InvalidArgumentError):
+            ledger.fork(source, subject=bad)
+        with pytest.raises(cl.InvalidArgumentError):
+            ledger.get_or_start("chat-bad", subject=bad)
+        assert ledger.conversation_ids() == [source]
+    from contextledger.integrations.pydantic_ai import LedgerHistory
+
+    with pytest.raises(cl.InvalidArgumentError):
+        LedgerHistory("chat-x", url=sqlite_url, subject=bad)
+
+
+@given(st.text(min_size=1, max_size=MAX_SUBJECT_CHARS + 20))
+@settings(max_examples=200, deadline=None)
+def test_a_subject_is_accepted_exactly_when_it_is_non_blank_short_and_without_nul(text: str) -> None:
+    valid = bool(text.strip()) and len(text) <= MAX_SUBJECT_CHARS and "\x00" not in text
+    try:
+        assert check_subject(text) == text
+        accepted = True
+    except cl.InvalidArgumentError:
+        accepted = False
+    assert accepted is valid
+
+
+def test_a_subject_needs_a_cipher_key_and_per_subject_keys(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'plain.db'}"
+    with cl.Ledger.open(url, settings=cl.Settings(database_url=url, run_policy=False)) as plain:
+        with pytest.raises(cl.ConfigurationError, match="cipher key"):
+            plain.start(policy=POLICY, subject="user-42")
+        source = plain.start(policy=POLICY)
+        with pytest.raises(cl.ConfigurationError, match="cipher key"):
+            plain.fork(source, subject="user-42")
+        plain.fork(source)  # no subject: as before
+        assert len(plain.conversation_ids()) == 2
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with open_ledger(url, key_scope="store") as store_scope:
+        with pytest.raises(cl.ConfigurationError, match="key_scope"):
+            store_scope.start(policy=POLICY, subject="user-42")
+        assert store_scope.conversation_ids() == []
+
+
+def test_subjects_with_several_stores_are_kept_in_the_store_of_each_conversation(tmp_path: Any) -> None:
+    urls = [f"sqlite:///{tmp_path / f's{i}.db'}" for i in range(2)]
+    settings_ = cl.Settings(stores=tuple(urls), run_policy=False, cipher_key=new_key(), snapshot_interval=2)
+    with cl.Ledger.open(urls, settings=settings_) as ledger:
+        started = [ledger.start(policy=POLICY, subject="user-42") for _ in range(8)]
+        for cid in started:
+            chat(ledger, cid, 1)
+        stored: dict[UUID, set[bytes]] = {}
+        for url, shard in zip(urls, ledger.shards, strict=True):
+            keys = subject_keys_of(shard)
+            assert keys is not None
+            ids = key_ids(url)
+            for cid in ids.keys() & set(started):
+                assert keys.subject_of(cid) == "user-42"
+            stored.update({cid: v for cid, v in ids.items() if cid in started})
+        assert set(stored) == set(started)
+        assert all(ledger.context(cid)[-1]["content"] == f"turn 0 of {cid}" for cid in started)
