@@ -385,6 +385,9 @@ class VerifyReport:
     messages: int
     summaries: int
     problems: tuple[VerifyProblem, ...] = field(default_factory=tuple)
+    #: Conversations whose content was erased (crypto-shredded): not verified, and
+    #: not a problem.
+    erased: tuple[UUID, ...] = ()
 
     @property
     def ok(self) -> bool:

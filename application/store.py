@@ -26,6 +26,7 @@ from contextledger.application.outage import Outages
 from contextledger.application.settings import Settings
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
+from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConversationNotFoundError,
@@ -467,6 +468,8 @@ class ConversationStore:
         """Every stored event of the conversation, oldest first."""
         with store_errors(conversation_id):
             events = list(self.app.events.get(conversation_id))
+        if events and isinstance(events[0], ErasedEvent):
+            raise events[0].error()
         if not events or not isinstance(events[0], ConversationEvent):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         if not isinstance(events[0], (Started, Forked)) or events[0].originator_version != 1:

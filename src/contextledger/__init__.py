@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ConversationRef,
     )
     from contextledger.application.async_ledger import AsyncLedger
+    from contextledger.application.erasure import ErasureReport
     from contextledger.application.follower import (
         FollowerHealth,
         LogFollower,
@@ -134,6 +135,7 @@ if TYPE_CHECKING:
 _MODULES: dict[str, tuple[str, ...]] = {
     "application.addressing": ("KEY_NAMESPACE", "ConversationRef"),
     "application.async_ledger": ("AsyncLedger",),
+    "application.erasure": ("ErasureReport",),
     "application.follower": ("FollowerHealth", "LogFollower"),
     "application.ledger": ("Ledger",),
     "application.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
@@ -233,6 +235,7 @@ __all__ = [
     "ConversationWhatIf",
     "DuplicateConversationError",
     "ErasedEvent",
+    "ErasureReport",
     "FollowerHealth",
     "FunctionCall",
     "GeminiSummarizer",

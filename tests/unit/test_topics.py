@@ -28,6 +28,7 @@ PINNED: dict[str, str] = {
     "contextledger.conversation.Forked": "contextledger.domain.events.Forked",
     "contextledger.client_message_id.Recorded": "contextledger.domain.client_ids.ClientMessageId.Recorded",
     "contextledger.placement.Recorded": "contextledger.domain.placement.Placement.Recorded",
+    "contextledger.erasure.ContentErased": "contextledger.domain.erasure.ContentErased",
     "contextledger.conversation.Snapshot": "contextledger.domain.conversation.ConversationSnapshot",
 }
 
@@ -35,7 +36,7 @@ PINNED: dict[str, str] = {
 ABSTRACT = {DomainEvent, ConversationEvent, SealedEvent}
 
 MODULES = ["contextledger.domain.events", "contextledger.domain.client_ids", "contextledger.domain.placement", "contextledger.domain.conversation",
-           "contextledger.domain"]
+           "contextledger.domain.erasure", "contextledger.domain"]
 
 
 def stored_event_types() -> list[type[DomainEvent]]:
