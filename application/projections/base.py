@@ -1,5 +1,9 @@
 """The shape every read model shares: the projection base, the view ports, the records.
 
+A data subject's erasure (``ContentErased``) is followed by every built-in read
+model: its view deletes the rows of the erased conversations (``erase_rows``). The
+records of an erased conversation read as ``ErasedEvent`` and change nothing.
+
 A projection has a ``name`` (its tracking key and the name ``rebuild`` takes) and the
 ``topics`` it follows, and maps each domain event to calls of its *view*, passing the
 event's position in the log (an eventsourcing ``Tracking``). A view writes its change
@@ -26,6 +30,7 @@ from eventsourcing.projection import Projection
 from typing_extensions import TypeVar
 
 from contextledger.application.results import SummaryInfo, TranscriptEntry
+from contextledger.domain.erasure import ContentErased
 
 __all__ = [
     "ConversationRecord",
@@ -306,3 +311,13 @@ class ReadModelProjection(Projection[Any], Generic[ViewT]):
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
+
+    def erase_rows(self, event: ContentErased, tracking: Tracking) -> None:
+        """A data subject was erased: the view deletes what it holds for the
+        conversations ``event`` names (``erase_conversations(ids, tracking=...)``); a
+        view without that method keeps its rows (and records the tracking)."""
+        erase = getattr(self.view, "erase_conversations", None)
+        if erase is None:
+            self.view.insert_tracking(tracking)
+        else:
+            erase(event.erased, tracking=tracking)
