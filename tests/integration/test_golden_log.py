@@ -56,6 +56,7 @@ NEWER_THAN_V1 = {
     "contextledger.conversation.SummaryInvalidated",
     "contextledger.conversation.Forked",
     "contextledger.placement.Recorded",
+    "contextledger.erasure.ContentErased",
 }
 
 
