@@ -232,8 +232,11 @@ def run_verify(args: argparse.Namespace) -> int:
             "messages": report.messages, "summaries": report.summaries,
             "problems": [{"conversation_id": p.conversation_id, "version": p.version,
                           "problem": p.problem} for p in report.problems],
+            "erased": list(report.erased),
         }))
     else:
+        for cid in report.erased:
+            render.out(f"ERASED conversation {cid}: its data subject was erased (not verified)")
         for problem in report.problems:
             render.out(f"MISMATCH conversation {problem.conversation_id} version {problem.version}: "
                        f"{problem.problem}")
@@ -245,6 +248,7 @@ def run_verify(args: argparse.Namespace) -> int:
             f"{first.problem}" + (f" (and {more} more)" if more else "")
         )
     if not args.json:
-        render.out(f"verify OK: {report.conversations} conversations, {report.events} events, "
+        erased = f", {len(report.erased)} erased" if report.erased else ""
+        render.out(f"verify OK: {report.conversations} conversations{erased}, {report.events} events, "
                    f"{report.messages} messages, {report.summaries} summaries")
     return 0

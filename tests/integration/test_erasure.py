@@ -303,3 +303,43 @@ def test_async_erase(tmp_path: Path) -> None:
             return report
 
     assert asyncio.run(scenario()).reason == "async"
+
+
+def test_the_viewer_and_the_command_line_show_an_erased_conversation_as_erased(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    from contextledger.infrastructure.cli import main
+    from contextledger.infrastructure.web import create_app
+
+    secret = key()
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=secret, run_policy=False)
+    with Ledger.open(settings=settings) as ledger:
+        gone = ledger.start("You help.")
+        kept = ledger.start("You help.")
+        ledger.append(kept, {"role": "user", "content": "hello"})
+        client = TestClient(create_app(ledger))
+        assert len(client.get("/conversations.json").json()["conversations"]) == 2  # listed once
+        ledger.erase(conversation=gone, reason="asked by the subject")
+        listed = {c["id"]: c for c in client.get("/conversations.json").json()["conversations"]}
+        assert listed[str(gone)]["erased_at"] and listed[str(gone)]["erase_reason"] == "asked by the subject"
+        assert listed[str(kept)]["erased_at"] is None and listed[str(kept)]["messages"] == 1
+        page = client.get(f"/conversations/{gone}.json")
+        assert page.status_code == 410 and "asked by the subject" in page.json()["error"]
+        verified = client.get("/verify.json").json()
+        assert verified["verified"] and verified["erased"] == [str(gone)]
+        fresh = TestClient(create_app(ledger))  # listed from scratch after the erasure
+        rows = {c["id"]: c for c in fresh.get("/conversations.json").json()["conversations"]}
+        assert rows[str(gone)]["erased_at"]
+        assert "erased" in fresh.get("/conversations").text
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", secret)
+    assert main(["verify", "--database", settings.database_url]) == 0
+    out = capsys.readouterr().out
+    assert f"ERASED conversation {gone}" in out and "1 erased" in out
+    assert main(["verify", "--database", settings.database_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["erased"] == [str(gone)]
