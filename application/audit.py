@@ -254,8 +254,10 @@ def verify_conversation(
             n_messages += 1
             if event.position != fold.next_position and digest is not None:
                 problems.append(VerifyProblem(cid, version, "position gap"))
-            expected = None if digest is None else chain_digest(
-                digest, event.message, event.items, event.original, event.hidden
+            expected = (
+                None
+                if digest is None
+                else chain_digest(digest, event.message, event.items, event.original, event.hidden)
             )
             digest = check(event, expected, event.digest, f"message {event.position}")
         elif isinstance(event, MessageEdited):

@@ -253,11 +253,11 @@ class TokenTotals:
     def estimate_error(self) -> int:
         """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
         return self.estimated_prompt_tokens - self.provider_prompt_tokens
+
     #: Messages retracted, and edits made (each edit counts once).
     retracted_messages: int = 0
     edited_messages: int = 0
     summaries_invalidated: int = 0
-
 
     @classmethod
     def of(cls, conversation: Conversation) -> TokenTotals:
@@ -350,9 +350,7 @@ class AuditEvent:
             version=event.originator_version,
             timestamp=event.timestamp,
             kind=type(event).__name__,
-            data=event.model_dump(
-                mode="json", exclude={"originator_id", "originator_version", "timestamp"}
-            ),
+            data=event.model_dump(mode="json", exclude={"originator_id", "originator_version", "timestamp"}),
             topic=type(event).TOPIC,
             conversation_id=event.originator_id,
         )

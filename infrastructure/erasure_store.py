@@ -50,7 +50,7 @@ def _sqlite(recorder: SQLiteAggregateRecorder, ids: Sequence[UUID]) -> int:
         cursor.execute("PRAGMA secure_delete = ON")
         for cid in ids:
             cursor.execute(
-                f"DELETE FROM {recorder.events_table_name} WHERE originator_id = ?",  # noqa: S608
+                f"DELETE FROM {recorder.events_table_name} WHERE originator_id = ?",
                 (cid.hex if uuid_ids else str(cid),),
             )
             deleted += max(cursor.sqlite_cursor.rowcount, 0)

@@ -132,8 +132,7 @@ class TranscriptView(ReadModelView, Protocol):
     """Every message ever appended and every edited version, per conversation, with
     the marks ``Ledger.transcript()`` shows (a fork: its shared history first)."""
 
-    def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
-        ...
+    def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None: ...
 
     def edit_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
         """Mark the current version at ``entry.position`` replaced; add ``entry``."""
@@ -164,16 +163,14 @@ class TranscriptView(ReadModelView, Protocol):
         at ``source_version``."""
         ...
 
-    def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
-        ...
+    def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]: ...
 
 
 @runtime_checkable
 class SummariesView(ReadModelView, Protocol):
     """Every summary recorded, with its range and provenance."""
 
-    def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
-        ...
+    def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None: ...
 
     def invalidate_summaries(
         self,
@@ -195,8 +192,7 @@ class SummariesView(ReadModelView, Protocol):
         """Give a fork its source's summaries as they stood at ``source_version``."""
         ...
 
-    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
-        ...
+    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]: ...
 
 
 @runtime_checkable
@@ -230,17 +226,13 @@ class TokenTotalsView(ReadModelView, Protocol):
         """Replace the system prompt's or the tool definitions' tokens."""
         ...
 
-    def add_to_totals(
-        self, conversation_id: UUID, *, tracking: Tracking, **increments: int
-    ) -> None:
+    def add_to_totals(self, conversation_id: UUID, *, tracking: Tracking, **increments: int) -> None:
         """Add ``increments`` (column name -> amount) to the conversation's counters."""
         ...
 
-    def totals(self, conversation_id: UUID) -> TokenTotalsRecord | None:
-        ...
+    def totals(self, conversation_id: UUID) -> TokenTotalsRecord | None: ...
 
-    def global_totals(self) -> TokenTotalsRecord:
-        ...
+    def global_totals(self) -> TokenTotalsRecord: ...
 
 
 @runtime_checkable
@@ -260,8 +252,7 @@ class ConversationsView(ReadModelView, Protocol):
         forked_at_version: int | None = None,
         policy_version: int = 1,
         summaries: int = 0,
-    ) -> None:
-        ...
+    ) -> None: ...
 
     def update_conversation(
         self,
@@ -278,8 +269,7 @@ class ConversationsView(ReadModelView, Protocol):
         """Move ``last_version``/``updated_at`` on and add to the counters."""
         ...
 
-    def conversations(self) -> list[ConversationRecord]:
-        ...
+    def conversations(self) -> list[ConversationRecord]: ...
 
 
 # ------------------------------------------------------------------ projection

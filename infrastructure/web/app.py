@@ -199,7 +199,11 @@ def create_app(
         per_page = whole_number(request, "per_page", default=CONTEXT_PER_PAGE, maximum=MAX_CONTEXT_PER_PAGE)
         try:
             data = context_page(
-                ledger, ref.id, version, page=page, per_page=per_page or CONTEXT_PER_PAGE,
+                ledger,
+                ref.id,
+                version,
+                page=page,
+                per_page=per_page or CONTEXT_PER_PAGE,
                 suffix=".json" if json_ else "",
             )
         except ConversationNotFoundError as exc:

@@ -68,9 +68,18 @@ class ConversationRow:
         """The line of an erased conversation: its id and the erasure, nothing else."""
         at = error.erased_at or datetime.now(UTC)
         return cls(
-            id=str(cid), key=None, model="", started_at=at, last_activity=at, version=0,
-            messages=0, summaries=0, appended_tokens=0, context_tokens=0,
-            erased_at=at, erase_reason=error.reason,
+            id=str(cid),
+            key=None,
+            model="",
+            started_at=at,
+            last_activity=at,
+            version=0,
+            messages=0,
+            summaries=0,
+            appended_tokens=0,
+            context_tokens=0,
+            erased_at=at,
+            erase_reason=error.reason,
         )
 
     @classmethod
@@ -321,6 +330,7 @@ def context_page(
     """The messages the model was sent at ``version`` (default: the latest), with
     their sources and token counts, ``per_page`` of them on page ``page`` (links to
     the neighbouring pages end in ``suffix``: ``.json`` for the JSON's)."""
+
     def read(conversation: Conversation) -> tuple[int, list[dict[str, Any]], int, list[dict[str, Any]]]:
         messages, tokens = conversation.working_memory()
         return conversation.version, [m.to_openai() for m in messages], tokens, _annotations(conversation)

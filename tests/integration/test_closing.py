@@ -77,7 +77,9 @@ class _Follower:
         return True
 
 
-def _calls(cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation) -> dict[str, Callable[[cl.Ledger], Any]]:
+def _calls(
+    cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation
+) -> dict[str, Callable[[cl.Ledger], Any]]:
     """One real call of each public method of the ledger."""
     message = {"role": "user", "content": "after close"}
     result = cl.SummaryResult(text="a summary", model="gpt-4o-mini", prompt_version="v1")
@@ -131,8 +133,15 @@ def _calls(cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation) -> dict
 def _public_methods() -> set[str]:
     """Every public method of the Ledger that is not ``close`` or a hook of the store's
     own machinery (the listeners, the store's save, pure helpers)."""
-    kept = {"close", "add_listener", "add_event_listener", "counter_for", "summarizer_model_name",
-            "save_conversations", "construct_env"}
+    kept = {
+        "close",
+        "add_listener",
+        "add_event_listener",
+        "counter_for",
+        "summarizer_model_name",
+        "save_conversations",
+        "construct_env",
+    }
     names = set()
     for name in dir(cl.Ledger):
         attribute = inspect.getattr_static(cl.Ledger, name)
@@ -311,7 +320,9 @@ class _HeldCounter:
         return self.inner.count_message(message)
 
 
-def _append_in_flight(ledger: cl.Ledger, cid: UUID, counter: _HeldCounter) -> tuple[threading.Thread, list[Any]]:
+def _append_in_flight(
+    ledger: cl.Ledger, cid: UUID, counter: _HeldCounter
+) -> tuple[threading.Thread, list[Any]]:
     outcome: list[Any] = []
 
     def append() -> None:

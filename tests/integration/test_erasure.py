@@ -47,8 +47,11 @@ def fill(ledger: Ledger, marker: str, conversation_key: str) -> UUID:
     """A conversation with ``marker`` in every place content goes."""
     cid = ledger.start(f"You are the {marker} assistant.", policy=POLICY, key=conversation_key)
     for i in range(4):
-        call = {"id": f"call_{i}", "type": "function",
-                "function": {"name": "lookup", "arguments": json.dumps({"q": marker})}}
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"q": marker})},
+        }
         ledger.append(cid, {"role": "user", "content": f"question {i} about {marker}"})
         ledger.append(cid, {"role": "assistant", "content": None, "tool_calls": [call]})
         ledger.append(cid, {"role": "tool", "tool_call_id": f"call_{i}", "content": f"found {marker}"})
@@ -119,8 +122,14 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
         assert ledger.wait_idle(60)
 
         for cid in (a, same_fork, own_fork):
-            for read in (ledger.context, ledger.transcript, ledger.working_memory, ledger.totals,
-                         ledger.summaries, lambda c: list(ledger.replay(c))):
+            for read in (
+                ledger.context,
+                ledger.transcript,
+                ledger.working_memory,
+                ledger.totals,
+                ledger.summaries,
+                lambda c: list(ledger.replay(c)),
+            ):
                 with pytest.raises(cl.ConversationErasedError) as caught:
                     read(cid)
                 assert caught.value.erased_at == report.erased_at
@@ -162,8 +171,12 @@ def checkpoint_and_scan(folder: Path) -> dict[str, tuple[bool, bool]]:
 
 
 def test_erasure_on_a_sqlite_file(tmp_path: Path) -> None:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", poll_interval=0.02,
-                        snapshot_interval=4, cipher_key=key())
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        poll_interval=0.02,
+        snapshot_interval=4,
+        cipher_key=key(),
+    )
     plant_and_erase(settings)
     found = checkpoint_and_scan(tmp_path)
     assert {"ledger.db", "ledger.views.db"} <= set(found)
@@ -172,12 +185,17 @@ def test_erasure_on_a_sqlite_file(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_erasure_on_postgres(postgres_url: str) -> None:
-    plant_and_erase(Settings(database_url=postgres_url, snapshot_interval=4, poll_interval=0.02,
-                             cipher_key=key()))
+    plant_and_erase(
+        Settings(database_url=postgres_url, snapshot_interval=4, poll_interval=0.02, cipher_key=key())
+    )
     base, schema = postgres_url.split("?schema=")
     with psycopg.connect(base) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+            )
+        ]
         assert len(tables) >= 7
         for table in tables:
             rows = conn.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()
@@ -186,8 +204,12 @@ def test_erasure_on_postgres(postgres_url: str) -> None:
 
 
 def test_a_rebuild_runs_through_an_erasure_committed_mid_batch(tmp_path: Path) -> None:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", snapshot_interval=4,
-                        cipher_key=key(), run_policy=False)
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        snapshot_interval=4,
+        cipher_key=key(),
+        run_policy=False,
+    )
     with Ledger.open(settings=settings) as ledger:
         models = SQLReadModels.for_ledger(ledger)
         a = fill(ledger, MARK_A, "subject-a")
@@ -199,8 +221,9 @@ def test_a_rebuild_runs_through_an_erasure_committed_mid_batch(tmp_path: Path) -
             if not erased:
                 erased.append(ledger.erase(conversation=a, reason="mid-batch"))
 
-        applied = runner.rebuild_many(["transcript", "summaries", "token_totals", "conversations"],
-                                      progress=progress)
+        applied = runner.rebuild_many(
+            ["transcript", "summaries", "token_totals", "conversations"], progress=progress
+        )
         assert erased and all(n > 0 for n in applied.values())
         runner.catch_up()
         assert models.transcript.transcript(a) == []
@@ -243,7 +266,9 @@ def test_erase_refuses_bad_input_and_needs_a_cipher_key(tmp_path: Path) -> None:
 
 
 def test_one_conversation_of_a_shared_subject_is_not_erased_alone(tmp_path: Path) -> None:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False)
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False
+    )
     with Ledger.open(settings=settings) as ledger:
         keys = subject_keys_of(ledger)
         assert keys is not None
@@ -266,7 +291,9 @@ def test_one_conversation_of_a_shared_subject_is_not_erased_alone(tmp_path: Path
 
 
 def test_a_read_only_ledger_refuses_erase(tmp_path: Path) -> None:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False)
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False
+    )
     with Ledger.open(settings=settings) as ledger:
         cid = ledger.start("x")
     with Ledger.open(settings=settings, read_only=True) as reader:
@@ -290,7 +317,9 @@ def test_a_missing_key_is_not_an_erasure(tmp_path: Path) -> None:
 
 
 def test_async_erase(tmp_path: Path) -> None:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False)
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False
+    )
 
     async def scenario() -> cl.ErasureReport:
         async with cl.AsyncLedger(Ledger(settings)) as ledger:
@@ -318,7 +347,9 @@ def test_the_viewer_and_the_command_line_show_an_erased_conversation_as_erased(
     from contextledger.infrastructure.web import create_app
 
     secret = key()
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=secret, run_policy=False)
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=secret, run_policy=False
+    )
     with Ledger.open(settings=settings) as ledger:
         gone = ledger.start("You help.")
         kept = ledger.start("You help.")

@@ -35,8 +35,14 @@ PINNED: dict[str, str] = {
 #: Bases that are never stored themselves.
 ABSTRACT = {DomainEvent, ConversationEvent, SealedEvent}
 
-MODULES = ["contextledger.domain.events", "contextledger.domain.client_ids", "contextledger.domain.placement", "contextledger.domain.conversation",
-           "contextledger.domain.erasure", "contextledger.domain"]
+MODULES = [
+    "contextledger.domain.events",
+    "contextledger.domain.client_ids",
+    "contextledger.domain.placement",
+    "contextledger.domain.conversation",
+    "contextledger.domain.erasure",
+    "contextledger.domain",
+]
 
 
 def stored_event_types() -> list[type[DomainEvent]]:
@@ -54,7 +60,9 @@ def stored_event_types() -> list[type[DomainEvent]]:
 
 
 def test_every_stored_event_type_pins_its_own_topic() -> None:
-    unpinned = [f"{c.__module__}.{c.__qualname__}" for c in stored_event_types() if not c.__dict__.get("TOPIC")]
+    unpinned = [
+        f"{c.__module__}.{c.__qualname__}" for c in stored_event_types() if not c.__dict__.get("TOPIC")
+    ]
     assert unpinned == [], "give each event class its own TOPIC (and add it to PINNED)"
 
 
