@@ -10,6 +10,7 @@ from uuid import UUID
 
 from contextledger.application.wire import ContextMessage
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.events import (
     DomainEvent,
     Forked,
@@ -345,7 +346,16 @@ class AuditEvent:
     conversation_id: UUID | None = None
 
     @classmethod
-    def from_event(cls, event: DomainEvent) -> AuditEvent:
+    def from_event(cls, event: DomainEvent | ErasedEvent) -> AuditEvent:
+        if isinstance(event, ErasedEvent):  # its content is gone: what is left of it
+            return cls(
+                version=event.originator_version,
+                timestamp=event.erased_at,
+                kind="Erased",
+                data={"subject": event.subject, "reason": event.reason},
+                topic=event.topic,
+                conversation_id=event.originator_id,
+            )
         return cls(
             version=event.originator_version,
             timestamp=event.timestamp,
