@@ -261,9 +261,16 @@ def test_erase_refuses_bad_input_and_needs_a_cipher_key(tmp_path: Path) -> None:
         assert len(ledger.transcript(cid)) == 1
         report = ledger.erase(conversation=cid, reason="ok")
         assert report.conversations == (cid,)
+        other = ledger.start("y")
+        ledger.append(other, {"role": "user", "content": "kept"})
+        whatif = ledger.simulate({"trigger_messages": 4, "keep_messages": 1})  # past the erased one
+        assert [c.conversation_id for c in whatif.conversations] == [other]
+        with pytest.raises(cl.ConversationErasedError):
+            ledger.simulate({"trigger_messages": 4, "keep_messages": 1}, cid)
         exported = [event for _, event in ledger.audit.export()]  # goes past the erased records
         assert [e.kind for e in exported if e.conversation_id == cid] == ["Erased", "Erased"]
-        assert exported[-1].kind == "ContentErased" and exported[-1].data["conversations"] == [str(cid)]
+        erasures = [e for e in exported if e.kind == "ContentErased"]
+        assert [e.data["conversations"] for e in erasures] == [[str(cid)]]
         with pytest.raises(cl.ConversationErasedError):
             ledger.append(cid, {"role": "user", "content": "after"})
 
