@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
     from contextledger.application.async_ledger import AsyncLedger
+    from contextledger.application.erasure import ErasureReport
     from contextledger.application.follower import FollowerHealth, LogFollower
     from contextledger.application.ledger import Ledger
     from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -50,6 +51,7 @@ _LAZY = {
     "KEY_NAMESPACE": "contextledger.application.addressing",
     "ConversationRef": "contextledger.application.addressing",
     "AsyncLedger": "contextledger.application.async_ledger",
+    "ErasureReport": "contextledger.application.erasure",
     "FollowerHealth": "contextledger.application.follower",
     "LogFollower": "contextledger.application.follower",
     "Ledger": "contextledger.application.ledger",
@@ -108,6 +110,7 @@ __all__ = [
     "ConversationRecord",
     "ConversationRef",
     "ConversationsView",
+    "ErasureReport",
     "FollowerHealth",
     "InvalidMessageError",
     "Ledger",

@@ -31,6 +31,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef
+from contextledger.application.erasure import ErasureReport
 from contextledger.application.ledger import Clock, Ledger
 from contextledger.application.lifecycle import check_timeout
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -290,6 +291,22 @@ class AsyncLedger:
     async def idle_conversations(self, days: float, *, now: datetime | None = None) -> list[UUID]:
         """The conversations idle for ``days`` (see ``Ledger.idle_conversations``)."""
         return await self.run(self.sync.idle_conversations, days, now=now)
+
+    async def erase(
+        self,
+        *,
+        subject: str | None = None,
+        conversation: ConversationRef | None = None,
+        reason: str,
+    ) -> ErasureReport:
+        """Erase a data subject's conversations (see ``Ledger.erase``)."""
+        return await self.run(
+            functools.partial(self.sync.erase, subject=subject, conversation=conversation, reason=reason)
+        )
+
+    async def subject_of(self, conversation_id: ConversationRef) -> str:
+        """The conversation's data subject (see ``Ledger.subject_of``)."""
+        return await self.run(self.sync.subject_of, conversation_id)
 
     async def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record a summarizer's result for the request's range (see ``Ledger.record_summary``)."""

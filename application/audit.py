@@ -38,6 +38,7 @@ from contextledger.domain.edits import (
     retraction_record,
     system_prompt_record,
 )
+from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError
 from contextledger.domain.events import (
     DomainEvent,
@@ -100,8 +101,12 @@ class Audit:
         the others are verified all the same."""
         ids = [conversation_id] if conversation_id is not None else self.stored_conversation_ids()
         problems: list[VerifyProblem] = []
+        erased: list[UUID] = []
         events = messages = summaries = 0
         for cid in ids:
+            if self._erased(cid):
+                erased.append(cid)
+                continue
             found = self._verify_one(cid, listed=conversation_id is None)
             events += found[0]
             messages += found[1]
@@ -113,7 +118,20 @@ class Audit:
             messages=messages,
             summaries=summaries,
             problems=tuple(problems),
+            erased=tuple(erased),
         )
+
+    def _erased(self, cid: UUID) -> bool:
+        """Whether the conversation's content was erased: its first record reads as an
+        ``ErasedEvent`` (a fork's first record holds its inherited history)."""
+        app_for = getattr(self.store, "app_for", None)
+        app = app_for(cid) if app_for is not None else self.app
+        try:
+            with store_errors(cid):
+                first = app.recorder.select_events(cid, limit=1)
+                return bool(first) and isinstance(app.mapper.to_domain_event(first[0]), ErasedEvent)
+        except ContextLedgerError:  # damaged: verifying it says where
+            return False
 
     def stored_conversation_ids(self) -> list[UUID]:
         """Ids of every conversation with an event in the log, in the order of their
@@ -236,8 +254,10 @@ def verify_conversation(
             n_messages += 1
             if event.position != fold.next_position and digest is not None:
                 problems.append(VerifyProblem(cid, version, "position gap"))
-            expected = None if digest is None else chain_digest(
-                digest, event.message, event.items, event.original, event.hidden
+            expected = (
+                None
+                if digest is None
+                else chain_digest(digest, event.message, event.items, event.original, event.hidden)
             )
             digest = check(event, expected, event.digest, f"message {event.position}")
         elif isinstance(event, MessageEdited):

@@ -45,6 +45,11 @@ class HistoryCache:
         self._folds: OrderedDict[UUID, HistoryFold] = OrderedDict()
         self._lock = threading.Lock()
 
+    def forget(self, conversation_id: UUID) -> None:
+        """Drop the conversation's fold (its content was erased)."""
+        with self._lock:
+            self._folds.pop(conversation_id, None)
+
     def fold(
         self, store: ConversationStore, conversation_id: UUID, *, through_version: int | None = None
     ) -> HistoryFold:

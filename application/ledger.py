@@ -25,6 +25,7 @@ from contextledger.application.audit import Audit
 from contextledger.application.background import Background, wait_all
 from contextledger.application.commands import DEFAULT_POLICY, ConversationCommands
 from contextledger.application.counting import TokenCounters
+from contextledger.application.erasure import DELETE_SNAPSHOTS_TOPIC, ErasureReport, Erasures
 from contextledger.application.history import HistoryCache
 from contextledger.application.ledger_edits import LedgerEdits
 from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods
@@ -122,6 +123,7 @@ class Ledger(LedgerEdits, ConversationApplication):
         self.subjects = Subjects(self)
         self.commands = ConversationCommands(self)
         self.queries = ConversationQueries(self, self._build_summarizer)
+        self.erasures = Erasures(lambda: self.shards, lambda: resolve_adapter(DELETE_SNAPSHOTS_TOPIC))
         if len(self.settings.store_urls) > 1:
             make = partial(
                 Ledger, summarizer=summarizer, token_counter=token_counter, clock=self.clock, env=env
@@ -331,6 +333,26 @@ class Ledger(LedgerEdits, ConversationApplication):
     ) -> None:
         """Record the provider's reported usage for the latest model call."""
         self.commands.record_usage(conversation_id, prompt_tokens, completion_tokens)
+
+    def erase(
+        self,
+        *,
+        subject: str | None = None,
+        conversation: ConversationRef | None = None,
+        reason: str,
+    ) -> ErasureReport:
+        """Erase a data subject's conversations by destroying the subject's key
+        (crypto-shredding; ``application/erasure.py``): exactly one of ``subject`` and
+        ``conversation`` (a conversation that is its own subject, or its subject's only
+        one). Needs a cipher key. Afterwards their reads raise
+        ``ConversationErasedError``; erasing again returns the report with
+        ``already_erased=True``."""
+        return self.erasures.erase(subject, conversation, reason)
+
+    def subject_of(self, conversation_id: ConversationRef) -> str:
+        """The data subject the conversation's content belongs to (its own id, as text,
+        unless it names another)."""
+        return self.erasures.subject_of(conversation_id)
 
     # ---------------------------------------------------------------- summaries
 

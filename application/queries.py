@@ -35,7 +35,7 @@ from contextledger.application.whatif import LogSource, choose_summarizer, simul
 from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.errors import ConversationErasedError, InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import check_count
 
@@ -170,7 +170,10 @@ class ConversationQueries:
         found: list[TokenTotals] = []
         shared: list[SharedHistory] = []
         for cid in self._host.conversation_ids():
-            totals, forked = store.read(cid, _totals_and_fork)
+            try:
+                totals, forked = store.read(cid, _totals_and_fork)
+            except ConversationErasedError:  # its content, counts included, is gone
+                continue
             found.append(totals)
             if forked and (inherited := shared_history(store, cid)) is not None:
                 shared.append(inherited)
@@ -222,6 +225,7 @@ class ConversationQueries:
             messages=sum(r.messages for r in reports),
             summaries=sum(r.summaries for r in reports),
             problems=tuple(p for r in reports for p in r.problems),
+            erased=tuple(c for r in reports for c in r.erased),
         )
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from contextledger.application.wire import ContextMessage
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.events import (
     DomainEvent,
     Forked,
@@ -253,11 +254,11 @@ class TokenTotals:
     def estimate_error(self) -> int:
         """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
         return self.estimated_prompt_tokens - self.provider_prompt_tokens
+
     #: Messages retracted, and edits made (each edit counts once).
     retracted_messages: int = 0
     edited_messages: int = 0
     summaries_invalidated: int = 0
-
 
     @classmethod
     def of(cls, conversation: Conversation) -> TokenTotals:
@@ -345,14 +346,21 @@ class AuditEvent:
     conversation_id: UUID | None = None
 
     @classmethod
-    def from_event(cls, event: DomainEvent) -> AuditEvent:
+    def from_event(cls, event: DomainEvent | ErasedEvent) -> AuditEvent:
+        if isinstance(event, ErasedEvent):  # its content is gone: what is left of it
+            return cls(
+                version=event.originator_version,
+                timestamp=event.erased_at,
+                kind="Erased",
+                data={"subject": event.subject, "reason": event.reason},
+                topic=event.topic,
+                conversation_id=event.originator_id,
+            )
         return cls(
             version=event.originator_version,
             timestamp=event.timestamp,
             kind=type(event).__name__,
-            data=event.model_dump(
-                mode="json", exclude={"originator_id", "originator_version", "timestamp"}
-            ),
+            data=event.model_dump(mode="json", exclude={"originator_id", "originator_version", "timestamp"}),
             topic=type(event).TOPIC,
             conversation_id=event.originator_id,
         )
@@ -385,6 +393,9 @@ class VerifyReport:
     messages: int
     summaries: int
     problems: tuple[VerifyProblem, ...] = field(default_factory=tuple)
+    #: Conversations whose content was erased (crypto-shredded): not verified, and
+    #: not a problem.
+    erased: tuple[UUID, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -28,6 +28,7 @@ from contextledger.application.settings import Settings
 from contextledger.application.store_failures import failure_cause, store_error, store_errors
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
+from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import (
     ConcurrencyError,
     ConversationNotFoundError,
@@ -401,6 +402,8 @@ class ConversationStore:
         """Every stored event of the conversation, oldest first."""
         with store_errors(conversation_id):
             events = list(self.app.events.get(conversation_id))
+        if events and isinstance(events[0], ErasedEvent):
+            raise events[0].error()
         if not events or not isinstance(events[0], ConversationEvent):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         if not isinstance(events[0], (Started, Forked)) or events[0].originator_version != 1:

@@ -48,7 +48,7 @@ from contextledger.application.follower import FollowedLog, LogFollower, Shard
 from contextledger.application.ports import Summarizer, SummaryRequest
 from contextledger.application.summary_attempts import Outcome, SummaryRecorder, attempt_summary
 from contextledger.domain import events
-from contextledger.domain.errors import ContextLedgerError, LedgerClosedError
+from contextledger.domain.errors import ContextLedgerError, ConversationErasedError, LedgerClosedError
 
 __all__ = ["Outcome", "PolicyHost", "SummarizationRunner", "summarize_pending"]
 
@@ -390,6 +390,8 @@ class SummarizationRunner(LogFollower):
                     outcome = future.result()
                 except LedgerClosedError:  # the ledger closes: the range stays to do
                     outcome = Outcome(recheck=True)
+                except ConversationErasedError:  # its content is gone: nothing to summarize
+                    continue
                 except Exception as exc:  # a bug or an unmapped failure: keep the runner alive
                     log.exception("summarization job for %s crashed: %s", cid, exc)
                     outcome = Outcome(retry_in=self.ledger.settings.retry_base_seconds * 4)

@@ -34,7 +34,7 @@ is written anywhere: the aggregate is never saved, no follower sees it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
@@ -60,6 +60,7 @@ from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConfigurationError,
     ContextLedgerError,
+    ConversationErasedError,
     ConversationNotFoundError,
     InvalidArgumentError,
     InvalidPolicyError,
@@ -139,10 +140,16 @@ def simulate_policy(
     tallies: list[tuple[Tally, Tally]] = []
     stopped: str | None = None
     for index, cid in enumerate(ids):
+        try:
+            events = source.events(cid)
+        except ConversationErasedError:
+            if conversations is None:
+                continue  # erased: nothing of it is left to replay
+            raise
         if stopped is not None:
-            results.append(_not_reached(cid, source))
+            results.append(_not_reached(cid, events))
             continue
-        replay = _Replay(cid, source.events(cid), candidate, source, summarizer, budget, table)
+        replay = _Replay(cid, events, candidate, source, summarizer, budget, table)
         outcome = replay.run()
         results.append(outcome)
         if outcome.simulated is not None:
@@ -168,13 +175,20 @@ def simulate_policy(
     )
 
 
-def _not_reached(cid: UUID, source: LogSource) -> ConversationWhatIf:
-    first = source.events(cid)[0]
+def _not_reached(cid: UUID, events: Sequence[DomainEvent]) -> ConversationWhatIf:
+    first = events[0]
     model = first.model if isinstance(first, Started) else ""
     return ConversationWhatIf(
-        conversation_id=cid, key=getattr(first, "key", None), model=model,
-        recorded=Tally().figures({}), simulated=None, recorded_turn_tokens=(), simulated_turn_tokens=(),
-        turns_in_log=0, complete=False, reason="not reached: the summarizer call budget ran out",
+        conversation_id=cid,
+        key=getattr(first, "key", None),
+        model=model,
+        recorded=Tally().figures({}),
+        simulated=None,
+        recorded_turn_tokens=(),
+        simulated_turn_tokens=(),
+        turns_in_log=0,
+        complete=False,
+        reason="not reached: the summarizer call budget ran out",
     )
 
 
@@ -243,8 +257,12 @@ class _Replay:
         simulated: _Side | None = None
         try:
             candidate = CandidateConversation(
-                first, self.candidate, summarizer=self.summarizer, counter_for=self.source.counter_for,
-                budget=self.budget, tally=self.simulated,
+                first,
+                self.candidate,
+                summarizer=self.summarizer,
+                counter_for=self.source.counter_for,
+                budget=self.budget,
+                tally=self.simulated,
             )
             simulated = _Side(candidate.conversation, self.simulated)
             self._replay(recorded, simulated, candidate)
@@ -263,7 +281,8 @@ class _Replay:
         """The turns of the whole log (a tool result is one when no result follows it)."""
         roles = [e.message.role for e in self.events if isinstance(e, MessageAppended)]
         return sum(
-            1 for i, role in enumerate(roles)
+            1
+            for i, role in enumerate(roles)
             if role != "assistant" and (role != "tool" or i + 1 == len(roles) or roles[i + 1] != "tool")
         )
 

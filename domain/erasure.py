@@ -6,18 +6,28 @@ stay in the log, unreadable. The mapper gives an ``ErasedEvent`` for each of the
 instead of raising: a follower reading a batch of the notification log must go on past
 them, for every other conversation's sake. Folding one into an aggregate (loading the
 erased conversation) raises ``ConversationErasedError``.
+
+``Erasure`` is the record of one subject's erasure that followers of the log see: a
+tiny aggregate per subject (its id derives from the subject) whose one event,
+``ContentErased``, says who and what was erased, when and why, and nothing of the
+content. It is stored in clear (the subject mapper writes it unencrypted), so that it
+stays readable after the key is gone; read models delete what they hold for the
+conversations it names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from uuid import UUID
+from typing import Any, ClassVar
+from uuid import UUID, uuid5
 
 from contextledger.domain.errors import ConversationErasedError
+from contextledger.domain.events import DomainEvent
 
-__all__ = ["ErasedEvent"]
+__all__ = ["ContentErased", "ErasedEvent", "Erasure"]
+
+_NAMESPACE = UUID("8f0d7c61-2b3e-4f8a-9c55-3d1e6b7a0e42")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +64,65 @@ class ErasedEvent:
         """Folding an erased record (loading an erased conversation) raises
         ``ConversationErasedError``."""
         raise self.error()
+
+
+class ContentErased(DomainEvent):
+    """A data subject was erased: its key destroyed, its conversations unreadable.
+    No content: the subject, the conversations, the time (``timestamp``) and the reason."""
+
+    TOPIC: ClassVar[str] = "contextledger.erasure.ContentErased"
+    subject: str
+    #: The subject's conversations.
+    conversations: tuple[UUID, ...]
+    #: Forks of other subjects whose inherited history (the subject's) was erased.
+    forks: tuple[UUID, ...] = ()
+    reason: str
+
+    def mutate(self, aggregate: Any) -> Erasure:
+        return Erasure(self)
+
+    @property
+    def erased(self) -> tuple[UUID, ...]:
+        """Every conversation whose content (or inherited history) this erased."""
+        return self.conversations + self.forks
+
+
+class Erasure:
+    """The record of one subject's erasure (see the module doc)."""
+
+    def __init__(self, event: ContentErased) -> None:
+        self.id = event.originator_id
+        self.version = 1
+        self.record = event
+        self._pending_events: list[DomainEvent] = []
+
+    @staticmethod
+    def id_for(subject: str) -> UUID:
+        return uuid5(_NAMESPACE, subject)
+
+    @classmethod
+    def record_of(
+        cls,
+        subject: str,
+        conversations: tuple[UUID, ...],
+        forks: tuple[UUID, ...],
+        *,
+        at: datetime,
+        reason: str,
+    ) -> Erasure:
+        event = ContentErased(
+            originator_id=cls.id_for(subject),
+            originator_version=1,
+            timestamp=at,
+            subject=subject,
+            conversations=conversations,
+            forks=forks,
+            reason=reason,
+        )
+        erasure = event.mutate(None)
+        erasure._pending_events.append(event)
+        return erasure
+
+    def collect_events(self) -> list[DomainEvent]:
+        events, self._pending_events = self._pending_events, []
+        return events

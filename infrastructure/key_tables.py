@@ -104,6 +104,10 @@ class KeyTable(Protocol):
 
     def subject_of(self, conversation_id: UUID) -> str | None: ...
 
+    def conversations_of(self, subject: str) -> list[UUID]:
+        """The conversations that name ``subject`` (not one that is its own subject)."""
+        ...
+
     def assign(self, conversation_id: UUID, subject: str) -> str:
         """Name ``subject`` for the conversation unless it has one; the one it has."""
         ...
@@ -291,6 +295,18 @@ class _SQLKeyTable:
     def _conversation(self, conversation_id: UUID) -> Any:
         return conversation_id
 
+    def conversations_of(self, subject: str) -> list[UUID]:
+        def work(cursor: Any) -> list[UUID]:
+            cursor.execute(
+                self._sql(f"SELECT conversation_id FROM {self.subjects} WHERE subject = ?"), (subject,)
+            )
+            rows = cursor.fetchall()
+            found = [r["conversation_id"] if isinstance(r, dict) else r[0] for r in rows]
+            return sorted(v if isinstance(v, UUID) else UUID(str(v)) for v in found)
+
+        conversations: list[UUID] | None = self._run(work, commit=False, reading=True)
+        return conversations or []
+
     def assign(self, conversation_id: UUID, subject: str) -> str:
         def work(cursor: Any) -> str:
             cid = self._conversation(conversation_id)
@@ -458,6 +474,9 @@ class MemoryKeyTable:
 
     def subject_of(self, conversation_id: UUID) -> str | None:
         return self._subjects.get(conversation_id)
+
+    def conversations_of(self, subject: str) -> list[UUID]:
+        return sorted(c for c, s in list(self._subjects.items()) if s == subject)
 
     def assign(self, conversation_id: UUID, subject: str) -> str:
         with self._lock:

@@ -211,6 +211,11 @@ class SubjectKeys:
         """The conversation's subject: the one it names, or its own id."""
         return self.table.subject_of(conversation_id) or str(conversation_id)
 
+    def conversations_of(self, subject: str) -> list[UUID]:
+        """The conversations that name ``subject`` (a conversation that is its own
+        subject has no row: it is not among them)."""
+        return self.table.conversations_of(_check_subject(subject))
+
     def key_for_conversation(self, conversation_id: UUID) -> DataKey:
         """The data key a record of the conversation is written under (cached)."""
         hit = self._by_conversation.get(conversation_id)

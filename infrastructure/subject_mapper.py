@@ -21,6 +21,12 @@ without the mark -- everything written before per-subject keys, or with
 read as before (one random in 2**32 of those starts with the mark by chance; its key
 id then names no key, and it is read with the master key).
 
+A fork's first record (``Forked``) holds the history it inherits from its source: it
+is written under the key of the source's subject, so that erasing the source's
+subject erases the inherited history in the fork too (the fork's later records are
+under its own subject's key). ``ContentErased``, the record of an erasure (no content),
+is stored in clear: ``b"CLC\x01"`` and its JSON, readable after the key is gone.
+
 A record whose key is tombstoned reads as an ``ErasedEvent`` (never an error: a
 follower reading a batch must go past it); a key id the table lacks, with no
 tombstone, is ``KeyMissingError``. Writing a record of an erased subject is
@@ -34,14 +40,17 @@ the mapper it builds gets the store's key table (created with the event tables).
 
 from __future__ import annotations
 
+import json
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
-from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.errors import ConfigurationError, KeyMissingError, StoreError
+from contextledger.domain.erasure import ContentErased, ErasedEvent
+from contextledger.domain.errors import ConfigurationError, KeyMissingError, LogDamagedError, StoreError
+from contextledger.domain.events import Forked
 from contextledger.infrastructure.aead import OVERHEAD
 from contextledger.infrastructure.key_tables import KeyTable, MemoryKeyTable, PostgresKeyTable, SQLiteKeyTable
 from contextledger.infrastructure.mapper import PydanticMapper
@@ -61,7 +70,12 @@ SUBJECT_MAPPER_TOPIC = "contextledger.infrastructure.subject_mapper:SubjectMappe
 KEY_SCOPE = "CL_KEY_SCOPE"
 #: The first bytes of a record encrypted under a data key (format 1).
 MARK = b"CLK\x01"
+#: The first bytes of a record stored in clear (an erasure's record).
+CLEAR_MARK = b"CLC\x01"
 _HEADER = len(MARK) + KEY_ID_SIZE
+#: The conversation whose subject's key the record being written goes under, when it
+#: is not the record's own (a fork's inherited history: its source).
+_KEY_OWNER: ContextVar[UUID | None] = ContextVar("contextledger_key_owner", default=None)
 
 
 def _record_aad(header: bytes, originator_id: UUID | str, version: int) -> bytes:
@@ -86,12 +100,27 @@ class SubjectMapper(PydanticMapper):
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         if isinstance(domain_event, ErasedEvent):
             raise domain_event.error()
+        if isinstance(domain_event, ContentErased):
+            data = domain_event.model_dump_json(exclude={"originator_id", "originator_version"})
+            return StoredEvent(
+                originator_id=domain_event.originator_id,
+                originator_version=domain_event.originator_version,
+                topic=ContentErased.TOPIC,
+                state=CLEAR_MARK + data.encode("utf-8"),
+            )
+        if isinstance(domain_event, Forked):
+            token = _KEY_OWNER.set(domain_event.origin.conversation_id)
+            try:
+                return super().to_stored_event(domain_event)
+            finally:
+                _KEY_OWNER.reset(token)
         return super().to_stored_event(domain_event)
 
     def encrypt_state(self, originator_id: UUID, originator_version: int, data: bytes) -> bytes:
         if self.keys is None or not self.per_subject:
             return super().encrypt_state(originator_id, originator_version, data)
-        key = self.keys.key_for_conversation(originator_id)
+        owner = _KEY_OWNER.get()
+        key = self.keys.key_for_conversation(owner or originator_id)
         header = MARK + key.key_id
         return header + key.cipher.encrypt(data, _record_aad(header, originator_id, originator_version))
 
@@ -104,6 +133,8 @@ class SubjectMapper(PydanticMapper):
         return self.keys.key_by_id(bytes(state[len(MARK) : _HEADER]))
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
+        if stored_event.topic == ContentErased.TOPIC and bytes(stored_event.state[:4]) == CLEAR_MARK:
+            return _clear_record(stored_event)
         if self.cipher is not None:
             key = self._named_key(stored_event.state)
             if isinstance(key, Tombstone):
@@ -141,6 +172,21 @@ class SubjectMapper(PydanticMapper):
             key_id=header[len(MARK) :].hex(),
             **context,
         )
+
+
+def _clear_record(stored_event: StoredEvent) -> ContentErased:
+    """An erasure's record, stored in clear."""
+    try:
+        state = json.loads(bytes(stored_event.state[len(CLEAR_MARK) :]).decode("utf-8"))
+        state["originator_id"] = stored_event.originator_id
+        state["originator_version"] = stored_event.originator_version
+        return ContentErased.model_validate(state)
+    except ValueError as exc:  # JSON, UTF-8 and validation errors alike
+        raise LogDamagedError(
+            f"cannot decode an erasure's record: {exc}",
+            topic=stored_event.topic,
+            version=stored_event.originator_version,
+        ) from exc
 
 
 def _erased(stored_event: StoredEvent, tomb: Tombstone) -> ErasedEvent:

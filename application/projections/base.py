@@ -1,5 +1,9 @@
 """The shape every read model shares: the projection base, the view ports, the records.
 
+A data subject's erasure (``ContentErased``) is followed by every built-in read
+model: its view deletes the rows of the erased conversations (``erase_rows``). The
+records of an erased conversation read as ``ErasedEvent`` and change nothing.
+
 A projection has a ``name`` (its tracking key and the name ``rebuild`` takes) and the
 ``topics`` it follows, and maps each domain event to calls of its *view*, passing the
 event's position in the log (an eventsourcing ``Tracking``). A view writes its change
@@ -26,6 +30,7 @@ from eventsourcing.projection import Projection
 from typing_extensions import TypeVar
 
 from contextledger.application.results import SummaryInfo, TranscriptEntry
+from contextledger.domain.erasure import ContentErased
 
 __all__ = [
     "ConversationRecord",
@@ -127,8 +132,7 @@ class TranscriptView(ReadModelView, Protocol):
     """Every message ever appended and every edited version, per conversation, with
     the marks ``Ledger.transcript()`` shows (a fork: its shared history first)."""
 
-    def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
-        ...
+    def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None: ...
 
     def edit_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
         """Mark the current version at ``entry.position`` replaced; add ``entry``."""
@@ -159,16 +163,14 @@ class TranscriptView(ReadModelView, Protocol):
         at ``source_version``."""
         ...
 
-    def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
-        ...
+    def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]: ...
 
 
 @runtime_checkable
 class SummariesView(ReadModelView, Protocol):
     """Every summary recorded, with its range and provenance."""
 
-    def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
-        ...
+    def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None: ...
 
     def invalidate_summaries(
         self,
@@ -190,8 +192,7 @@ class SummariesView(ReadModelView, Protocol):
         """Give a fork its source's summaries as they stood at ``source_version``."""
         ...
 
-    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]:
-        ...
+    def summaries(self, conversation_id: UUID) -> list[SummaryInfo]: ...
 
 
 @runtime_checkable
@@ -225,17 +226,13 @@ class TokenTotalsView(ReadModelView, Protocol):
         """Replace the system prompt's or the tool definitions' tokens."""
         ...
 
-    def add_to_totals(
-        self, conversation_id: UUID, *, tracking: Tracking, **increments: int
-    ) -> None:
+    def add_to_totals(self, conversation_id: UUID, *, tracking: Tracking, **increments: int) -> None:
         """Add ``increments`` (column name -> amount) to the conversation's counters."""
         ...
 
-    def totals(self, conversation_id: UUID) -> TokenTotalsRecord | None:
-        ...
+    def totals(self, conversation_id: UUID) -> TokenTotalsRecord | None: ...
 
-    def global_totals(self) -> TokenTotalsRecord:
-        ...
+    def global_totals(self) -> TokenTotalsRecord: ...
 
 
 @runtime_checkable
@@ -255,8 +252,7 @@ class ConversationsView(ReadModelView, Protocol):
         forked_at_version: int | None = None,
         policy_version: int = 1,
         summaries: int = 0,
-    ) -> None:
-        ...
+    ) -> None: ...
 
     def update_conversation(
         self,
@@ -273,8 +269,7 @@ class ConversationsView(ReadModelView, Protocol):
         """Move ``last_version``/``updated_at`` on and add to the counters."""
         ...
 
-    def conversations(self) -> list[ConversationRecord]:
-        ...
+    def conversations(self) -> list[ConversationRecord]: ...
 
 
 # ------------------------------------------------------------------ projection
@@ -306,3 +301,13 @@ class ReadModelProjection(Projection[Any], Generic[ViewT]):
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
+
+    def erase_rows(self, event: ContentErased, tracking: Tracking) -> None:
+        """A data subject was erased: the view deletes what it holds for the
+        conversations ``event`` names (``erase_conversations(ids, tracking=...)``); a
+        view without that method keeps its rows (and records the tracking)."""
+        erase = getattr(self.view, "erase_conversations", None)
+        if erase is None:
+            self.view.insert_tracking(tracking)
+        else:
+            erase(event.erased, tracking=tracking)

@@ -9,6 +9,7 @@ from eventsourcing.persistence import Tracking
 
 from contextledger.application.projections.base import ConversationsView, ReadModelProjection
 from contextledger.domain import events
+from contextledger.domain.erasure import ContentErased, ErasedEvent
 
 __all__ = ["ConversationsProjection"]
 
@@ -29,6 +30,7 @@ _CONVERSATION_TOPICS = (
     events.MessageEdited.TOPIC,
     events.SystemPromptChanged.TOPIC,
     events.SummaryInvalidated.TOPIC,
+    ContentErased.TOPIC,
 )
 
 
@@ -42,6 +44,14 @@ class ConversationsProjection(ReadModelProjection[ConversationsView]):
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self._touch(domain_event, tracking)
+
+    @process_event.register(ContentErased)
+    def _content_erased(self, event: ContentErased, tracking: Tracking) -> None:
+        self.erase_rows(event, tracking)
+
+    @process_event.register(ErasedEvent)
+    def _erased_record(self, event: ErasedEvent, tracking: Tracking) -> None:
+        self.view.insert_tracking(tracking)
 
     @process_event.register(events.Started)
     def _started(self, event: events.Started, tracking: Tracking) -> None:

@@ -10,6 +10,7 @@ from eventsourcing.persistence import Tracking
 from contextledger.application.projections.base import ReadModelProjection, SummariesView
 from contextledger.application.results import SummaryInfo
 from contextledger.domain import events
+from contextledger.domain.erasure import ContentErased
 
 __all__ = ["SummariesProjection"]
 
@@ -20,11 +21,20 @@ class SummariesProjection(ReadModelProjection[SummariesView]):
     (``valid``, the invalidating version, its reason and conversation)."""
 
     name = "summaries"
-    topics = (events.SummaryCreated.TOPIC, events.SummaryInvalidated.TOPIC, events.Forked.TOPIC)
+    topics = (
+        events.SummaryCreated.TOPIC,
+        events.SummaryInvalidated.TOPIC,
+        events.Forked.TOPIC,
+        ContentErased.TOPIC,
+    )
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
+
+    @process_event.register(ContentErased)
+    def _content_erased(self, event: ContentErased, tracking: Tracking) -> None:
+        self.erase_rows(event, tracking)
 
     @process_event.register(events.SummaryCreated)
     def _summary(self, event: events.SummaryCreated, tracking: Tracking) -> None:

@@ -10,6 +10,7 @@ from eventsourcing.persistence import Tracking
 from contextledger.application.projections.base import ReadModelProjection, TokenTotalsView
 from contextledger.application.results import SharedHistory
 from contextledger.domain import events
+from contextledger.domain.erasure import ContentErased
 
 __all__ = ["TokenTotalsProjection"]
 
@@ -32,11 +33,16 @@ class TokenTotalsProjection(ReadModelProjection[TokenTotalsView]):
         events.SummaryInvalidated.TOPIC,
         events.SummarizationFailed.TOPIC,
         events.UsageRecorded.TOPIC,
+        ContentErased.TOPIC,
     )
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
+
+    @process_event.register(ContentErased)
+    def _content_erased(self, event: ContentErased, tracking: Tracking) -> None:
+        self.erase_rows(event, tracking)
 
     @process_event.register(events.Started)
     def _started(self, event: events.Started, tracking: Tracking) -> None:

@@ -11,6 +11,7 @@ from eventsourcing.persistence import Tracking
 from contextledger.application.projections.base import ReadModelProjection, TranscriptView
 from contextledger.application.results import TranscriptEntry
 from contextledger.domain import events
+from contextledger.domain.erasure import ContentErased
 
 __all__ = ["TranscriptProjection"]
 
@@ -25,11 +26,16 @@ class TranscriptProjection(ReadModelProjection[TranscriptView]):
         events.MessageEdited.TOPIC,
         events.MessagesRetracted.TOPIC,
         events.Forked.TOPIC,
+        ContentErased.TOPIC,
     )
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
+
+    @process_event.register(ContentErased)
+    def _content_erased(self, event: ContentErased, tracking: Tracking) -> None:
+        self.erase_rows(event, tracking)
 
     @process_event.register(events.MessageAppended)
     def _message(self, event: events.MessageAppended, tracking: Tracking) -> None:

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "Prints every stored event of conversation CID in order, with its version and "
         "timestamp: messages, thresholds reached, summaries, failures, policy changes, usage, "
         "edits and forks. A message later retracted or replaced by an edit and a summary "
-        "later invalidated are marked (text: in brackets; --json: a \"marks\" object), an "
+        'later invalidated are marked (text: in brackets; --json: a "marks" object), an '
         "edit shows the original next to the new version. With --all instead of CID: every "
         "event of the log in log order, with its notification id and conversation (progress "
         "on stderr; --json: one JSON object per line).",
@@ -44,13 +44,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "Writes the stored events of conversation CID (or of the whole log, in log order, "
         "with notification_id) to stdout, one JSON object per line: originator_id, version, "
         "timestamp, topic, kind, data. For one conversation, events that a later edit "
-        "concerns also carry \"marks\" (retracted, replaced, invalidated; an edit's "
+        'concerns also carry "marks" (retracted, replaced, invalidated; an edit\'s '
         "original message; a fork's origin). With a cipher key set, the events are stored "
         "encrypted and export writes them decrypted only when given --plaintext.",
     )
     export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
-    export.add_argument("--plaintext", action="store_true",
-                        help="with a cipher key set: write the decrypted events (refused otherwise)")
+    export.add_argument(
+        "--plaintext",
+        action="store_true",
+        help="with a cipher key set: write the decrypted events (refused otherwise)",
+    )
     export.set_defaults(handler=run_export)
 
     verify = add_command(
@@ -70,47 +73,62 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def describe(kind: str, data: dict[str, Any]) -> str:
     """One line about a stored event (content escaped for a terminal)."""
     if kind == "Started":
-        return (f"model {data['model']}, system prompt {data['system_tokens']} tokens, "
-                f"policy {render.dump({k: v for k, v in data['policy'].items() if v is not None})}")
+        return (
+            f"model {data['model']}, system prompt {data['system_tokens']} tokens, "
+            f"policy {render.dump({k: v for k, v in data['policy'].items() if v is not None})}"
+        )
     if kind == "MessageAppended":
         return f"#{data['position']} {data['message']['role']} ({data['tokens']} tok) " + render.excerpt(
             data["message"], 90
         )
     if kind == "ThresholdReached":
-        return (f"{data['limit']} limit: {data['unsummarized_messages']} messages, "
-                f"{data['unsummarized_tokens']} tokens unsummarized; pins "
-                f"{data['from_position']}-{data['through_position']}")
+        return (
+            f"{data['limit']} limit: {data['unsummarized_messages']} messages, "
+            f"{data['unsummarized_tokens']} tokens unsummarized; pins "
+            f"{data['from_position']}-{data['through_position']}"
+        )
     if kind == "SummaryCreated":
         p = data["provenance"]
-        return (f"summary of {data['from_position']}-{data['through_position']} (stands for "
-                f"{data['covers_from']}-{data['through_position']}), {data['tokens']} tok by "
-                f"{p['model']} ({p['prompt_version']})")
+        return (
+            f"summary of {data['from_position']}-{data['through_position']} (stands for "
+            f"{data['covers_from']}-{data['through_position']}), {data['tokens']} tok by "
+            f"{p['model']} ({p['prompt_version']})"
+        )
     if kind == "SummarizationFailed":
-        return (f"attempt {data['attempt']} at {data['from_position']}-{data['through_position']} "
-                f"failed: {data['kind']}: {render.one_line(data['error'])[:100]}")
+        return (
+            f"attempt {data['attempt']} at {data['from_position']}-{data['through_position']} "
+            f"failed: {data['kind']}: {render.one_line(data['error'])[:100]}"
+        )
     if kind == "PolicyChanged":
         return f"policy version {data['policy_version']}"
     if kind == "UsageRecorded":
-        return (f"provider usage: prompt {data['prompt_tokens']} (estimated "
-                f"{data['estimated_prompt_tokens']}), completion {data['completion_tokens']}")
+        return (
+            f"provider usage: prompt {data['prompt_tokens']} (estimated "
+            f"{data['estimated_prompt_tokens']}), completion {data['completion_tokens']}"
+        )
     if kind == "MessagesRetracted":
         reason = f": {render.one_line(data['reason'])[:100]}" if data.get("reason") else ""
-        return (f"{data['command']} retracted {_positions(data['positions'])} "
-                f"({data['tokens']} tok){reason}")
+        return f"{data['command']} retracted {_positions(data['positions'])} ({data['tokens']} tok){reason}"
     if kind == "MessageEdited":
-        return (f"#{data['position']} {data['message']['role']} edited, replaces v{data['replaces_version']} "
-                f"({data['replaced_tokens']} → {data['tokens']} tok): " + render.excerpt(data["message"], 80))
+        return (
+            f"#{data['position']} {data['message']['role']} edited, replaces v{data['replaces_version']} "
+            f"({data['replaced_tokens']} → {data['tokens']} tok): " + render.excerpt(data["message"], 80)
+        )
     if kind == "SystemPromptChanged":
         text = render.one_line(data["system_prompt"] or "")[:90] if data.get("system_prompt") else "(none)"
         return f"system prompt changed ({data['system_tokens']} tok): {render.visible(text)}"
     if kind == "SummaryInvalidated":
         versions = ", ".join(f"v{v}" for v in data["invalidated_versions"]) or "none of its own"
-        return (f"summaries {versions} invalidated ({data['reason']} at v{data['trigger_version']}); "
-                f"{len(data['reopened'])} messages back in the window")
+        return (
+            f"summaries {versions} invalidated ({data['reason']} at v{data['trigger_version']}); "
+            f"{len(data['reopened'])} messages back in the window"
+        )
     if kind == "Forked":
         origin = data["origin"]
-        return (f"forked from {origin['conversation_id']} at version {origin['version']} "
-                f"(shares #0-#{origin['through_position']})")
+        return (
+            f"forked from {origin['conversation_id']} at version {origin['version']} "
+            f"(shares #0-#{origin['through_position']})"
+        )
     if kind == "ToolsChanged":
         return f"tools: {len(data['tools'] or ())} definitions, {data['tools_tokens']} tok"
     return render.dump(data)[:140]
@@ -136,8 +154,10 @@ def _mark_text(mark: dict[str, Any]) -> str:
 
 
 def _line(event: AuditEvent, mark: dict[str, Any] | None = None) -> str:
-    return (f"v{event.version:<6} {event.timestamp.isoformat(timespec='milliseconds')}  "
-            f"{event.kind:<20} {describe(event.kind, event.data)}{_mark_text(mark or {})}")
+    return (
+        f"v{event.version:<6} {event.timestamp.isoformat(timespec='milliseconds')}  "
+        f"{event.kind:<20} {describe(event.kind, event.data)}{_mark_text(mark or {})}"
+    )
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -149,8 +169,20 @@ def run_replay(args: argparse.Namespace) -> int:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)
             if args.json:
-                print(render.dump([{"version": e.version, "timestamp": e.timestamp, "kind": e.kind,
-                                    "data": e.data, **_marks_of(marks, e.version)} for e in events]))
+                print(
+                    render.dump(
+                        [
+                            {
+                                "version": e.version,
+                                "timestamp": e.timestamp,
+                                "kind": e.kind,
+                                "data": e.data,
+                                **_marks_of(marks, e.version),
+                            }
+                            for e in events
+                        ]
+                    )
+                )
                 return 0
             for e in events:
                 render.out(_line(e, marks.get(e.version)))
@@ -164,14 +196,14 @@ def run_replay(args: argparse.Namespace) -> int:
             top = shard.recorder.max_notification_id() or 0
             label = f"replay store {index}" if several else "replay"
             store = {"store": index} if several else {}
-            with interruptible() as asked, Progress(
-                label, should_stop=asked, unit="event", show=show
-            ) as progress:
+            with (
+                interruptible() as asked,
+                Progress(label, should_stop=asked, unit="event", show=show) as progress,
+            ):
                 progress(0, top)
                 for notification_id, event in shard.audit.export():
                     if args.json:
-                        print(render.dump({**store, "notification_id": notification_id,
-                                           **event.record()}))
+                        print(render.dump({**store, "notification_id": notification_id, **event.record()}))
                     else:
                         where = f"{index}:" if several else ""
                         render.out(f"{where}{notification_id:<7} {event.conversation_id}  {_line(event)}")
@@ -215,8 +247,7 @@ def run_export(args: argparse.Namespace) -> int:
         for index, shard in enumerate(ledger.shards):  # store by store, each in log order
             store = {"store": index} if several else {}
             for notification_id, event in shard.audit.export():
-                out.write(render.dump({**store, "notification_id": notification_id,
-                                       **event.record()}) + "\n")
+                out.write(render.dump({**store, "notification_id": notification_id, **event.record()}) + "\n")
     return 0
 
 
@@ -227,16 +258,30 @@ def run_verify(args: argparse.Namespace) -> int:
     with open_ledger(args, read_only=True) as ledger:
         report = ledger.verify(args.cid)
     if args.json:
-        print(render.dump({
-            "ok": report.ok, "conversations": report.conversations, "events": report.events,
-            "messages": report.messages, "summaries": report.summaries,
-            "problems": [{"conversation_id": p.conversation_id, "version": p.version,
-                          "problem": p.problem} for p in report.problems],
-        }))
+        print(
+            render.dump(
+                {
+                    "ok": report.ok,
+                    "conversations": report.conversations,
+                    "events": report.events,
+                    "messages": report.messages,
+                    "summaries": report.summaries,
+                    "problems": [
+                        {"conversation_id": p.conversation_id, "version": p.version, "problem": p.problem}
+                        for p in report.problems
+                    ],
+                    "erased": list(report.erased),
+                }
+            )
+        )
     else:
+        for cid in report.erased:
+            render.out(f"ERASED conversation {cid}: its data subject was erased (not verified)")
         for problem in report.problems:
-            render.out(f"MISMATCH conversation {problem.conversation_id} version {problem.version}: "
-                       f"{problem.problem}")
+            render.out(
+                f"MISMATCH conversation {problem.conversation_id} version {problem.version}: "
+                f"{problem.problem}"
+            )
     if not report.ok:
         first = report.problems[0]
         more = len(report.problems) - 1
@@ -245,6 +290,9 @@ def run_verify(args: argparse.Namespace) -> int:
             f"{first.problem}" + (f" (and {more} more)" if more else "")
         )
     if not args.json:
-        render.out(f"verify OK: {report.conversations} conversations, {report.events} events, "
-                   f"{report.messages} messages, {report.summaries} summaries")
+        erased = f", {len(report.erased)} erased" if report.erased else ""
+        render.out(
+            f"verify OK: {report.conversations} conversations{erased}, {report.events} events, "
+            f"{report.messages} messages, {report.summaries} summaries"
+        )
     return 0

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from uuid import UUID
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from sqlalchemy import Connection, Integer, Table, bindparam, insert, inspect, select, update
+from sqlalchemy import Connection, Integer, Table, bindparam, delete, insert, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -265,6 +266,21 @@ class SQLView(TrackingRecorder):
             raise StoreError(f"read model {self.name}: {reason(exc)}", cause=failure_cause(exc)) from exc
         self._seen[app] = nid
         return True
+
+    def erase_conversations(self, conversation_ids: Sequence[UUID], *, tracking: Tracking) -> None:
+        """Delete every row of this view's tables that belongs to one of
+        ``conversation_ids`` (their data subject was erased). On SQLite the freed
+        bytes are overwritten (``secure_delete``)."""
+        ids = list(conversation_ids)
+
+        def change(conn: Connection) -> None:
+            if self.models.is_sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete = ON")
+            for table in self.tables:
+                if "conversation_id" in table.c and ids:
+                    conn.execute(delete(table).where(table.c.conversation_id.in_(ids)))
+
+        self._write(tracking, change)
 
     def _lock_tracking(self, conn: Connection, app: str) -> int:
         t = self._tracking

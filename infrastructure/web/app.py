@@ -42,6 +42,7 @@ from starlette.staticfiles import StaticFiles
 from contextledger.application.ledger import Ledger
 from contextledger.domain.errors import (
     ContextLedgerError,
+    ConversationErasedError,
     ConversationNotFoundError,
     InvalidArgumentError,
     LogDamagedError,
@@ -198,7 +199,11 @@ def create_app(
         per_page = whole_number(request, "per_page", default=CONTEXT_PER_PAGE, maximum=MAX_CONTEXT_PER_PAGE)
         try:
             data = context_page(
-                ledger, ref.id, version, page=page, per_page=per_page or CONTEXT_PER_PAGE,
+                ledger,
+                ref.id,
+                version,
+                page=page,
+                per_page=per_page or CONTEXT_PER_PAGE,
                 suffix=".json" if json_ else "",
             )
         except ConversationNotFoundError as exc:
@@ -220,6 +225,13 @@ def create_app(
         cid = getattr(exc, "conversation_id", None)
         found = verify_page(ledger, cid if isinstance(cid, UUID) else None, damage=str(exc))
         return _JSON(found) if _looks_json(request) else html("verify.html", **found)
+
+    def erased(request: Request, exc: Exception) -> Response:
+        """An erased conversation's pages are gone for good (410), saying when and why."""
+        when = getattr(exc, "erased_at", None)
+        why = getattr(exc, "reason", None)
+        message = "this conversation's content was erased" + (f" at {when.isoformat()}" if when else "")
+        return problem(_looks_json(request), 410, message + (f" ({why})" if why else ""))
 
     def failure(request: Request, exc: Exception) -> Response:
         return problem(_looks_json(request), 500, f"{type(exc).__name__}: {exc}")
@@ -257,6 +269,7 @@ def create_app(
         exception_handlers={
             InvalidArgumentError: bad_request,
             ConversationNotFoundError: not_found,
+            ConversationErasedError: erased,
             LogDamagedError: damaged,
             ContextLedgerError: failure,
         },

@@ -35,6 +35,7 @@ def verify_page(ledger: Ledger, cid: UUID | None = None, *, damage: str | None =
         "events": report.events,
         "messages": report.messages,
         "summaries": report.summaries,
+        "erased": [str(c) for c in report.erased],
         "problems": [
             {"conversation_id": str(p.conversation_id), "version": p.version, "problem": p.problem}
             for p in report.problems

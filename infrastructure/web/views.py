@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -17,7 +17,8 @@ from contextledger.application.ledger import Ledger
 from contextledger.application.results import AuditEvent
 from contextledger.application.store import store_errors
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import ConversationNotFoundError
+from contextledger.domain.erasure import ContentErased
+from contextledger.domain.errors import ConversationErasedError, ConversationNotFoundError
 from contextledger.domain.events import DomainEvent
 from contextledger.domain.queries import is_placeholder
 from contextledger.infrastructure.web.paging import Paging
@@ -58,6 +59,28 @@ class ConversationRow:
     #: A fork's source conversation and the source's version it was forked at.
     forked_from: str | None = None
     forked_at_version: int | None = None
+    #: When the conversation's data subject was erased, and why (None: not erased).
+    erased_at: datetime | None = None
+    erase_reason: str | None = None
+
+    @classmethod
+    def erased(cls, cid: UUID, error: ConversationErasedError) -> ConversationRow:
+        """The line of an erased conversation: its id and the erasure, nothing else."""
+        at = error.erased_at or datetime.now(UTC)
+        return cls(
+            id=str(cid),
+            key=None,
+            model="",
+            started_at=at,
+            last_activity=at,
+            version=0,
+            messages=0,
+            summaries=0,
+            appended_tokens=0,
+            context_tokens=0,
+            erased_at=at,
+            erase_reason=error.reason,
+        )
 
     @classmethod
     def of(cls, conversation: Conversation) -> ConversationRow:
@@ -130,10 +153,18 @@ class ConversationIndex:
                 touched.update(
                     UUID(str(n.originator_id)) for n in batch if n.topic.startswith(_CONVERSATION_TOPICS)
                 )
+                for n in batch:
+                    if n.topic == ContentErased.TOPIC:  # an erasure: its conversations are gone
+                        record = self.ledger.mapper.to_domain_event(n)
+                        if isinstance(record, ContentErased):
+                            touched.update(c for c in record.erased if c in self._rows)
                 start = batch[-1].id + 1
         for cid in touched:
             # Read in place (no private copy): the row takes only plain values.
-            self._rows[cid] = self.ledger.store.read(cid, ConversationRow.of)
+            try:
+                self._rows[cid] = self.ledger.store.read(cid, ConversationRow.of)
+            except ConversationErasedError as exc:
+                self._rows[cid] = ConversationRow.erased(cid, exc)
         self._seen = top
 
 
@@ -299,6 +330,7 @@ def context_page(
     """The messages the model was sent at ``version`` (default: the latest), with
     their sources and token counts, ``per_page`` of them on page ``page`` (links to
     the neighbouring pages end in ``suffix``: ``.json`` for the JSON's)."""
+
     def read(conversation: Conversation) -> tuple[int, list[dict[str, Any]], int, list[dict[str, Any]]]:
         messages, tokens = conversation.working_memory()
         return conversation.version, [m.to_openai() for m in messages], tokens, _annotations(conversation)

@@ -77,7 +77,9 @@ class _Follower:
         return True
 
 
-def _calls(cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation) -> dict[str, Callable[[cl.Ledger], Any]]:
+def _calls(
+    cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation
+) -> dict[str, Callable[[cl.Ledger], Any]]:
     """One real call of each public method of the ledger."""
     message = {"role": "user", "content": "after close"}
     result = cl.SummaryResult(text="a summary", model="gpt-4o-mini", prompt_version="v1")
@@ -103,6 +105,8 @@ def _calls(cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation) -> dict
         "pop": lambda ledger: ledger.pop(cid),
         "clear": lambda ledger: ledger.clear(cid),
         "fork": lambda ledger: ledger.fork(cid, key="fork-after-close"),
+        "erase": lambda ledger: ledger.erase(conversation=cid, reason="after close"),
+        "subject_of": lambda ledger: ledger.subject_of(cid),
         "pending_summary": lambda ledger: ledger.pending_summary(cid),
         "record_summary": lambda ledger: ledger.record_summary(request, result),
         "record_summary_failure": lambda ledger: ledger.record_summary_failure(request, failure),
@@ -129,8 +133,15 @@ def _calls(cid: UUID, request: cl.SummaryRequest, copy: cl.Conversation) -> dict
 def _public_methods() -> set[str]:
     """Every public method of the Ledger that is not ``close`` or a hook of the store's
     own machinery (the listeners, the store's save, pure helpers)."""
-    kept = {"close", "add_listener", "add_event_listener", "counter_for", "summarizer_model_name",
-            "save_conversations", "construct_env"}
+    kept = {
+        "close",
+        "add_listener",
+        "add_event_listener",
+        "counter_for",
+        "summarizer_model_name",
+        "save_conversations",
+        "construct_env",
+    }
     names = set()
     for name in dir(cl.Ledger):
         attribute = inspect.getattr_static(cl.Ledger, name)
@@ -231,6 +242,8 @@ ASYNC_CALLS: dict[str, Callable[[cl.AsyncLedger, UUID], Any]] = {
     "clear": lambda al, cid: al.clear(cid),
     "change_system_prompt": lambda al, cid: al.change_system_prompt(cid, "z"),
     "fork": lambda al, cid: al.fork(cid),
+    "erase": lambda al, cid: al.erase(conversation=cid, reason="after close"),
+    "subject_of": lambda al, cid: al.subject_of(cid),
     "context": lambda al, cid: al.context(cid),
     "tools": lambda al, cid: al.tools(cid),
     "working_memory": lambda al, cid: al.working_memory(cid),
@@ -307,7 +320,9 @@ class _HeldCounter:
         return self.inner.count_message(message)
 
 
-def _append_in_flight(ledger: cl.Ledger, cid: UUID, counter: _HeldCounter) -> tuple[threading.Thread, list[Any]]:
+def _append_in_flight(
+    ledger: cl.Ledger, cid: UUID, counter: _HeldCounter
+) -> tuple[threading.Thread, list[Any]]:
     outcome: list[Any] = []
 
     def append() -> None:

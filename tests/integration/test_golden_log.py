@@ -56,12 +56,16 @@ NEWER_THAN_V1 = {
     "contextledger.conversation.SummaryInvalidated",
     "contextledger.conversation.Forked",
     "contextledger.placement.Recorded",
+    "contextledger.erasure.ContentErased",
 }
 
 
 def test_the_golden_log_holds_every_topic_pinned_when_it_was_written() -> None:
     with closing(sqlite3.connect(f"file:{GOLDEN}?mode=ro", uri=True)) as db:
-        stored = {row[0] for row in db.execute("SELECT topic FROM stored_events UNION SELECT topic FROM stored_snapshots")}
+        stored = {
+            row[0]
+            for row in db.execute("SELECT topic FROM stored_events UNION SELECT topic FROM stored_snapshots")
+        }
     assert stored == set(PINNED) - NEWER_THAN_V1
 
 
@@ -86,8 +90,11 @@ def test_the_context_at_every_version_is_unchanged(ledger: cl.Ledger, cid: str) 
     golden = EXPECTED["conversations"][cid]
     assert ledger.conversation(UUID(cid)).version == golden["version"]
     messages = golden["context_messages"]
-    differing = [int(v) for v, indices in golden["contexts"].items()
-                 if ledger.context(UUID(cid), version=int(v)) != [messages[i] for i in indices]]
+    differing = [
+        int(v)
+        for v, indices in golden["contexts"].items()
+        if ledger.context(UUID(cid), version=int(v)) != [messages[i] for i in indices]
+    ]
     assert differing == []
     assert ledger.context(UUID(cid)) == [messages[i] for i in golden["contexts"][str(golden["version"])]]
 

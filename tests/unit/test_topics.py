@@ -28,14 +28,21 @@ PINNED: dict[str, str] = {
     "contextledger.conversation.Forked": "contextledger.domain.events.Forked",
     "contextledger.client_message_id.Recorded": "contextledger.domain.client_ids.ClientMessageId.Recorded",
     "contextledger.placement.Recorded": "contextledger.domain.placement.Placement.Recorded",
+    "contextledger.erasure.ContentErased": "contextledger.domain.erasure.ContentErased",
     "contextledger.conversation.Snapshot": "contextledger.domain.conversation.ConversationSnapshot",
 }
 
 #: Bases that are never stored themselves.
 ABSTRACT = {DomainEvent, ConversationEvent, SealedEvent}
 
-MODULES = ["contextledger.domain.events", "contextledger.domain.client_ids", "contextledger.domain.placement", "contextledger.domain.conversation",
-           "contextledger.domain"]
+MODULES = [
+    "contextledger.domain.events",
+    "contextledger.domain.client_ids",
+    "contextledger.domain.placement",
+    "contextledger.domain.conversation",
+    "contextledger.domain.erasure",
+    "contextledger.domain",
+]
 
 
 def stored_event_types() -> list[type[DomainEvent]]:
@@ -53,7 +60,9 @@ def stored_event_types() -> list[type[DomainEvent]]:
 
 
 def test_every_stored_event_type_pins_its_own_topic() -> None:
-    unpinned = [f"{c.__module__}.{c.__qualname__}" for c in stored_event_types() if not c.__dict__.get("TOPIC")]
+    unpinned = [
+        f"{c.__module__}.{c.__qualname__}" for c in stored_event_types() if not c.__dict__.get("TOPIC")
+    ]
     assert unpinned == [], "give each event class its own TOPIC (and add it to PINNED)"
 
 
