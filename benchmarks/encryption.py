@@ -21,7 +21,8 @@ message per call. Each store first gets ``--cold`` conversations (not timed); th
 to round, does in turn:
 
 - *append*: ``--conversations`` more conversations, ``start`` and every ``append``
-  timed, µs per message (the start counts as one: it makes the subject's key);
+  timed, µs per message (the start counts as one: it makes the subject's key), and the
+  starts alone, ms per conversation;
 - *context()*: ``--contexts`` calls over the ledger's conversations, warm, µs per call;
 - *cold load*: a new ``Ledger`` on the same store (empty caches: conversations, keys),
   then ``context()`` of ``--cold`` conversations, ms per conversation (the open is not
@@ -106,15 +107,18 @@ def conversations() -> Iterator[list[dict[str, Any]]]:
         yield json.loads(json.dumps(messages))
 
 
-def append_one(ledger: cl.Ledger, messages: list[dict[str, Any]]) -> tuple[uuid.UUID, int]:
+def append_one(ledger: cl.Ledger, messages: list[dict[str, Any]]) -> tuple[uuid.UUID, int, float, float]:
     """Start a conversation with the messages' system prompt and append the rest one by
-    one; returns its id and the messages written (the start counts as one)."""
+    one; returns its id, the messages written (the start counts as one) and the start's
+    wall and CPU seconds."""
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
     rest = messages[1:] if system is not None else messages
+    began, cpu = time.perf_counter(), time.process_time()
     cid = ledger.start(system)
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     for message in rest:
         ledger.append(cid, message)
-    return cid, len(rest) + 1
+    return cid, len(rest) + 1, wall, cpu
 
 
 @dataclass
@@ -134,10 +138,13 @@ class Contender:
 
     def append(self, batch: list[list[dict[str, Any]]]) -> None:
         written, began, cpu = 0, time.perf_counter(), time.process_time()
+        starts, starts_cpu = 0.0, 0.0
         for messages in batch:
-            cid, n = append_one(self.ledger, messages)
+            cid, n, wall, cpu_start = append_one(self.ledger, messages)
             self.cids.append(cid)
             written += n
+            starts, starts_cpu = starts + wall, starts_cpu + cpu_start
+        self.sample("start", starts / len(batch) * 1e3, starts_cpu / len(batch) * 1e3)
         self.sample(
             "append",
             (time.perf_counter() - began) / written * 1e6,
@@ -292,8 +299,9 @@ def report(
         f"Each store first gets {args.cold} conversations, untimed; then {args.runs} rounds, the "
         "configurations' order rotated from round to round, each configuration in turn doing: "
         f"*append*, {args.conversations} more conversations started and appended one message per call "
-        "(µs per message; the start counts as one message, and with per-subject keys it makes the "
-        f"conversation's key); *context()*, {args.contexts} calls over the ledger's conversations, warm "
+        "(µs per message, the start counted as one message; with per-subject keys the start makes the "
+        "conversation's key, written in its own transaction: the next column shows the starts alone); "
+        f"*context()*, {args.contexts} calls over the ledger's conversations, warm "
         f"(µs per call); *cold load*, a new `Ledger` on the store (empty caches: conversations and keys) "
         f"then `context()` of {args.cold} conversations (ms per conversation, the open not counted); "
         "*rebuild*, the four read models in one pass as `contextledger rebuild` runs them (events of "
@@ -301,14 +309,15 @@ def report(
         "the rounds; in brackets, the same measured in this process's CPU time (user + system), which "
         "the other work on a shared machine moves less than the wall clock.",
         "",
-        "| store | configuration | append µs/message | context() µs/call | cold load ms/conversation "
-        "| rebuild events/s | events in the log |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| store | configuration | append µs/message | of which start ms/conversation "
+        "| context() µs/call | cold load ms/conversation | rebuild events/s | events in the log |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for store, contenders in results.items():
         for c in contenders:
             lines.append(
                 f"| {store} | {c.config.name} | {median(c, 'append'):,.0f} ({median(c, 'append cpu'):,.0f}) "
+                f"| {median(c, 'start'):.2f} ({median(c, 'start cpu'):.2f}) "
                 f"| {median(c, 'context'):,.1f} ({median(c, 'context cpu'):,.1f}) "
                 f"| {median(c, 'cold'):.2f} ({median(c, 'cold cpu'):.2f}) "
                 f"| {median(c, 'rebuild'):,.0f} ({median(c, 'rebuild cpu'):,.0f}) "
@@ -320,8 +329,8 @@ def report(
         "rebuild as time per event, so above 1 is slower everywhere). Targets for per-subject keys "
         "against no encryption: append and context() at most 1.3x, cold load at most 2x.",
         "",
-        "| store | ratio | append | context() | cold load | rebuild (time per event) |",
-        "|---|---|---:|---:|---:|---:|",
+        "| store | ratio | append | start | context() | cold load | rebuild (time per event) |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for store, contenders in results.items():
         by = {c.config: c for c in contenders}
@@ -332,7 +341,7 @@ def report(
             ("pycryptodome / store key (OpenSSL)", PYCRYPTODOME, STORE),
         ):
             cells = []
-            for m in ("append", "context", "cold", "rebuild"):
+            for m in ("append", "start", "context", "cold", "rebuild"):
                 cells.append(f"{ratio(by[top], by[bottom], m)} ({ratio(by[top], by[bottom], f'{m} cpu')})")
             lines.append(f"| {store} | {label} | {' | '.join(cells)} |")
     lines += ["", *verdicts(results), "", f"Run time: {seconds:.0f} s."]
