@@ -25,9 +25,10 @@ from contextledger.application.audit import Audit
 from contextledger.application.background import Background, wait_all
 from contextledger.application.commands import DEFAULT_POLICY, ConversationCommands
 from contextledger.application.counting import TokenCounters
-from contextledger.application.erasure import DELETE_SNAPSHOTS_TOPIC, ErasureReport, Erasures
+from contextledger.application.erasure import DELETE_SNAPSHOTS_TOPIC, Erasures
 from contextledger.application.history import HistoryCache
 from contextledger.application.ledger_edits import LedgerEdits
+from contextledger.application.ledger_privacy import LedgerPrivacy
 from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, Tracer
 from contextledger.application.opening import (
@@ -49,7 +50,6 @@ from contextledger.application.results import (
     VerifyReport,
     WorkingMemory,
 )
-from contextledger.application.retention import idle_conversations
 from contextledger.application.saving import ConversationApplication
 from contextledger.application.settings import TOKEN_COUNTER_TOPIC, Settings, masked_url
 from contextledger.application.store import ConversationStore
@@ -71,7 +71,7 @@ def _utc_now() -> datetime:
 
 
 @name_keys_in_errors
-class Ledger(LedgerEdits, ConversationApplication):
+class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
     name = "contextledger"
@@ -334,26 +334,6 @@ class Ledger(LedgerEdits, ConversationApplication):
         """Record the provider's reported usage for the latest model call."""
         self.commands.record_usage(conversation_id, prompt_tokens, completion_tokens)
 
-    def erase(
-        self,
-        *,
-        subject: str | None = None,
-        conversation: ConversationRef | None = None,
-        reason: str,
-    ) -> ErasureReport:
-        """Erase a data subject's conversations by destroying the subject's key
-        (crypto-shredding; ``application/erasure.py``): exactly one of ``subject`` and
-        ``conversation`` (a conversation that is its own subject, or its subject's only
-        one). Needs a cipher key. Afterwards their reads raise
-        ``ConversationErasedError``; erasing again returns the report with
-        ``already_erased=True``."""
-        return self.erasures.erase(subject, conversation, reason)
-
-    def subject_of(self, conversation_id: ConversationRef) -> str:
-        """The data subject the conversation's content belongs to (its own id, as text,
-        unless it names another)."""
-        return self.erasures.subject_of(conversation_id)
-
     # ---------------------------------------------------------------- summaries
 
     def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
@@ -481,13 +461,6 @@ class Ledger(LedgerEdits, ConversationApplication):
         """Ids of every conversation, in the order they were started (with several
         stores: store by store, each in that order)."""
         return self.queries.conversation_ids()
-
-    def idle_conversations(self, days: float, *, now: datetime | None = None) -> list[UUID]:
-        """The conversations whose last event is older than ``days`` days before ``now``
-        (default: the ledger's clock), in the order they were started; erased ones are
-        left out. Read from the log (each conversation's newest event), never from a
-        read model; what retention (``Settings.retention_idle_days``) erases."""
-        return idle_conversations(self, days, now)
 
     def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
         """Recompute every digest chain and summary digest; report what does not match."""

@@ -19,8 +19,6 @@ from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.subject_mapper import subject_keys_of
 
 POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
-HAS_ERASE = hasattr(cl.Ledger, "erase")
-needs_erase = pytest.mark.skipif(not HAS_ERASE, reason="Ledger.erase is not in this build")
 
 
 @pytest.fixture(autouse=True)
@@ -167,7 +165,6 @@ def test_the_erase_command_is_listed_in_the_help(capsys: pytest.CaptureFixture[s
     assert "erase a data subject's conversations" in capsys.readouterr().out
 
 
-@needs_erase
 def test_erase_subject_and_conversation_erase_through_the_ledger(
     store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -203,7 +200,6 @@ def test_erase_subject_and_conversation_erase_through_the_ledger(
         assert ledger.context(c["old_a"])[-1]["content"] == f"said long ago in {c['old_a']}"
 
 
-@needs_erase
 def test_erase_idle_days_erases_what_the_dry_run_listed(
     store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,7 +212,6 @@ def test_erase_idle_days_erases_what_the_dry_run_listed(
     assert run_json(capsys, "erase", "--idle-days", "30", "--json", "--database", url) == []
 
 
-@needs_erase
 def test_the_worker_enforces_retention(
     store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
