@@ -72,6 +72,7 @@ READING = frozenset(
         "conversation_ids",
         "counter_for",
         "fallback_summarizer",
+        "idle_conversations",
         "is_snapshotting_enabled",
         "notify",
         "open",

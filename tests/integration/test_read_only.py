@@ -66,6 +66,7 @@ def test_a_read_only_ledger_reads_everything_and_refuses_every_write(tmp_path: P
         assert ledger.verify().ok and ledger.verify().messages == 8
         assert ledger.context("chat-ro")[-1] == {"role": "assistant", "content": "answer 3"}
         assert len(ledger.transcript(cid)) == 8 and ledger.totals().messages == 8
+        assert ledger.idle_conversations(30) == []  # retention's look reads only
         assert ledger.background.runner is None  # no policy thread
         for operation in sorted(WRITING):
             with pytest.raises(cl.ReadOnlyError) as caught:
