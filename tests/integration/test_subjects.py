@@ -1,7 +1,9 @@
 """Naming a conversation's data subject, on a real SQLite file and on PostgreSQL: the
 stored records of one subject's conversations (starts, forks, framework sessions)
-name one data key in their clear header, another subject's another; bad subjects
-and stores that cannot shred are refused with typed errors, writing nothing."""
+name one data key in their clear header, another subject's another (a fork given
+another subject keeps the history it inherits, its first record, under its source's
+key); bad subjects and stores that cannot shred are refused with typed errors,
+writing nothing."""
 
 from __future__ import annotations
 
@@ -43,28 +45,49 @@ def open_ledger(url: str, cipher_key: str | None = None, **options: Any) -> cl.L
     )
 
 
-def key_ids(url: str) -> dict[UUID, set[bytes]]:
-    """Each conversation's stored events and snapshots: the key ids their headers name."""
+def record_keys(url: str) -> dict[UUID, dict[tuple[str, int], bytes]]:
+    """Each conversation's stored events and snapshots, by (kind, version): the key id
+    each one's header names."""
+    tables = ("events", "snapshots")
     if url.startswith("sqlite"):
         with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
             rows = conn.execute(
-                "SELECT originator_id, state FROM stored_events UNION ALL "
-                "SELECT originator_id, state FROM stored_snapshots"
+                "SELECT 'events', originator_id, originator_version, state FROM stored_events "
+                "UNION ALL "
+                "SELECT 'snapshots', originator_id, originator_version, state FROM stored_snapshots"
             ).fetchall()
-        found = [(UUID(r[0]), bytes(r[1])) for r in rows]
+        found = [(r[0], UUID(r[1]), int(r[2]), bytes(r[3])) for r in rows]
     else:
         base, schema = url.split("?schema=")
         with psycopg.connect(base) as conn:
             rows = conn.execute(
-                f'SELECT originator_id, state FROM "{schema}".contextledger_events UNION ALL '
-                f'SELECT originator_id, state FROM "{schema}".contextledger_snapshots'
+                " UNION ALL ".join(
+                    f"SELECT '{kind}', originator_id, originator_version, state "
+                    f'FROM "{schema}".contextledger_{kind}'
+                    for kind in tables
+                )
             ).fetchall()
-        found = [(r[0], bytes(r[1])) for r in rows]
-    out: dict[UUID, set[bytes]] = {}
-    for oid, state in found:
+        found = [(r[0], r[1], int(r[2]), bytes(r[3])) for r in rows]
+    out: dict[UUID, dict[tuple[str, int], bytes]] = {}
+    for kind, oid, version, state in found:
+        assert kind in tables
         assert state[: len(MARK)] == MARK, "every record is under a data key"
-        out.setdefault(oid, set()).add(state[len(MARK) : len(MARK) + KEY_ID_SIZE])
+        out.setdefault(oid, {})[(kind, version)] = state[len(MARK) : len(MARK) + KEY_ID_SIZE]
     return out
+
+
+def key_ids(url: str) -> dict[UUID, set[bytes]]:
+    """Each conversation's stored events and snapshots: the key ids their headers name."""
+    return {oid: set(records.values()) for oid, records in record_keys(url).items()}
+
+
+def fork_keys(records: dict[tuple[str, int], bytes]) -> tuple[bytes, set[bytes]]:
+    """A fork's first record's key id (its inherited history) and the key ids of all
+    its later records (events and snapshots)."""
+    first = records[("events", 1)]
+    later = {key_id for place, key_id in records.items() if place != ("events", 1)}
+    assert later, "the fork has records after its first: the check can fail"
+    return first, later
 
 
 def chat(ledger: cl.Ledger, cid: UUID, n: int = 5) -> None:
@@ -120,9 +143,16 @@ def test_a_fork_belongs_to_its_sources_subject_unless_given_another(shared_url: 
         assert keys.subject_of(elsewhere) == "user-7"
         assert keys.subject_of(of_own) == str(own_source)
     ids = key_ids(shared_url)
-    assert ids[inherits] == ids[source]
-    assert ids[elsewhere] == ids[other] != ids[source]
-    assert ids[of_own] == ids[own_source]
+    # A fork of the same subject is under the subject's one key throughout.
+    assert ids[inherits] == ids[source] and len(ids[source]) == 1
+    assert ids[of_own] == ids[own_source] and len(ids[own_source]) == 1
+    # A fork given another subject: its first record holds the history it inherits,
+    # under the source's subject's key (erasing the source erases it); its later
+    # records are its own subject's.
+    first, later = fork_keys(record_keys(shared_url)[elsewhere])
+    assert {first} == ids[source]
+    assert later == ids[other] and len(ids[other]) == 1
+    assert ids[other] != ids[source]
 
 
 def test_get_or_start_names_the_subject_once_and_refuses_another(sqlite_url: str) -> None:
@@ -145,11 +175,16 @@ def test_the_async_ledger_passes_the_subject(sqlite_url: str) -> None:
         async with cl.AsyncLedger(open_ledger(sqlite_url)) as ledger:
             cid = await ledger.start(policy=POLICY, subject="user-42")
             await ledger.append(cid, {"role": "user", "content": "hello"})
-            return cid, await ledger.fork(cid, subject="user-7")
+            forked = await ledger.fork(cid, subject="user-7")
+            await ledger.append(forked, {"role": "user", "content": "hello again"})
+            assert await ledger.subject_of(forked) == "user-7"
+            return cid, forked
 
     cid, forked = asyncio.run(run())
     ids = key_ids(sqlite_url)
-    assert ids[cid] != ids[forked]
+    first, later = fork_keys(record_keys(sqlite_url)[forked])
+    assert {first} == ids[cid]  # the inherited history goes with user-42
+    assert later.isdisjoint(ids[cid]) and len(later) == 1
 
 
 def test_framework_sessions_start_their_conversation_under_the_subject(shared_url: str) -> None:
