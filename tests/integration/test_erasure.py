@@ -2,7 +2,7 @@
 
 The done-when scan: subject A's marker is planted in its system prompt, messages, tool
 arguments and results, an edit, a retraction's reason, two forks (one of A's own
-subject, one its own subject) and summaries (the offline summarizer copies text);
+subject, one given another subject) and summaries (the offline summarizer copies text);
 subject B's marker in B's. After erasing A, nothing the store holds gives A's marker
 back, neither its raw bytes (SQLite files checkpointed, every PostgreSQL column) nor
 anything the holder of the cipher key can still decrypt (every stored event and
@@ -28,10 +28,8 @@ from sqlalchemy import select
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.application.addressing import id_for_key
 from contextledger.application.notifications import read_notifications
 from contextledger.infrastructure.readmodels import SQLReadModels
-from contextledger.infrastructure.subject_mapper import subject_keys_of
 
 MARK_A = "qx-subject-a-marker-e1d7"
 MARK_B = "qx-subject-b-marker-5c20"
@@ -99,12 +97,10 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
         ledger.attach(models.runner(ledger, close_with_runner=False))
         a = fill(ledger, MARK_A, "subject-a")
         b = fill(ledger, MARK_B, "subject-b")
-        own_fork = ledger.fork(a)  # its own subject: its first record is under A's key
+        # Another subject's fork: its first record (the inherited history) is under A's key.
+        own_fork = ledger.fork(a, subject="subject-f")
         ledger.append(own_fork, {"role": "user", "content": f"the fork's own {MARK_F}"})
-        keys = subject_keys_of(ledger)
-        assert keys is not None
-        keys.assign(id_for_key("subject-a-fork"), str(a))  # a fork of A's own subject
-        same_fork = ledger.fork(a, key="subject-a-fork")
+        same_fork = ledger.fork(a, key="subject-a-fork")  # A's subject, as its source
         ledger.append(same_fork, {"role": "user", "content": f"more about {MARK_A}"})
         assert ledger.wait_idle(60)
         assert any(MARK_A in s.text for s in ledger.summaries(a))
@@ -114,6 +110,7 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
         before = audit(ledger, b)
 
         assert ledger.subject_of(same_fork) == ledger.subject_of(a) == str(a)
+        assert ledger.subject_of(own_fork) == "subject-f"
         # A is its own subject: erasing it erases its subject, the fork of that subject too.
         report = ledger.erase(conversation=a, reason="erasure request 17")
         assert isinstance(report, cl.ErasureReport)
@@ -280,13 +277,9 @@ def test_one_conversation_of_a_shared_subject_is_not_erased_alone(tmp_path: Path
         database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False
     )
     with Ledger.open(settings=settings) as ledger:
-        keys = subject_keys_of(ledger)
-        assert keys is not None
-        for name in ("one", "two", "solo"):
-            keys.assign(id_for_key(name), "tenant-7" if name != "solo" else "tenant-8")
-        one = ledger.start("x", key="one")
-        two = ledger.start("y", key="two")
-        solo = ledger.start("z", key="solo")
+        one = ledger.start("x", key="one", subject="tenant-7")
+        two = ledger.start("y", key="two", subject="tenant-7")
+        solo = ledger.start("z", key="solo", subject="tenant-8")
         with pytest.raises(cl.InvalidArgumentError, match="tenant-7"):
             ledger.erase(conversation=one, reason="one of two")
         assert ledger.context(one) and ledger.context(two)  # nothing was erased
