@@ -47,10 +47,22 @@ def _event_rows_sqlite(path: Path) -> int:
 
 def test_every_public_method_of_the_ledger_is_known_to_read_or_to_write() -> None:
     public = {name for name, _ in inspect.getmembers(cl.Ledger) if not name.startswith("_")}
-    constants = {"name", "snapshot_class", "log_section_size", "env", "log", "notification_log",
-                 "repository", "snapshotting_intervals", "snapshotting_projectors", "notify_topics",
-                 "AGGREGATE_CACHE_FASTFORWARD", "AGGREGATE_CACHE_FASTFORWARD_SKIPPING",
-                 "AGGREGATE_CACHE_MAXSIZE", "DEEPCOPY_FROM_AGGREGATE_CACHE"}
+    constants = {
+        "name",
+        "snapshot_class",
+        "log_section_size",
+        "env",
+        "log",
+        "notification_log",
+        "repository",
+        "snapshotting_intervals",
+        "snapshotting_projectors",
+        "notify_topics",
+        "AGGREGATE_CACHE_FASTFORWARD",
+        "AGGREGATE_CACHE_FASTFORWARD_SKIPPING",
+        "AGGREGATE_CACHE_MAXSIZE",
+        "DEEPCOPY_FROM_AGGREGATE_CACHE",
+    }
     unknown = sorted(public - READING - WRITING - constants)
     assert unknown == [], f"classify these in application/read_only.py: {unknown}"
     assert not READING & WRITING
@@ -104,8 +116,15 @@ def test_every_read_command_runs_on_a_sqlite_file_the_process_may_not_write(
         url = f"sqlite:///{folder / 'ledger.db'}"
         cid = _fill(url)
         commands: list[list[str]] = [
-            ["verify"], ["list"], ["transcript", str(cid)], ["context", str(cid)], ["replay", str(cid)],
-            ["replay", "--all"], ["export"], ["stats"], ["stats", str(cid)],
+            ["verify"],
+            ["list"],
+            ["transcript", str(cid)],
+            ["context", str(cid)],
+            ["replay", str(cid)],
+            ["replay", "--all"],
+            ["export"],
+            ["stats"],
+            ["stats", str(cid)],
         ]
         for argv in commands:  # once as root: every module the commands use is loaded
             assert main([*argv, "--database", url]) == 0
@@ -212,15 +231,27 @@ def _tables(postgres_url: str) -> list[str]:
 
 @pytest.mark.postgres
 def test_every_read_command_runs_with_a_select_only_role(
-    select_only: tuple[str, uuid.UUID], postgres_url: str, tmp_path: Path,
+    select_only: tuple[str, uuid.UUID],
+    postgres_url: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     url, cid = select_only
     before = _tables(postgres_url)
     commands: list[list[str]] = [
-        ["verify"], ["verify", str(cid)], ["list"], ["transcript", str(cid)], ["context", str(cid)],
-        ["context", "chat-ro", "--version", "3"], ["replay", str(cid)], ["replay", "--all"],
-        ["export"], ["export", str(cid)], ["stats"], ["stats", str(cid)], ["stats", "--json"],
+        ["verify"],
+        ["verify", str(cid)],
+        ["list"],
+        ["transcript", str(cid)],
+        ["context", str(cid)],
+        ["context", "chat-ro", "--version", "3"],
+        ["replay", str(cid)],
+        ["replay", "--all"],
+        ["export"],
+        ["export", str(cid)],
+        ["stats"],
+        ["stats", str(cid)],
+        ["stats", "--json"],
     ]
     for argv in commands:
         code = main([*argv, "--database", url])
@@ -285,7 +316,6 @@ def test_an_empty_or_mistyped_postgres_schema_is_named_and_nothing_is_created(
         cl.Ledger.open(typo, read_only=True)
     assert schema.value.schema == postgres_url.split("schema=")[1] + "x"
     assert "has no schema" in str(schema.value)
-
 
 
 def test_stats_and_list_read_the_read_models_when_caught_up_else_the_log(
