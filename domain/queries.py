@@ -161,13 +161,13 @@ def fixed_tokens(s: ConversationState) -> int:
     return s.reply_priming + s.tools_tokens + system + summaries_tokens(s)
 
 
-def reported_offset(s: ConversationState) -> int:
+def reported_offset(s: ConversationState) -> int | None:
     """The provider's count of the prefix its last calibrating usage report covered,
-    less our estimate of it (0: none, or the prompt no longer begins with it). Added
-    to an estimate of the prompt, it makes the provider's count of the prefix plus
-    our estimate of what came after."""
+    less our estimate of it (None: no report, or the prompt no longer begins with
+    that prefix). Added to an estimate of the prompt, it makes the provider's count
+    of the prefix plus our estimate of what came after."""
     if s.reported_prompt_tokens is None or s.reported_cuts != (s.placeholder_before, s.dropped_before):
-        return 0
+        return None
     return s.reported_prompt_tokens - s.reported_estimate_tokens
 
 
