@@ -256,6 +256,7 @@ class TokenTotals:
     def estimate_error(self) -> int:
         """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
         return self.estimated_prompt_tokens - self.provider_prompt_tokens
+
     #: Messages retracted, and edits made (each edit counts once).
     retracted_messages: int = 0
     edited_messages: int = 0
@@ -276,7 +277,6 @@ class TokenTotals:
     def uncached_prompt_tokens(self) -> int:
         """The reported prompt tokens neither read from nor written to the cache."""
         return self.provider_prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens
-
 
     @classmethod
     def of(cls, conversation: Conversation) -> TokenTotals:
@@ -377,9 +377,7 @@ class AuditEvent:
             version=event.originator_version,
             timestamp=event.timestamp,
             kind=type(event).__name__,
-            data=event.model_dump(
-                mode="json", exclude={"originator_id", "originator_version", "timestamp"}
-            ),
+            data=event.model_dump(mode="json", exclude={"originator_id", "originator_version", "timestamp"}),
             topic=type(event).TOPIC,
             conversation_id=event.originator_id,
         )

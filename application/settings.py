@@ -223,5 +223,5 @@ def masked_url(url: Any) -> Any:
     match = _USERINFO.match(url)
     if match and ":" in match.group(2):
         user = match.group(2).split(":", 1)[0]
-        url = f"{match.group(1)}{user}:***@{url[match.end():]}"
+        url = f"{match.group(1)}{user}:***@{url[match.end() :]}"
     return _SECRET_PARAM.sub(r"\1***", url)

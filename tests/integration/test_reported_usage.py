@@ -42,8 +42,11 @@ def turn(ledger: cl.Ledger, client: anthropic.Anthropic, cid: UUID, text: str) -
     usage = ADAPTER.decode(reply).usage
     assert usage is not None
     ledger.commands.record_usage(
-        cid, usage.prompt_tokens, usage.completion_tokens,
-        cache_read_tokens=usage.cache_read_tokens, cache_creation_tokens=usage.cache_creation_tokens,
+        cid,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_creation_tokens=usage.cache_creation_tokens,
     )
     decoded = ADAPTER.decode(reply)
     extend_with_originals(ledger, cid, list(zip(decoded.messages, decoded.originals, strict=True)))
@@ -53,8 +56,14 @@ def turn(ledger: cl.Ledger, client: anthropic.Anthropic, cid: UUID, text: str) -
 def test_totals_use_the_reported_count_for_the_prefix_and_the_estimate_after(shared_url: str) -> None:
     with FakeAnthropicServer() as server, cl.Ledger.open(shared_url) as ledger:
         client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
-        server.script(Blocks([{"type": "text", "text": "Paris is 18C."}], input_tokens=300,
-                             cache_creation_input_tokens=200, output_tokens=9))
+        server.script(
+            Blocks(
+                [{"type": "text", "text": "Paris is 18C."}],
+                input_tokens=300,
+                cache_creation_input_tokens=200,
+                output_tokens=9,
+            )
+        )
         cid = ledger.start("You answer about the weather.", model=MODEL)
         before = ledger.totals(cid)
         assert before.estimate_error_bound == math.ceil(BOUND * before.context_tokens) > 0
@@ -70,17 +79,26 @@ def test_totals_use_the_reported_count_for_the_prefix_and_the_estimate_after(sha
         assert totals.context_tokens == 500 + reply_tokens
         assert totals.estimate_error_bound == math.ceil(BOUND * reply_tokens)
         assert totals.estimated_prompt_tokens == recorded["estimated_prompt_tokens"] != 500
-        assert (totals.provider_prompt_tokens, totals.cache_creation_tokens, totals.cache_read_tokens) == (500, 200, 0)
+        assert (totals.provider_prompt_tokens, totals.cache_creation_tokens, totals.cache_read_tokens) == (
+            500,
+            200,
+            0,
+        )
         assert totals.uncached_prompt_tokens == 300
 
 
 def test_a_claude_conversation_reduces_on_the_providers_count(sqlite_url: str) -> None:
     policy = cl.ReductionPolicy(trigger_tokens=2000, keep_tokens=200)
-    with FakeAnthropicServer() as server, cl.Ledger.open(sqlite_url, summarizer=cl.OfflineSummarizer()) as ledger:
+    with (
+        FakeAnthropicServer() as server,
+        cl.Ledger.open(sqlite_url, summarizer=cl.OfflineSummarizer()) as ledger,
+    ):
         client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
         # The provider counts far more than our estimate: 2,500 tokens, over the trigger.
-        server.script(Blocks([{"type": "text", "text": "Noted."}], input_tokens=150, output_tokens=2),
-                      Blocks([{"type": "text", "text": "Noted."}], input_tokens=2500, output_tokens=2))
+        server.script(
+            Blocks([{"type": "text", "text": "Noted."}], input_tokens=150, output_tokens=2),
+            Blocks([{"type": "text", "text": "Noted."}], input_tokens=2500, output_tokens=2),
+        )
         cid = ledger.start("Keep notes.", model=MODEL, policy=policy)
         twin = ledger.start("Keep notes.", model=MODEL, policy=policy)
         text = "Flight AF1234 leaves Paris at 08:15 and lands in Rome at 10:20. " * 4
@@ -111,8 +129,13 @@ def test_an_openai_conversation_keeps_its_exact_count(sqlite_url: str) -> None:
         [recorded] = usage_events(ledger, cid)
     assert totals.context_tokens == estimate and totals.estimate_error_bound == 0
     assert totals.estimate_error == -50
-    assert set(recorded) == {"through_position", "prompt_tokens", "completion_tokens",
-                             "estimated_prompt_tokens", "seal"}
+    assert set(recorded) == {
+        "through_position",
+        "prompt_tokens",
+        "completion_tokens",
+        "estimated_prompt_tokens",
+        "seal",
+    }
 
 
 def test_cache_figures_are_summed_over_calls_and_conversations(shared_url: str) -> None:
@@ -130,11 +153,13 @@ def test_cache_figures_are_summed_over_calls_and_conversations(shared_url: str) 
 
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
-    [({"cache_read_tokens": 11}, "cache_read_tokens"),
-     ({"cache_read_tokens": 6, "cache_creation_tokens": 6}, "cache_read_tokens"),
-     ({"cache_creation_tokens": -1}, "cache_creation_tokens"),
-     ({"cache_read_tokens": "3"}, "cache_read_tokens"),
-     ({"cache_read_tokens": True}, "cache_read_tokens")],
+    [
+        ({"cache_read_tokens": 11}, "cache_read_tokens"),
+        ({"cache_read_tokens": 6, "cache_creation_tokens": 6}, "cache_read_tokens"),
+        ({"cache_creation_tokens": -1}, "cache_creation_tokens"),
+        ({"cache_read_tokens": "3"}, "cache_read_tokens"),
+        ({"cache_read_tokens": True}, "cache_read_tokens"),
+    ],
 )
 def test_bad_cache_figures_are_refused_and_nothing_is_written(
     sqlite_url: str, kwargs: dict[str, Any], argument: str
@@ -156,14 +181,29 @@ def test_a_usage_event_stored_before_the_cache_fields_reads_and_seals_as_written
     # Rewrite the stored event as an older version wrote it: no new fields at all.
     path = sqlite_url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT originator_version, state FROM stored_events WHERE topic LIKE '%UsageRecorded'").fetchall()
+        rows = db.execute(
+            "SELECT originator_version, state FROM stored_events WHERE topic LIKE '%UsageRecorded'"
+        ).fetchall()
     assert len(rows) == 1 and b"calibrates" in rows[0][1] and b"cache_read" not in rows[0][1]
-    old = UsageRecorded(originator_id=cid, originator_version=2, timestamp="2024-01-01T00:00:00Z",
-                        through_position=-1, prompt_tokens=40, completion_tokens=2,
-                        estimated_prompt_tokens=12).sealed()
+    old = UsageRecorded(
+        originator_id=cid,
+        originator_version=2,
+        timestamp="2024-01-01T00:00:00Z",
+        through_position=-1,
+        prompt_tokens=40,
+        completion_tokens=2,
+        estimated_prompt_tokens=12,
+    ).sealed()
     assert set(old.model_dump(mode="json")) == {
-        "originator_id", "originator_version", "timestamp", "through_position", "prompt_tokens",
-        "completion_tokens", "estimated_prompt_tokens", "seal"}
+        "originator_id",
+        "originator_version",
+        "timestamp",
+        "through_position",
+        "prompt_tokens",
+        "completion_tokens",
+        "estimated_prompt_tokens",
+        "seal",
+    }
     assert old.cache_read_tokens is None and old.calibrates is False
     assert UsageRecorded.model_validate(old.model_dump()).expected_seal() == old.seal
     with cl.Ledger.open(sqlite_url) as ledger:

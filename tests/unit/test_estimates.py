@@ -104,7 +104,9 @@ def test_every_corpus_text_is_within_the_bound_of_any_claude_count_the_published
 
 
 @pytest.mark.parametrize("name", PROSE)
-@pytest.mark.parametrize(("counter", "chars_per_token"), [(CLAUDE, 3.5), (GEMINI, 4.0)], ids=["claude", "gemini"])
+@pytest.mark.parametrize(
+    ("counter", "chars_per_token"), [(CLAUDE, 3.5), (GEMINI, 4.0)], ids=["claude", "gemini"]
+)
 def test_on_english_prose_the_estimate_is_within_the_bound_of_the_published_characters_rule(
     name: str, counter: Any, chars_per_token: float
 ) -> None:
@@ -120,18 +122,25 @@ def test_whole_corpus_prompts_are_within_the_bound_of_the_published_range_with_f
     true count in the published range stays within the bound of the whole prompt."""
     for messages in corpus_conversations():
         estimate = CLAUDE.count_messages(messages)
-        texts = sum(
-            CL100K.count_text(m["content"]) for m in messages if isinstance(m.get("content"), str)
-        ) + sum(
-            CL100K.count_text(c["function"]["name"]) + CL100K.count_text(c["function"]["arguments"])
-            for m in messages for c in m.get("tool_calls") or ()
-        ) + sum(CL100K.count_text(m["tool_call_id"]) for m in messages if m.get("tool_call_id"))
-        framing = estimate - sum(
-            CLAUDE.count_text(m["content"]) for m in messages if isinstance(m.get("content"), str)
-        ) - sum(
-            CLAUDE.count_text(c["function"]["name"]) + CLAUDE.count_text(c["function"]["arguments"])
-            for m in messages for c in m.get("tool_calls") or ()
-        ) - sum(CLAUDE.count_text(m["tool_call_id"]) for m in messages if m.get("tool_call_id"))
+        texts = (
+            sum(CL100K.count_text(m["content"]) for m in messages if isinstance(m.get("content"), str))
+            + sum(
+                CL100K.count_text(c["function"]["name"]) + CL100K.count_text(c["function"]["arguments"])
+                for m in messages
+                for c in m.get("tool_calls") or ()
+            )
+            + sum(CL100K.count_text(m["tool_call_id"]) for m in messages if m.get("tool_call_id"))
+        )
+        framing = (
+            estimate
+            - sum(CLAUDE.count_text(m["content"]) for m in messages if isinstance(m.get("content"), str))
+            - sum(
+                CLAUDE.count_text(c["function"]["name"]) + CLAUDE.count_text(c["function"]["arguments"])
+                for m in messages
+                for c in m.get("tool_calls") or ()
+            )
+            - sum(CLAUDE.count_text(m["tool_call_id"]) for m in messages if m.get("tool_call_id"))
+        )
         assert framing >= CLAUDE.reply_priming + CLAUDE.per_message * len(messages)
         for ratio in CLAUDE_RATIO:
             truth = ratio * texts + framing
@@ -161,8 +170,18 @@ def test_framing_follows_the_published_figures() -> None:
     image = Message(role="user", content=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}])
     assert GEMINI.count_message(image) == 5 + 258
     assert CLAUDE.count_message(image) == 4 + 1600
-    tools = [{"type": "function", "function": {"name": "weather", "description": "Weather in a city",
-                                               "parameters": {"type": "object", "properties": {}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "weather",
+                "description": "Weather in a city",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
     assert CLAUDE.count_tools(tools) > 346 and CLAUDE.count_tools([]) == 0
-    assert CLAUDE.count_tools(tools) == 346 + CLAUDE.count_text(json.dumps(tools[0]["function"], sort_keys=True))
+    assert CLAUDE.count_tools(tools) == 346 + CLAUDE.count_text(
+        json.dumps(tools[0]["function"], sort_keys=True)
+    )
     assert GEMINI.count_tools(tools) == O200K.count_text(json.dumps(tools[0]["function"], sort_keys=True))
