@@ -7,7 +7,8 @@ The workload chains the first ``--trajectories`` airline agent trajectories of
 ``../shared/corpora/tools/taubench_airline_gpt4o.jsonl`` (gpt-4o agent, tool calls and
 results) into one conversation (the first system prompt kept, the others left out)
 on a Claude model, through a ledger (SQLite file) whose policy summarizes as the
-conversation grows (``OfflineSummarizer``, layered mode). Before each assistant
+conversation grows (``OfflineSummarizer`` counting with the Claude estimate, layered
+mode). Before each assistant
 message, the context is rendered as a request (``render_anthropic`` over
 ``context_entries``), three ways:
 
@@ -155,7 +156,9 @@ def run(trajectories: int) -> tuple[dict[str, Cache], dict[str, int]]:
     policy = cl.ReductionPolicy(trigger_tokens=16000, keep_tokens=6000, summary_mode="layered")
     with (
         tempfile.TemporaryDirectory() as folder,
-        cl.Ledger.open(f"sqlite:///{folder}/cache.db", summarizer=cl.OfflineSummarizer()) as ledger,
+        cl.Ledger.open(
+            f"sqlite:///{folder}/cache.db", summarizer=cl.OfflineSummarizer(token_counter=COUNTER)
+        ) as ledger,
     ):
         cid = ledger.start(system, model=MODEL, policy=policy)
         for message in messages:
@@ -205,6 +208,11 @@ def main() -> None:
         "the longest prefix ending at one of the previous request's breakpoints that is byte-identical "
         f"to it (at least {MIN_CACHEABLE} tokens); tokens are the Claude estimate (`ClaudeCounter`, "
         "within 20%) of each block. *Share read* is cache-read input tokens over all input tokens.",
+        "",
+        "Between summaries, both kinds of breakpoint read everything but the newest turn. A new summary "
+        "changes the system part, and with it every later byte: the naive client then reads nothing, while "
+        "`cache=True` still reads the system prompt and the earlier summary layers up to its prefix "
+        "breakpoint when that prefix is long enough. Without breakpoints nothing is read.",
         "",
         "| breakpoints | requests | input tokens | read from cache | share read | requests with a hit |",
         "|---|---:|---:|---:|---:|---:|",
