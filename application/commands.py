@@ -238,6 +238,9 @@ class ConversationCommands:
                     prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens,
                     at=self._clock(),
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_creation_tokens=usage.cache_creation_tokens,
+                    calibrates=self._estimated(conversation),
                 )
             positions = [self.append_to(conversation, msg, ids[0], hidden)]
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
@@ -383,14 +386,32 @@ class ConversationCommands:
         return self._host.store.execute(conversation_id, command)
 
     def record_usage(
-        self, conversation_id: ConversationRef, prompt_tokens: int, completion_tokens: int
+        self,
+        conversation_id: ConversationRef,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        cache_read_tokens: int | None = None,
+        cache_creation_tokens: int | None = None,
     ) -> None:
         conversation_id = resolve(conversation_id)
 
         def command(conversation: Conversation) -> tuple[None, list[Any]]:
             conversation.record_usage(
-                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, at=self._clock()
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                at=self._clock(),
+                cache_read_tokens=cache_read_tokens,
+                cache_creation_tokens=cache_creation_tokens,
+                calibrates=self._estimated(conversation),
             )
             return None, []
 
         self._host.store.execute(conversation_id, command)
+
+    def _estimated(self, conversation: Conversation) -> bool:
+        """Whether the conversation's token counts are estimates (a counter with a
+        ``relative_error``, for a model with no local tokenizer): then the provider's
+        reported count replaces our estimate of the prompt it saw."""
+        counter = self._host.counters.for_model(conversation.state.model)
+        return bool(getattr(counter, "relative_error", 0))

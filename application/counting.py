@@ -12,7 +12,19 @@ from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
 from contextledger.domain.tools import ToolDefinitions
 
-__all__ = ["TokenCounters"]
+__all__ = ["ESTIMATE_ERRORS", "TokenCounters", "relative_error"]
+
+#: The stated bound on the relative error of the token estimate for models with no
+#: local tokenizer, by model-name prefix (``infrastructure/estimates.py`` says what
+#: each rests on): the provider's count of a prompt is within this share of ours.
+#: Models not listed are counted exactly (tiktoken, for OpenAI models).
+ESTIMATE_ERRORS: dict[str, float] = {"claude-": 0.20, "gemini-": 0.20}
+
+
+def relative_error(model: str) -> float:
+    """The stated bound on the relative error of ``model``'s token counts (0: exact)."""
+    name = model.lower().split("/")[-1]
+    return next((bound for prefix, bound in ESTIMATE_ERRORS.items() if name.startswith(prefix)), 0.0)
 
 
 class TokenCounters:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from contextledger.application.counting import relative_error
 from contextledger.application.wire import ContextMessage
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.erasure import ErasedEvent
@@ -18,6 +20,7 @@ from contextledger.domain.events import (
     MessageEdited,
     SummaryCreated,
 )
+from contextledger.domain.queries import reported_offset
 
 __all__ = [
     "AuditEvent",
@@ -259,12 +262,33 @@ class TokenTotals:
     retracted_messages: int = 0
     edited_messages: int = 0
     summaries_invalidated: int = 0
+    #: How far ``context_tokens`` may be from the provider's count: 0 for a model
+    #: counted exactly (tiktoken, OpenAI models); for one counted by estimate (Claude,
+    #: Gemini), the stated relative bound (``counting.ESTIMATE_ERRORS``) of the part
+    #: that is estimated. Where a reply reported the provider's count of the prompt,
+    #: ``context_tokens`` is that count plus our estimate of what came after, and only
+    #: the latter is estimated.
+    estimate_error_bound: int = 0
+    #: Of ``provider_prompt_tokens`` (which includes them), the input tokens read from
+    #: the provider's prompt cache and those written to it, as the replies reported.
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """The reported prompt tokens neither read from nor written to the cache."""
+        return self.provider_prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens
 
     @classmethod
     def of(cls, conversation: Conversation) -> TokenTotals:
         """The totals of one conversation, from its state."""
         s = conversation.state
-        context_tokens = conversation.context_tokens()
+        estimate = conversation.context_tokens()
+        offset = reported_offset(s)
+        context_tokens = estimate + (offset or 0)
+        bound = relative_error(s.model)
+        estimated_part = estimate if offset is None else estimate - s.reported_estimate_tokens
+        error_bound = math.ceil(bound * max(0, estimated_part)) if bound else 0
         full = conversation.full_history_tokens + s.live_tokens_delta
         return cls(
             messages=s.next_position,
@@ -286,6 +310,9 @@ class TokenTotals:
             retracted_messages=s.retracted_messages,
             edited_messages=s.edited_messages,
             summaries_invalidated=s.summaries_invalidated,
+            estimate_error_bound=error_bound,
+            cache_read_tokens=s.provider_cache_read_tokens,
+            cache_creation_tokens=s.provider_cache_creation_tokens,
         )
 
     @classmethod

@@ -19,7 +19,7 @@ DEFAULT_SQLITE_FILE = "contextledger.db"
 #: Adapters are named by topic, as eventsourcing names its own persistence modules,
 #: so the application layer never imports the infrastructure layer.
 STORE_ENV_TOPIC = "contextledger.infrastructure.database:persistence_env"
-TOKEN_COUNTER_TOPIC = "contextledger.infrastructure.tokens:TiktokenCounter"
+TOKEN_COUNTER_TOPIC = "contextledger.infrastructure.estimates:counter_for_model"
 OPENAI_SUMMARIZER_TOPIC = "contextledger.infrastructure.openai_summarizer:OpenAISummarizer"
 OFFLINE_SUMMARIZER_TOPIC = "contextledger.infrastructure.offline_summarizer:OfflineSummarizer"
 

@@ -14,15 +14,16 @@ from uuid import UUID
 
 from contextledger.domain.errors import InvalidPolicyError
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.queries import fixed_tokens
+from contextledger.domain.queries import fixed_tokens, reported_offset
 from contextledger.domain.state import ConversationState
 
 __all__ = ["check_budget", "keep_offset", "trigger_extra"]
 
 
 def trigger_extra(s: ConversationState) -> int:
-    """Tokens the token trigger adds to the unsummarized messages' own."""
-    return fixed_tokens(s) if s.policy.counts_prompt else s.tools_tokens
+    """Tokens the token trigger adds to the unsummarized messages' own: with the
+    provider's count of the prefix where a usage report gave one (``reported_offset``)."""
+    return (fixed_tokens(s) if s.policy.counts_prompt else s.tools_tokens) + (reported_offset(s) or 0)
 
 
 def keep_offset(s: ConversationState) -> int:

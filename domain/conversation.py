@@ -20,7 +20,12 @@ from contextledger.domain import events
 from contextledger.domain.budget import check_budget
 from contextledger.domain.digests import chain_digest, genesis_digest
 from contextledger.domain.editing import EditCommands
-from contextledger.domain.errors import ContextOverflowError, InvalidMessageError, InvalidPolicyError
+from contextledger.domain.errors import (
+    ContextOverflowError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    InvalidPolicyError,
+)
 from contextledger.domain.events import (
     DomainEvent,
     MessageAppended,
@@ -277,10 +282,37 @@ class Conversation(EditCommands, SummaryCommands):
         self._maybe_pin_range(at)
         return True
 
-    def record_usage(self, *, prompt_tokens: int, completion_tokens: int, at: datetime) -> None:
-        """Command: record what the provider reported for the latest model call."""
+    def record_usage(
+        self,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        at: datetime,
+        cache_read_tokens: int | None = None,
+        cache_creation_tokens: int | None = None,
+        calibrates: bool = False,
+    ) -> None:
+        """Command: record what the provider reported for the latest model call.
+        ``prompt_tokens`` includes the cached tokens (``cache_read_tokens``, read from
+        the provider's prompt cache, and ``cache_creation_tokens``, written to it);
+        ``calibrates``: our counts for this model are estimates, so the provider's
+        count stands for the prefix it saw (``queries.reported_offset``)."""
         for argument, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
             check_count(value, argument, conversation_id=self.id)
+        cached = 0
+        for argument, given in (
+            ("cache_read_tokens", cache_read_tokens),
+            ("cache_creation_tokens", cache_creation_tokens),
+        ):
+            if given is not None:
+                cached += check_count(given, argument, conversation_id=self.id)
+        if cached > prompt_tokens:
+            raise InvalidArgumentError(
+                f"cache_read_tokens and cache_creation_tokens ({cached}) exceed prompt_tokens "
+                f"({prompt_tokens}), which includes them",
+                conversation_id=self.id,
+                argument="cache_read_tokens" if cache_read_tokens else "cache_creation_tokens",
+            )
         self._trigger(
             UsageRecorded,
             at,
@@ -288,7 +320,12 @@ class Conversation(EditCommands, SummaryCommands):
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             estimated_prompt_tokens=self.context_tokens(),
+            cache_read_tokens=cache_read_tokens,
+            cache_creation_tokens=cache_creation_tokens,
+            calibrates=bool(calibrates),
         )
+        if calibrates:  # the provider's count may cross the trigger our estimate did not
+            self._maybe_pin_range(at)
 
     def _check_budget(self, policy: ReductionPolicy, tools_tokens: int) -> None:
         s = self.state

@@ -228,9 +228,12 @@ class EditCommands(ConversationRoot):
             "provider_completion_tokens",
             "provider_estimated_prompt_tokens",
             "usage_records",
+            "provider_cache_read_tokens",
+            "provider_cache_creation_tokens",
             "summaries_invalidated",
         ):
             setattr(state, name, 0)
+        state.reported_prompt_tokens = None
         state.key = key
         event = Forked(
             originator_id=conversation_id,

@@ -266,9 +266,31 @@ class UsageRecorded(SealedEvent):
     TOPIC: ClassVar[str] = "contextledger.conversation.UsageRecorded"
     #: The position of the last message the provider had seen.
     through_position: int
+    #: Every input token the call was billed for, cached ones included.
     prompt_tokens: int
     completion_tokens: int
     estimated_prompt_tokens: int
+    #: Of ``prompt_tokens``, those read from the provider's prompt cache (None: not reported).
+    cache_read_tokens: int | None = None
+    #: Of ``prompt_tokens``, those written to the provider's prompt cache (None: not reported).
+    cache_creation_tokens: int | None = None
+    #: True: the conversation's token counts are estimates (a model with no local
+    #: tokenizer), so ``prompt_tokens`` stands for the prefix the provider saw in the
+    #: trigger and the totals until that prefix changes.
+    calibrates: bool = False
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out of the stored form when unset: events from before these fields
+        # existed dump (and so seal) exactly as they did.
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in ("cache_read_tokens", "cache_creation_tokens"):
+                if data.get(name, 0) is None:
+                    data.pop(name)
+            if not data.get("calibrates", True):
+                data.pop("calibrates")
+        return data
 
 
 class ToolsChanged(SealedEvent):

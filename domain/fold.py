@@ -45,8 +45,14 @@ def initial_state(event: Started) -> ConversationState:
     )
 
 
+#: The events after which the prompt still begins with what a usage report covered.
+_KEEPS_PREFIX = (MessageAppended, ThresholdReached, SummarizationFailed, UsageRecorded)
+
+
 def apply_event(s: ConversationState, event: ConversationEvent) -> None:
     """Fold one event (after ``Started``) into the state, in place."""
+    if s.reported_prompt_tokens is not None and not isinstance(event, _KEEPS_PREFIX):
+        s.reported_prompt_tokens = None  # a summary, an edit, new tools...: another prefix
     if isinstance(event, MessageAppended):
         _apply_message(s, event)
     elif isinstance(event, ThresholdReached):
@@ -77,6 +83,12 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
         s.provider_completion_tokens += event.completion_tokens
         s.provider_estimated_prompt_tokens += event.estimated_prompt_tokens
         s.usage_records += 1
+        s.provider_cache_read_tokens += event.cache_read_tokens or 0
+        s.provider_cache_creation_tokens += event.cache_creation_tokens or 0
+        if event.calibrates:
+            s.reported_prompt_tokens = event.prompt_tokens
+            s.reported_estimate_tokens = event.estimated_prompt_tokens
+            s.reported_cuts = (s.placeholder_before, s.dropped_before)
     elif isinstance(event, ToolsChanged):
         s.tools = event.tools
         s.tools_tokens = event.tools_tokens

@@ -28,6 +28,7 @@ __all__ = [
     "layer_of",
     "layers_after",
     "newest_group_tokens",
+    "reported_offset",
     "summaries_tokens",
     "tail_index",
     "view_tokens",
@@ -158,6 +159,16 @@ def fixed_tokens(s: ConversationState) -> int:
     """What the prompt costs besides its messages: priming, tools, system prompt, summaries."""
     system = s.system_tokens if s.system_prompt is not None else 0
     return s.reply_priming + s.tools_tokens + system + summaries_tokens(s)
+
+
+def reported_offset(s: ConversationState) -> int | None:
+    """The provider's count of the prefix its last calibrating usage report covered,
+    less our estimate of it (None: no report, or the prompt no longer begins with
+    that prefix). Added to an estimate of the prompt, it makes the provider's count
+    of the prefix plus our estimate of what came after."""
+    if s.reported_prompt_tokens is None or s.reported_cuts != (s.placeholder_before, s.dropped_before):
+        return None
+    return s.reported_prompt_tokens - s.reported_estimate_tokens
 
 
 def view_tokens(s: ConversationState, entries: list[Entry]) -> int:

@@ -75,6 +75,16 @@ class ConversationState(BaseModel):
     #: Our estimate of the prompts the provider reported usage for (to reconcile the two).
     provider_estimated_prompt_tokens: int = 0
     usage_records: int = 0
+    #: Of the reported prompt tokens, those read from and written to the prompt cache.
+    provider_cache_read_tokens: int = 0
+    provider_cache_creation_tokens: int = 0
+    #: The last calibrating usage report (``UsageRecorded.calibrates``) while the
+    #: prefix it covers is still what the prompt begins with: the provider's count,
+    #: our estimate of the same prompt, and the view's cut lines when it was made
+    #: (``placeholder_before``, ``dropped_before``). None: no such report.
+    reported_prompt_tokens: int | None = None
+    reported_estimate_tokens: int = 0
+    reported_cuts: tuple[int, int] = (0, 0)
     key: str | None = None
     tools: tuple[dict[str, Any], ...] | None = None
     tools_tokens: int = 0

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
     from contextledger.infrastructure.readmodels import READ_MODEL_NAMES, SQLReadModels, attach_read_models
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "AnthropicSummarizer": "contextledger.infrastructure.anthropic_summarizer",
     "GeminiSummarizer": "contextledger.infrastructure.gemini_summarizer",
+    "ClaudeCounter": "contextledger.infrastructure.estimates",
+    "GeminiCounter": "contextledger.infrastructure.estimates",
     "JSONBytesTranscoder": "contextledger.infrastructure.mapper",
     "PydanticMapper": "contextledger.infrastructure.mapper",
     "READ_MODEL_NAMES": "contextledger.infrastructure.readmodels",
@@ -45,6 +48,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "READ_MODEL_NAMES",
     "AnthropicSummarizer",
+    "ClaudeCounter",
+    "GeminiCounter",
     "GeminiSummarizer",
     "JSONBytesTranscoder",
     "PydanticMapper",

@@ -115,6 +115,7 @@ if TYPE_CHECKING:
     )
     from contextledger.domain.policy import ReductionPolicy
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
     from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
@@ -206,6 +207,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "infrastructure.gemini_summarizer": ("GeminiSummarizer",),
     "infrastructure.offline_summarizer": ("OfflineSummarizer",),
     "infrastructure.tokens": ("TiktokenCounter",),
+    "infrastructure.estimates": ("ClaudeCounter", "GeminiCounter"),
     "infrastructure.subject_keys": ("SubjectKeys",),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
     "infrastructure.readmodels": ("SQLReadModels", "attach_read_models"),
@@ -255,6 +257,7 @@ __all__ = [
     "AnthropicSummarizer",
     "AsyncLedger",
     "AuditEvent",
+    "ClaudeCounter",
     "ConcurrencyError",
     "ConfigurationError",
     "ContextLedgerError",
@@ -271,6 +274,7 @@ __all__ = [
     "ErasureReport",
     "FollowerHealth",
     "FunctionCall",
+    "GeminiCounter",
     "GeminiSummarizer",
     "IdempotencyConflictError",
     "InvalidArgumentError",
