@@ -126,7 +126,9 @@ class ReadModelRunner(LogFollower):
                 f"read model {name} is at notification {position}{others}, past the log's head {head} "
                 f"(an event store restored from an older backup, or another store's read models): "
                 f"rebuild from the log ({command})",
-                projection=name, position=position, head=head,
+                projection=name,
+                position=position,
+                head=head,
             )
 
     # -- LogFollower --------------------------------------------------------------
@@ -188,9 +190,7 @@ class ReadModelRunner(LogFollower):
                     "project", after_notification=start, through_notification=head
                 ) as span:
                     while (start := min(self._scanned.values(), default=head)) < head:
-                        applied += self._replay(
-                            self.projections, after=start, head=head, topics=self._topics
-                        )
+                        applied += self._replay(self.projections, after=start, head=head, topics=self._topics)
                     span.set("events", applied)
         self._progressed()
         return applied
@@ -247,7 +247,10 @@ class ReadModelRunner(LogFollower):
         scanned = {p.name: self._scanned[p.name] for p in projections}
         applied: dict[str, int] = {}
         decode = self.ledger.mapper.to_domain_event
+        app = self.application_name
         deadline = time.monotonic() + self.batch_seconds
+        # Bound once per batch: looking up a dispatching method builds a new function.
+        process = {p.name: p.process_event for p in projections}
         with ExitStack() as stack:
             for projection in projections:
                 batch = getattr(projection.view, "batch", None)
@@ -273,7 +276,7 @@ class ReadModelRunner(LogFollower):
                     if event is None:
                         event = decode(notification)
                     try:
-                        projection.process_event(event, Tracking(self.application_name, notification.id))
+                        process[name](event, Tracking(app, notification.id))
                     except TrackingRewoundError as exc:  # a view that writes event by event
                         self._rewound(name, exc, scanned, rewound)
                         continue
@@ -294,9 +297,7 @@ class ReadModelRunner(LogFollower):
         return index, sum(applied.values()), bool(rewound)
 
     @staticmethod
-    def _rewound(
-        name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]
-    ) -> None:
+    def _rewound(name: str, exc: TrackingRewoundError, scanned: dict[str, int], rewound: set[str]) -> None:
         tracked = int(exc.context.get("tracked", 0) or 0)
         log.info("read model %s was reset elsewhere; resuming after %d", name, tracked)
         scanned[name] = tracked

@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.application.store import failure_cause
 from contextledger.domain.errors import StoreError, TrackingRewoundError
+from contextledger.infrastructure.readmodels.bulk import BulkPlan, insert_rows, plan_for
 from contextledger.infrastructure.readmodels.storage import reason
 
 if TYPE_CHECKING:
@@ -39,9 +40,16 @@ log = logging.getLogger("contextledger.readmodels")
 RecordT = TypeVar("RecordT", bound="DataclassInstance")
 
 
+#: Per record class: its field names (``dataclasses.fields`` costs more than the copy).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def columns_of(record: DataclassInstance) -> dict[str, Any]:
     """A record's fields as column values (the read-model columns carry their names)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    return {name: getattr(record, name) for name in names}
 
 
 @dataclass
@@ -78,9 +86,12 @@ class _Batch:
     #: Per row (its key): columns to set (the last value wins) and counters to add
     #: to (summed), written after the pending rows, one UPDATE per row.
     updates: dict[Any, _RowUpdate] = field(default_factory=dict)
+    #: The view's bulk-insert plans, by table and columns (``bulk.plan_for``).
+    plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = field(default_factory=dict)
 
     def flush_rows(self) -> None:
-        """Insert the pending rows."""
+        """Insert the pending rows: each run of rows of one table and the same columns
+        in one driver call (``bulk.insert_rows``)."""
         pending, self.pending = self.pending, []
         start = 0
         while start < len(pending):
@@ -89,7 +100,11 @@ class _Batch:
             end = start + 1
             while end < len(pending) and pending[end][0] is table and pending[end][1].keys() == keys:
                 end += 1
-            self.conn.execute(insert(table), [values for _, values in pending[start:end]])
+            columns = tuple(keys)
+            plan = self.plans.get((table.name, columns))
+            if plan is None:
+                plan = self.plans[(table.name, columns)] = plan_for(self.conn, table, columns)
+            insert_rows(self.conn, plan, [values for _, values in pending[start:end]])
             start = end
 
 
@@ -108,6 +123,8 @@ class SQLView(TrackingRecorder):
         self._batch: _Batch | None = None
         #: Statements built once and run with parameters (``_statement``).
         self._statements: dict[Any, Any] = {}
+        #: Bulk-insert plans of the batches (``_Batch.plans``), kept from batch to batch.
+        self._plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -146,9 +163,7 @@ class SQLView(TrackingRecorder):
         t = self._tracking
         try:
             with self.models.begin() as conn:
-                conn.execute(
-                    select(t.c.notification_id).where(t.c.projection == self.name).with_for_update()
-                )
+                conn.execute(select(t.c.notification_id).where(t.c.projection == self.name).with_for_update())
                 for table in reversed(self.tables):
                     table.drop(conn, checkfirst=True)
                 for table in self.tables:
@@ -208,7 +223,7 @@ class SQLView(TrackingRecorder):
                     projection=self.name,
                     tracked=tracked,
                 )
-            state = _Batch(shared.conn, app, shared.thread, tracked, tracked)
+            state = _Batch(shared.conn, app, shared.thread, tracked, tracked, plans=self._plans)
             self._batch = state
             try:
                 yield
