@@ -60,6 +60,8 @@ class ReadModelRunner(LogFollower):
         batch_size: int = 500,
         batch_events: int = 1000,
         batch_seconds: float = 0.5,
+        rebuild_batch_events: int = 5000,
+        rebuild_batch_seconds: float = 2.0,
         read_size: int = 5000,
         poll_interval: float | None = None,
         on_close: Callable[[], None] | None = None,
@@ -78,6 +80,10 @@ class ReadModelRunner(LogFollower):
         #: what was read): one transaction and one tracking update per batch.
         self.batch_events = max(1, batch_events)
         self.batch_seconds = batch_seconds
+        #: The same bounds for a rebuild, which nothing waits on batch by batch: fewer,
+        #: larger transactions (an interrupted rebuild resumes after its last one).
+        self.rebuild_batch_events = max(1, rebuild_batch_events)
+        self.rebuild_batch_seconds = rebuild_batch_seconds
         #: Notifications read per query of the log (a section; above the log's own
         #: section size it goes to the recorder directly).
         self.read_size = max(batch_size, read_size)
@@ -204,6 +210,7 @@ class ReadModelRunner(LogFollower):
         topics: Sequence[str],
         progress: ProgressCallback | None = None,
         counts: dict[str, int] | None = None,
+        limits: tuple[int, float] | None = None,
     ) -> int:
         """Apply the log above ``after`` through ``head`` to ``projections``, in
         batches; returns the events applied (also added to ``counts`` per projection).
@@ -213,7 +220,7 @@ class ReadModelRunner(LogFollower):
         for page in self.read(after=after, stop=head, topics=topics, page=self.read_size):
             index = 0
             while index < len(page):
-                index, done, rewound = self._apply_batch(page, index, projections, counts)
+                index, done, rewound = self._apply_batch(page, index, projections, counts, limits)
                 applied += done
                 if rewound:
                     return applied
@@ -234,13 +241,15 @@ class ReadModelRunner(LogFollower):
         index: int,
         projections: Sequence[ReadModelProjection[Any]],
         counts: dict[str, int] | None = None,
+        limits: tuple[int, float] | None = None,
     ) -> tuple[int, int, bool]:
         """Apply ``page`` from ``index`` on in one batch: each view that can (a
         ``batch(application_name)`` context, as the SQL views have) writes its rows
         and one tracking update in one transaction. The batch ends at the page's end,
         after ``batch_events`` events or ``batch_seconds``, whichever comes first, so
-        a single new event is applied at once. Returns the index after the batch, the
-        events applied, and whether any projection was rewound. Positions move on
+        a single new event is applied at once (``limits``: other bounds, a rebuild's).
+        Returns the index after the batch, the events applied, and whether any
+        projection was rewound. Positions move on
         only once the batch has committed: a batch that fails leaves them (and the
         rows and tracking, rolled back together) where they were."""
         rewound: set[str] = set()
@@ -248,9 +257,11 @@ class ReadModelRunner(LogFollower):
         applied: dict[str, int] = {}
         decode = self.ledger.mapper.to_domain_event
         app = self.application_name
-        deadline = time.monotonic() + self.batch_seconds
-        # Bound once per batch: looking up a dispatching method builds a new function.
-        process = {p.name: p.process_event for p in projections}
+        most, seconds = limits or (self.batch_events, self.batch_seconds)
+        deadline = time.monotonic() + seconds
+        # Per projection, once per batch (not per event): its handler, bound (looking up
+        # a dispatching method builds a new function) and the set of its topics.
+        plan = [(p.name, p.process_event, frozenset(p.topics)) for p in projections]
         with ExitStack() as stack:
             for projection in projections:
                 batch = getattr(projection.view, "batch", None)
@@ -264,26 +275,24 @@ class ReadModelRunner(LogFollower):
             while index < len(page) and len(rewound) < len(projections):
                 notification = page[index]
                 index += 1
+                nid, topic = notification.id, notification.topic
                 event: Any = None
-                for projection in projections:
-                    name = projection.name
-                    if (
-                        name in rewound
-                        or notification.id <= scanned[name]
-                        or notification.topic not in projection.topics
-                    ):
+                tracking: Tracking | None = None
+                for name, handle, topics in plan:
+                    if topic not in topics or nid <= scanned[name] or name in rewound:
                         continue
                     if event is None:
                         event = decode(notification)
+                        tracking = Tracking(app, nid)
                     try:
-                        process[name](event, Tracking(app, notification.id))
+                        handle(event, tracking)
                     except TrackingRewoundError as exc:  # a view that writes event by event
                         self._rewound(name, exc, scanned, rewound)
                         continue
-                    scanned[name] = notification.id
+                    scanned[name] = nid
                     applied[name] = applied.get(name, 0) + 1
                 taken += 1
-                if taken >= self.batch_events or time.monotonic() >= deadline:
+                if taken >= most or time.monotonic() >= deadline:
                     break
         if rewound or index >= len(page):
             index = len(page)
@@ -351,7 +360,13 @@ class ReadModelRunner(LogFollower):
                 if position >= head:
                     break
                 self._replay(
-                    projections, after=position, head=head, topics=topics, progress=progress, counts=counts
+                    projections,
+                    after=position,
+                    head=head,
+                    topics=topics,
+                    progress=progress,
+                    counts=counts,
+                    limits=(self.rebuild_batch_events, self.rebuild_batch_seconds),
                 )
             for name, span in spans.items():
                 span.set("events", counts[name])

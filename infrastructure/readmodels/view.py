@@ -340,19 +340,25 @@ class SQLView(TrackingRecorder):
         """Set columns ``sets`` and add ``adds`` to counters of the view's row
         ``conversation_id == key``: now, or in a batch once for every event of the batch
         that changes the row. ``on_missing(conn, adds)``: called if there is no such row."""
-        change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
         batch = self._batch
-        if batch is None or batch.conn is not conn:
-            self._run_update(conn, key, change)
-            return
-        held = batch.updates.get(key)
+        held = None if batch is None or batch.conn is not conn else batch.updates.get(key)
         if held is None:
-            batch.updates[key] = change
+            change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
+            if batch is None or batch.conn is not conn:
+                self._run_update(conn, key, change)
+            else:
+                batch.updates[key] = change
             return
-        held.sets.update(change.sets)
-        for name, amount in change.adds.items():
-            held.adds[name] = held.adds.get(name, 0) + amount
-        held.on_missing = held.on_missing or on_missing
+        # The row changes again in this batch (most events do): merge in place.
+        if sets:
+            held.sets.update(sets)
+        if adds:
+            counters = held.adds
+            for name, amount in adds.items():
+                if amount:
+                    counters[name] = counters.get(name, 0) + amount
+        if held.on_missing is None:
+            held.on_missing = on_missing
 
     def _run_update(self, conn: Connection, key: Any, change: _RowUpdate) -> None:
         if not change.sets and not change.adds:

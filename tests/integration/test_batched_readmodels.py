@@ -77,7 +77,7 @@ def test_rebuilding_every_read_model_in_one_pass_equals_the_live_read_models(
     assert_read_models_equal_ledger(live, ledger)
 
     models = SQLReadModels.for_url(url)
-    runner = models.runner(ledger, batch_events=7)
+    runner = models.runner(ledger, batch_events=7, rebuild_batch_events=7)
     try:
         seen: list[tuple[int, int]] = []
         counts = runner.rebuild_many(READ_MODEL_NAMES, progress=lambda done, end: seen.append((done, end)))
@@ -93,7 +93,7 @@ def test_rebuilding_every_read_model_in_one_pass_equals_the_live_read_models(
 def test_an_interrupted_rebuild_resumes_from_its_last_committed_batch(ledger: Ledger, url: str) -> None:
     write_history(ledger)
     models = SQLReadModels.for_url(url)
-    runner = models.runner(ledger, close_with_runner=False, batch_events=5)
+    runner = models.runner(ledger, close_with_runner=False, rebuild_batch_events=5)
     calls = [0]
 
     def interrupt_on_the_fourth(done: int, end: int) -> None:
@@ -112,7 +112,7 @@ def test_an_interrupted_rebuild_resumes_from_its_last_committed_batch(ledger: Le
 
         # Another process carries on (a fresh runner over the same tables), without starting over.
         again = SQLReadModels.for_url(url)
-        resumed = again.runner(ledger, batch_events=5)
+        resumed = again.runner(ledger, rebuild_batch_events=5)
         try:
             counts = resumed.rebuild_many(READ_MODEL_NAMES, resume=True)
             assert 0 < counts["transcript"] < head
