@@ -6,7 +6,10 @@ catches up in a few batches and a live one still applies a single new event at o
 
 from __future__ import annotations
 
+import base64
+import os
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,13 +19,18 @@ from uuid import UUID
 import pytest
 from sqlalchemy import Connection, Table, func, select
 
-from contextledger.application import Ledger, ReductionPolicy
+from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.projections import TranscriptProjection
+from contextledger.application.sharding import home_store
 from contextledger.domain import events
+from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels, SQLTranscriptView, attach_read_models
+from contextledger.infrastructure.readmodels.sealing import SEALED_PREFIX
+from tests.conftest import _postgres_admin
 from tests.integration.test_readmodels import CountingSummarizer, converse
-from tests.support.readmodel_checks import assert_read_models_equal_ledger
+from tests.integration.test_shards import id_homed
+from tests.support.readmodel_checks import assert_conversation_matches, assert_read_models_equal_ledger
 
 POLICY = ReductionPolicy(trigger_messages=12, keep_messages=4, keep_tool_results=2)
 
@@ -211,3 +219,79 @@ def test_a_follower_far_behind_catches_up_in_batches_then_applies_one_event_at_o
         assert models.transcript.transcript(cid) == ledger.transcript(cid)
     finally:
         runner.stop()
+
+
+@pytest.fixture
+def encrypted_shards(url: str, tmp_path: Path) -> Iterator[Settings]:
+    """Settings of two stores of ``url``'s kind under one cipher key."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    if url.startswith("sqlite"):
+        yield Settings(stores=(url, f"sqlite:///{tmp_path / 'second.db'}"), database_url=url, cipher_key=key)
+        return
+    admin: Any = _postgres_admin()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        second = f"{url.split('?')[0]}?schema={schema}"
+        yield Settings(stores=(url, second), database_url=url, cipher_key=key)
+    finally:
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.close()
+
+
+def sealed_share(models: SQLReadModels) -> tuple[int, int]:
+    """(sealed, all) values of ``cl_transcript.message`` as stored."""
+    table = models.tables["transcript"]
+    with models.read() as conn:
+        stored = [row[0] for row in conn.exec_driver_sql(f"SELECT message FROM {table.fullname}")]
+    sealed = [v for v in stored if isinstance(v, str) and v.strip('"').startswith(SEALED_PREFIX)]
+    return len(sealed), len(stored)
+
+
+def test_an_encrypted_store_over_two_stores_rebuilds_each_store_sealed_and_resumes(
+    encrypted_shards: Settings, url: str
+) -> None:
+    with Ledger.open(settings=encrypted_shards, summarizer=CountingSummarizer()) as ledger:
+        keys = [id_homed(2, i % 2, "enc-") for i in range(2)] + [f"more-{i}" for i in range(4)]
+        ids = [ledger.start("You track parcels.", policy=POLICY, key=key) for key in keys]
+        for index, cid in enumerate(ids):
+            converse(ledger, cid, 3, tag=f"{index}-")
+        ledger.edit(ids[0], 0, {"role": "user", "content": "edited question"})
+        ledger.retract(ids[1], 2, reason="wrong")
+        assert ledger.wait_idle(30)
+        for index, shard in enumerate(ledger.shards):
+            homed = sorted(cid for cid in ids if home_store(cid, 2) == index)
+            assert homed  # each store holds some
+            models = SQLReadModels.for_ledger(shard)
+            assert models.codec is not None
+            runner = models.runner(shard, close_with_runner=False, rebuild_batch_events=5)
+            calls = [0]
+
+            def interrupt(done: int, end: int, calls: list[int] = calls) -> None:
+                calls[0] += 1
+                if calls[0] == 3:
+                    raise KeyboardInterrupt
+
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    runner.rebuild_many(READ_MODEL_NAMES, progress=interrupt)
+                assert 0 < (models.transcript.max_tracking_id(shard.name) or 0) < (
+                    shard.recorder.max_notification_id() or 0
+                )
+                resumed = models.runner(shard, close_with_runner=False)
+                assert resumed.rebuild_many(READ_MODEL_NAMES, resume=True)["transcript"] > 0
+                assert sorted(r.conversation_id for r in models.conversations.conversations()) == homed
+                for cid in homed:
+                    assert_conversation_matches(models, shard, cid)
+                sealed, stored = sealed_share(models)
+                assert stored == sum(len(shard.transcript(cid)) for cid in homed)
+                assert sealed == stored > 0
+                # Without the key the rows are there but cannot be read.
+                keyless = SQLReadModels.for_url(shard.settings.database_url)
+                try:
+                    with pytest.raises(StoreError, match="cipher key"):
+                        keyless.transcript.transcript(homed[0])
+                finally:
+                    keyless.close()
+            finally:
+                models.close()
