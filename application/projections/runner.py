@@ -10,6 +10,7 @@ whole log.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -38,6 +39,35 @@ log = logging.getLogger("contextledger.readmodels")
 
 #: ``progress(position, end)``: notification ids; ``end`` may grow while writers append.
 ProgressCallback = Callable[[int, int], None]
+
+
+class _Handlers:
+    """A projection's ``process_event`` per event class. Looking up a dispatching
+    method (eventsourcing's ``singledispatchmethod``) builds a bound function and finds
+    the implementation for the event's class on every call; a batch finds each class's
+    implementation once and calls it bound."""
+
+    __slots__ = ("_bound", "_by_class", "_dispatch", "_projection")
+
+    def __init__(self, projection: ReadModelProjection[Any]) -> None:
+        self._projection = projection
+        #: Also registers what the class registered late (done on lookup).
+        self._bound: Callable[[Any, Tracking], None] = projection.process_event
+        method = inspect.getattr_static(projection, "process_event", None)
+        dispatcher = getattr(method, "dispatcher", None)
+        self._dispatch: Callable[[type], Any] | None = None if dispatcher is None else dispatcher.dispatch
+        self._by_class: dict[type, Callable[[Any, Tracking], None]] = {}
+
+    def get(self, cls: type) -> Callable[[Any, Tracking], None]:
+        handler = self._by_class.get(cls)
+        if handler is None:
+            if self._dispatch is None:  # a plain method
+                handler = self._bound
+            else:
+                projection = self._projection
+                handler = self._dispatch(cls).__get__(projection, type(projection))
+            self._by_class[cls] = handler
+        return handler
 
 
 class ReadModelRunner(LogFollower):
@@ -259,9 +289,9 @@ class ReadModelRunner(LogFollower):
         app = self.application_name
         most, seconds = limits or (self.batch_events, self.batch_seconds)
         deadline = time.monotonic() + seconds
-        # Per projection, once per batch (not per event): its handler, bound (looking up
-        # a dispatching method builds a new function) and the set of its topics.
-        plan = [(p.name, p.process_event, frozenset(p.topics)) for p in projections]
+        # Per projection, once per batch (not per event): its handler per event class
+        # and the set of its topics.
+        plan = [(p.name, _Handlers(p), frozenset(p.topics)) for p in projections]
         with ExitStack() as stack:
             for projection in projections:
                 batch = getattr(projection.view, "batch", None)
@@ -278,14 +308,14 @@ class ReadModelRunner(LogFollower):
                 nid, topic = notification.id, notification.topic
                 event: Any = None
                 tracking: Tracking | None = None
-                for name, handle, topics in plan:
+                for name, handlers, topics in plan:
                     if topic not in topics or nid <= scanned[name] or name in rewound:
                         continue
                     if event is None:
                         event = decode(notification)
                         tracking = Tracking(app, nid)
                     try:
-                        handle(event, tracking)
+                        handlers.get(event.__class__)(event, tracking)
                     except TrackingRewoundError as exc:  # a view that writes event by event
                         self._rewound(name, exc, scanned, rewound)
                         continue

@@ -17,10 +17,11 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, Table, func, select
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.application.projections import TranscriptProjection
+from contextledger.application.projections import ReadModelProjection, ReadModelRunner, TranscriptProjection
 from contextledger.application.sharding import home_store
 from contextledger.domain import events
 from contextledger.domain.errors import StoreError
@@ -295,3 +296,52 @@ def test_an_encrypted_store_over_two_stores_rebuilds_each_store_sealed_and_resum
                     keyless.close()
             finally:
                 models.close()
+
+
+class CountingView:
+    """A view in memory: how many events of each class it applied, and its tracking."""
+
+    def __init__(self) -> None:
+        self.applied: dict[str, int] = {}
+        self.tracked = 0
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        self.tracked = max(self.tracked, tracking.notification_id)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        return self.tracked or None
+
+    def reset(self) -> None:
+        self.applied, self.tracked = {}, 0
+
+
+class PlainMethodProjection(ReadModelProjection[Any]):
+    """A user's projection whose ``process_event`` is a plain method, not a dispatching one."""
+
+    name = "plain"
+    topics = (events.MessageAppended.TOPIC, events.SummaryCreated.TOPIC)
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        kind = type(domain_event).__name__
+        self.view.applied[kind] = self.view.applied.get(kind, 0) + 1
+        self.view.insert_tracking(tracking)
+
+
+def test_a_projection_with_a_plain_process_event_is_applied_beside_the_dispatching_ones(
+    ledger: Ledger, url: str
+) -> None:
+    cid = ledger.start("s", policy=POLICY)
+    converse(ledger, cid, 6)
+    assert ledger.wait_idle(30)
+    models = SQLReadModels.for_url(url)
+    view = CountingView()
+    runner = ReadModelRunner(ledger, [*models.projections(), PlainMethodProjection(view)], rebuild_batch_events=7)
+    try:
+        counts = runner.rebuild_many(("plain", "transcript"))
+        summaries = len(ledger.summaries(cid))
+        assert summaries > 0
+        assert view.applied == {"MessageAppended": 30, "SummaryCreated": summaries}
+        assert counts == {"plain": 30 + summaries, "transcript": 30}
+        assert models.transcript.transcript(cid) == ledger.transcript(cid)
+    finally:
+        models.close()
