@@ -311,7 +311,7 @@ class ReadModelRunner(LogFollower):
                 for name, handlers, topics in plan:
                     if topic not in topics or nid <= scanned[name] or name in rewound:
                         continue
-                    if event is None:
+                    if tracking is None:  # decoded once, for the first projection that follows it
                         event = decode(notification)
                         tracking = Tracking(app, nid)
                     try:
