@@ -72,8 +72,13 @@ class ConstantSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         text = f"Turns {request.from_position}-{request.through_position}: parcels were tracked."
-        return SummaryResult(text=text, model=self.model, prompt_version="bench",
-                             input_tokens=10 * len(request.messages), output_tokens=7)
+        return SummaryResult(
+            text=text,
+            model=self.model,
+            prompt_version="bench",
+            input_tokens=10 * len(request.messages),
+            output_tokens=7,
+        )
 
 
 def template(messages: int) -> list[Any]:
@@ -83,12 +88,21 @@ def template(messages: int) -> list[Any]:
     with Ledger.open("memory://", summarizer=summarizer, run_policy=False) as ledger:
         cid = ledger.start("You track parcels for a shop.", policy=POLICY)
         for i in range(0, messages, 2):
-            ledger.extend(cid, [
-                {"role": "user", "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
-                                            f"day {i % 28 + 1}."},
-                {"role": "assistant", "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
-                                                 f"city {i % 37} and arrives tomorrow."},
-            ])
+            ledger.extend(
+                cid,
+                [
+                    {
+                        "role": "user",
+                        "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
+                        f"day {i % 28 + 1}.",
+                    },
+                    {
+                        "role": "assistant",
+                        "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
+                        f"city {i % 37} and arrives tomorrow.",
+                    },
+                ],
+            )
             while (request := ledger.pending_summary(cid)) is not None:
                 ledger.record_summary(request, summarizer.summarize(request))
         notifications = ledger.recorder.select_notifications(1, 10 * messages + 100)
@@ -149,8 +163,9 @@ def analyze(ledger: Ledger) -> None:
         conn.execute(f'ANALYZE "{schema or "public"}".contextledger_events')
 
 
-def measure(url: str, total: int, events: list[Any], catchup: float, cipher_key: str | None = None
-            ) -> dict[str, Any]:
+def measure(
+    url: str, total: int, events: list[Any], catchup: float, cipher_key: str | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"load": os.getloadavg()[0]}
     settings = Settings(database_url=url, cipher_key=cipher_key)
     with Ledger.open(settings=settings, summarizer=ConstantSummarizer(), run_policy=False) as ledger:
@@ -195,9 +210,11 @@ def machine() -> list[str]:
             pg = row[0] if row else "?"
     except Exception:  # the report says so
         pass
-    return [f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
-            f"{os.getloadavg()[0]:.1f} at the end of the run)",
-            f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}"]
+    return [
+        f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
+        f"{os.getloadavg()[0]:.1f} at the end of the run)",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}",
+    ]
 
 
 def rate(result: tuple[float, Any], events: int) -> float:
@@ -206,13 +223,18 @@ def rate(result: tuple[float, Any], events: int) -> float:
 
 def report(results: dict[tuple[str, int], dict[str, Any]], command: str, messages: int) -> list[str]:
     lines = [
-        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-        f"    {command}", "", *machine(), "",
+        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
+        f"    {command}",
+        "",
+        *machine(),
+        "",
         f"Stores built by the generator: copies of one {messages}-message conversation with its summaries, "
         "written through the ledger's own mapper and recorder, 5,000 events per transaction (not one save "
         "per append). Rates are events of the log per second (a read model skips what it does not follow "
         "but still reads it); *share* is the rate over the decode rate measured in the same run. One "
-        "sample each, on a shared machine.", "",
+        "sample each, on a shared machine.",
+        "",
         "| store | events | build | raw read | decode (log) | `replay` | transcript | summaries "
         "| token_totals | conversations | all four, one pass | catch-up |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -233,19 +255,26 @@ def report(results: dict[tuple[str, int], dict[str, Any]], command: str, message
             f"| {r['catchup_events']:,} in {r['catchup'][0]:.1f} s: "
             f"{catchup:,.0f}/s ({catchup / decode:.2f}) |"
         )
-    lines += ["", "In parentheses: the share of the decode rate. *build*: the generator's time for the "
-              "store. *catch-up*: all four read models, by a worker started after that many events were "
-              "appended while it was down.", "",
-              "The same shares by this process's CPU time instead of wall time (steadier on a shared "
-              "machine; the PostgreSQL server's own work is not in it), and the load average when the "
-              "store's measurements began:", "",
-              "| store | events | load | transcript | summaries | token_totals | conversations "
-              "| all four, one pass |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "In parentheses: the share of the decode rate. *build*: the generator's time for the "
+        "store. *catch-up*: all four read models, by a worker started after that many events were "
+        "appended while it was down.",
+        "",
+        "The same shares by this process's CPU time instead of wall time (steadier on a shared "
+        "machine; the PostgreSQL server's own work is not in it), and the load average when the "
+        "store's measurements began:",
+        "",
+        "| store | events | load | transcript | summaries | token_totals | conversations "
+        "| all four, one pass |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (store, _size), r in sorted(results.items()):
         decode_cpu = r["decode"][2]
-        shares = " | ".join(f"{decode_cpu / r[key][2]:.2f}" if r[key][2] > 0 else "-"
-                            for key in ("transcript", "summaries", "token_totals", "conversations", "all"))
+        shares = " | ".join(
+            f"{decode_cpu / r[key][2]:.2f}" if r[key][2] > 0 else "-"
+            for key in ("transcript", "summaries", "token_totals", "conversations", "all")
+        )
         lines.append(f"| {store} | {r['events']:,} | {r['load']:.1f} | {shares} |")
     return lines
 
@@ -253,13 +282,23 @@ def report(results: dict[tuple[str, int], dict[str, Any]], command: str, message
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", default="20000,200000", help="store sizes, comma-separated")
-    parser.add_argument("--stores", default="sqlite,postgres",
-                        help="sqlite, postgres, and either with +key (encrypted at rest)")
+    parser.add_argument(
+        "--stores",
+        default="sqlite,postgres",
+        help="sqlite, postgres, and either with +key (encrypted at rest)",
+    )
     parser.add_argument("--messages", type=int, default=500, help="messages per conversation")
-    parser.add_argument("--catchup", type=float, default=0.1,
-                        help="events appended while the worker is down, as a share of the store's")
-    parser.add_argument("--section", default="rebuild",
-                        help="the section of docs/benchmarks.md to write (another keeps a run apart)")
+    parser.add_argument(
+        "--catchup",
+        type=float,
+        default=0.1,
+        help="events appended while the worker is down, as a share of the store's",
+    )
+    parser.add_argument(
+        "--section",
+        default="rebuild",
+        help="the section of docs/benchmarks.md to write (another keeps a run apart)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print the section, leave the docs alone")
     args = parser.parse_args()
     events = template(args.messages)

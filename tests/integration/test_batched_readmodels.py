@@ -72,8 +72,9 @@ def transcript_rows(models: SQLReadModels) -> int:
 
 def appended_through(ledger: Ledger, position: int) -> int:
     """MessageAppended events in the log through notification ``position``."""
-    found = ledger.recorder.select_notifications(1, 100_000, stop=position,
-                                                 topics=(events.MessageAppended.TOPIC,))
+    found = ledger.recorder.select_notifications(
+        1, 100_000, stop=position, topics=(events.MessageAppended.TOPIC,)
+    )
     return len(found)
 
 
@@ -148,9 +149,7 @@ class FailingTranscriptView(SQLTranscriptView):
             raise RuntimeError("the process died here")
 
 
-def test_a_batch_that_fails_rolls_back_its_rows_and_its_tracking_together(
-    ledger: Ledger, url: str
-) -> None:
+def test_a_batch_that_fails_rolls_back_its_rows_and_its_tracking_together(ledger: Ledger, url: str) -> None:
     cid = ledger.start("s", policy=POLICY)
     converse(ledger, cid, 2)  # 10 messages, in the log after the start
     models = SQLReadModels.for_url(url)
@@ -276,8 +275,10 @@ def test_an_encrypted_store_over_two_stores_rebuilds_each_store_sealed_and_resum
             try:
                 with pytest.raises(KeyboardInterrupt):
                     runner.rebuild_many(READ_MODEL_NAMES, progress=interrupt)
-                assert 0 < (models.transcript.max_tracking_id(shard.name) or 0) < (
-                    shard.recorder.max_notification_id() or 0
+                assert (
+                    0
+                    < (models.transcript.max_tracking_id(shard.name) or 0)
+                    < (shard.recorder.max_notification_id() or 0)
                 )
                 resumed = models.runner(shard, close_with_runner=False)
                 assert resumed.rebuild_many(READ_MODEL_NAMES, resume=True)["transcript"] > 0
@@ -335,7 +336,9 @@ def test_a_projection_with_a_plain_process_event_is_applied_beside_the_dispatchi
     assert ledger.wait_idle(30)
     models = SQLReadModels.for_url(url)
     view = CountingView()
-    runner = ReadModelRunner(ledger, [*models.projections(), PlainMethodProjection(view)], rebuild_batch_events=7)
+    runner = ReadModelRunner(
+        ledger, [*models.projections(), PlainMethodProjection(view)], rebuild_batch_events=7
+    )
     try:
         counts = runner.rebuild_many(("plain", "transcript"))
         summaries = len(ledger.summaries(cid))
