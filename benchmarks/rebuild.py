@@ -1,7 +1,7 @@
 """Benchmark of read-model rebuilds and catch-up against the rate the log decodes at.
 
     TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/rebuild.py \\
-        --events 20000,200000 [--stores sqlite,postgres] [--catchup 0.1]
+        --events 20000,200000 [--stores sqlite,postgres,sqlite+key,postgres+key] [--catchup 0.1]
 
 How the stores are built (quickly, and not through ``Ledger.append``): one template
 conversation of ``--messages`` messages is written through a memory ledger with
@@ -13,6 +13,13 @@ transaction, so 200,000 events take seconds, not the minutes that one save per
 append would. The copies are what the log holds after as many conversations of the
 same shape; their digest chains name the template's history, which no read model
 looks at.
+
+``+key``: the same store encrypted at rest (a random cipher key: the events and the
+read models' content columns sealed with the store's cipher). On PostgreSQL the event
+table is analyzed once the generator has written it, as autovacuum would (the test
+server runs without it): without statistics the planner reads each page of the log as
+a bitmap scan of every row up to the head, sorted, which makes reading the whole log
+quadratic in its length and measures the missing statistics, not the code.
 
 Measured in one run, per store and size:
 
@@ -31,6 +38,7 @@ Writes its section of docs/benchmarks.md (between ``<!-- rebuild:begin -->`` and
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import platform
 import sqlite3
@@ -46,7 +54,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sections import write_section
 
-from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
+from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
+from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels
 
@@ -63,8 +72,13 @@ class ConstantSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         text = f"Turns {request.from_position}-{request.through_position}: parcels were tracked."
-        return SummaryResult(text=text, model=self.model, prompt_version="bench",
-                             input_tokens=10 * len(request.messages), output_tokens=7)
+        return SummaryResult(
+            text=text,
+            model=self.model,
+            prompt_version="bench",
+            input_tokens=10 * len(request.messages),
+            output_tokens=7,
+        )
 
 
 def template(messages: int) -> list[Any]:
@@ -74,12 +88,21 @@ def template(messages: int) -> list[Any]:
     with Ledger.open("memory://", summarizer=summarizer, run_policy=False) as ledger:
         cid = ledger.start("You track parcels for a shop.", policy=POLICY)
         for i in range(0, messages, 2):
-            ledger.extend(cid, [
-                {"role": "user", "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
-                                            f"day {i % 28 + 1}."},
-                {"role": "assistant", "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
-                                                 f"city {i % 37} and arrives tomorrow."},
-            ])
+            ledger.extend(
+                cid,
+                [
+                    {
+                        "role": "user",
+                        "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
+                        f"day {i % 28 + 1}.",
+                    },
+                    {
+                        "role": "assistant",
+                        "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
+                        f"city {i % 37} and arrives tomorrow.",
+                    },
+                ],
+            )
             while (request := ledger.pending_summary(cid)) is not None:
                 ledger.record_summary(request, summarizer.summarize(request))
         notifications = ledger.recorder.select_notifications(1, 10 * messages + 100)
@@ -104,10 +127,11 @@ def generate(ledger: Ledger, events: list[Any], total: int) -> int:
     return written
 
 
-def timed(work: Callable[[], Any]) -> tuple[float, Any]:
-    began = time.perf_counter()
+def timed(work: Callable[[], Any]) -> tuple[float, Any, float]:
+    """(wall seconds, result, this process's CPU seconds)."""
+    began, cpu = time.perf_counter(), time.process_time()
     result = work()
-    return time.perf_counter() - began, result
+    return time.perf_counter() - began, result, time.process_time() - cpu
 
 
 def read_rows(ledger: Ledger, decode: bool) -> int:
@@ -127,10 +151,26 @@ def replay_all(ledger: Ledger) -> int:
     return sum(sum(1 for _ in ledger.replay(cid)) for cid in ledger.conversation_ids())
 
 
-def measure(url: str, total: int, events: list[Any], catchup: float) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    with Ledger.open(url, summarizer=ConstantSummarizer(), run_policy=False) as ledger:
+def analyze(ledger: Ledger) -> None:
+    """Give PostgreSQL's planner the event table's statistics (see the module doc)."""
+    database = Database.parse(ledger.settings.database_url)
+    if database.kind != "postgresql":
+        return
+    schema = database.schema
+    import psycopg
+
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f'ANALYZE "{schema or "public"}".contextledger_events')
+
+
+def measure(
+    url: str, total: int, events: list[Any], catchup: float, cipher_key: str | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"load": os.getloadavg()[0]}
+    settings = Settings(database_url=url, cipher_key=cipher_key)
+    with Ledger.open(settings=settings, summarizer=ConstantSummarizer(), run_policy=False) as ledger:
         out["generate"] = timed(lambda: generate(ledger, events, total))
+        analyze(ledger)
         head = ledger.recorder.max_notification_id() or 0
         out["events"] = head
         out["raw"] = timed(lambda: read_rows(ledger, decode=False))
@@ -170,9 +210,11 @@ def machine() -> list[str]:
             pg = row[0] if row else "?"
     except Exception:  # the report says so
         pass
-    return [f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
-            f"{os.getloadavg()[0]:.1f} at the end of the run)",
-            f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}"]
+    return [
+        f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
+        f"{os.getloadavg()[0]:.1f} at the end of the run)",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}",
+    ]
 
 
 def rate(result: tuple[float, Any], events: int) -> float:
@@ -181,13 +223,18 @@ def rate(result: tuple[float, Any], events: int) -> float:
 
 def report(results: dict[tuple[str, int], dict[str, Any]], command: str, messages: int) -> list[str]:
     lines = [
-        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-        f"    {command}", "", *machine(), "",
+        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
+        f"    {command}",
+        "",
+        *machine(),
+        "",
         f"Stores built by the generator: copies of one {messages}-message conversation with its summaries, "
         "written through the ledger's own mapper and recorder, 5,000 events per transaction (not one save "
         "per append). Rates are events of the log per second (a read model skips what it does not follow "
         "but still reads it); *share* is the rate over the decode rate measured in the same run. One "
-        "sample each, on a shared machine.", "",
+        "sample each, on a shared machine.",
+        "",
         "| store | events | build | raw read | decode (log) | `replay` | transcript | summaries "
         "| token_totals | conversations | all four, one pass | catch-up |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -208,21 +255,50 @@ def report(results: dict[tuple[str, int], dict[str, Any]], command: str, message
             f"| {r['catchup_events']:,} in {r['catchup'][0]:.1f} s: "
             f"{catchup:,.0f}/s ({catchup / decode:.2f}) |"
         )
-    lines += ["", "In parentheses: the share of the decode rate. *build*: the generator's time for the "
-              "store. *catch-up*: all four read models, by a worker started after that many events were "
-              "appended while it was down."]
+    lines += [
+        "",
+        "In parentheses: the share of the decode rate. *build*: the generator's time for the "
+        "store. *catch-up*: all four read models, by a worker started after that many events were "
+        "appended while it was down.",
+        "",
+        "The same shares by this process's CPU time instead of wall time (steadier on a shared "
+        "machine; the PostgreSQL server's own work is not in it), and the load average when the "
+        "store's measurements began:",
+        "",
+        "| store | events | load | transcript | summaries | token_totals | conversations "
+        "| all four, one pass |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (store, _size), r in sorted(results.items()):
+        decode_cpu = r["decode"][2]
+        shares = " | ".join(
+            f"{decode_cpu / r[key][2]:.2f}" if r[key][2] > 0 else "-"
+            for key in ("transcript", "summaries", "token_totals", "conversations", "all")
+        )
+        lines.append(f"| {store} | {r['events']:,} | {r['load']:.1f} | {shares} |")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", default="20000,200000", help="store sizes, comma-separated")
-    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument(
+        "--stores",
+        default="sqlite,postgres",
+        help="sqlite, postgres, and either with +key (encrypted at rest)",
+    )
     parser.add_argument("--messages", type=int, default=500, help="messages per conversation")
-    parser.add_argument("--catchup", type=float, default=0.1,
-                        help="events appended while the worker is down, as a share of the store's")
-    parser.add_argument("--section", default="rebuild",
-                        help="the section of docs/benchmarks.md to write (another keeps a run apart)")
+    parser.add_argument(
+        "--catchup",
+        type=float,
+        default=0.1,
+        help="events appended while the worker is down, as a share of the store's",
+    )
+    parser.add_argument(
+        "--section",
+        default="rebuild",
+        help="the section of docs/benchmarks.md to write (another keeps a run apart)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print the section, leave the docs alone")
     args = parser.parse_args()
     events = template(args.messages)
@@ -233,16 +309,18 @@ def main() -> None:
         for size in (int(s) for s in args.events.split(",")):
             for store in args.stores.split(","):
                 print(f"{store}, {size:,} events", file=sys.stderr)
-                if store == "sqlite":
-                    results[(store, size)] = measure(f"sqlite:///{work}/ledger-{size}.db", size, events,
-                                                     args.catchup)
+                kind, _, keyed = store.partition("+")
+                key = base64.b64encode(os.urandom(32)).decode() if keyed else None
+                if kind == "sqlite":
+                    name = f"{work}/ledger-{size}{'-key' if key else ''}.db"
+                    results[(store, size)] = measure(f"sqlite:///{name}", size, events, args.catchup, key)
                     continue
                 schema = f"bench_rebuild_{uuid.uuid4().hex[:8]}"
                 with psycopg.connect(POSTGRES, autocommit=True) as admin:
                     admin.execute(f'CREATE SCHEMA "{schema}"')
                 try:
                     url = f"{POSTGRES}?schema={schema}"
-                    results[(store, size)] = measure(url, size, events, args.catchup)
+                    results[(store, size)] = measure(url, size, events, args.catchup, key)
                 finally:
                     with psycopg.connect(POSTGRES, autocommit=True) as admin:
                         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')

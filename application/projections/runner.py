@@ -10,6 +10,7 @@ whole log.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -51,6 +52,33 @@ class ReadModelHost(FollowedLog, Protocol):
 
     @property
     def tracer(self) -> Tracer: ...
+class _Handlers:
+    """A projection's ``process_event`` per event class. Looking up a dispatching
+    method (eventsourcing's ``singledispatchmethod``) builds a bound function and finds
+    the implementation for the event's class on every call; a batch finds each class's
+    implementation once and calls it bound."""
+
+    __slots__ = ("_bound", "_by_class", "_dispatch", "_projection")
+
+    def __init__(self, projection: ReadModelProjection[Any]) -> None:
+        self._projection = projection
+        #: Also registers what the class registered late (done on lookup).
+        self._bound: Callable[[Any, Tracking], None] = projection.process_event
+        method = inspect.getattr_static(projection, "process_event", None)
+        dispatcher = getattr(method, "dispatcher", None)
+        self._dispatch: Callable[[type], Any] | None = None if dispatcher is None else dispatcher.dispatch
+        self._by_class: dict[type, Callable[[Any, Tracking], None]] = {}
+
+    def get(self, cls: type) -> Callable[[Any, Tracking], None]:
+        handler = self._by_class.get(cls)
+        if handler is None:
+            if self._dispatch is None:  # a plain method
+                handler = self._bound
+            else:
+                projection = self._projection
+                handler = self._dispatch(cls).__get__(projection, type(projection))
+            self._by_class[cls] = handler
+        return handler
 
 
 class ReadModelRunner(LogFollower):
@@ -74,6 +102,8 @@ class ReadModelRunner(LogFollower):
         batch_size: int = 500,
         batch_events: int = 1000,
         batch_seconds: float = 0.5,
+        rebuild_batch_events: int = 5000,
+        rebuild_batch_seconds: float = 2.0,
         read_size: int = 5000,
         poll_interval: float | None = None,
         on_close: Callable[[], None] | None = None,
@@ -92,6 +122,10 @@ class ReadModelRunner(LogFollower):
         #: what was read): one transaction and one tracking update per batch.
         self.batch_events = max(1, batch_events)
         self.batch_seconds = batch_seconds
+        #: The same bounds for a rebuild, which nothing waits on batch by batch: fewer,
+        #: larger transactions (an interrupted rebuild resumes after its last one).
+        self.rebuild_batch_events = max(1, rebuild_batch_events)
+        self.rebuild_batch_seconds = rebuild_batch_seconds
         #: Notifications read per query of the log (a section; above the log's own
         #: section size it goes to the recorder directly).
         self.read_size = max(batch_size, read_size)
@@ -218,6 +252,7 @@ class ReadModelRunner(LogFollower):
         topics: Sequence[str],
         progress: ProgressCallback | None = None,
         counts: dict[str, int] | None = None,
+        limits: tuple[int, float] | None = None,
     ) -> int:
         """Apply the log above ``after`` through ``head`` to ``projections``, in
         batches; returns the events applied (also added to ``counts`` per projection).
@@ -227,7 +262,7 @@ class ReadModelRunner(LogFollower):
         for page in self.read(after=after, stop=head, topics=topics, page=self.read_size):
             index = 0
             while index < len(page):
-                index, done, rewound = self._apply_batch(page, index, projections, counts)
+                index, done, rewound = self._apply_batch(page, index, projections, counts, limits)
                 applied += done
                 if rewound:
                     return applied
@@ -248,20 +283,27 @@ class ReadModelRunner(LogFollower):
         index: int,
         projections: Sequence[ReadModelProjection[Any]],
         counts: dict[str, int] | None = None,
+        limits: tuple[int, float] | None = None,
     ) -> tuple[int, int, bool]:
         """Apply ``page`` from ``index`` on in one batch: each view that can (a
         ``batch(application_name)`` context, as the SQL views have) writes its rows
         and one tracking update in one transaction. The batch ends at the page's end,
         after ``batch_events`` events or ``batch_seconds``, whichever comes first, so
-        a single new event is applied at once. Returns the index after the batch, the
-        events applied, and whether any projection was rewound. Positions move on
+        a single new event is applied at once (``limits``: other bounds, a rebuild's).
+        Returns the index after the batch, the events applied, and whether any
+        projection was rewound. Positions move on
         only once the batch has committed: a batch that fails leaves them (and the
         rows and tracking, rolled back together) where they were."""
         rewound: set[str] = set()
         scanned = {p.name: self._scanned[p.name] for p in projections}
         applied: dict[str, int] = {}
         decode = self.ledger.mapper.to_domain_event
-        deadline = time.monotonic() + self.batch_seconds
+        app = self.application_name
+        most, seconds = limits or (self.batch_events, self.batch_seconds)
+        deadline = time.monotonic() + seconds
+        # Per projection, once per batch (not per event): its handler per event class
+        # and the set of its topics.
+        plan = [(p.name, _Handlers(p), frozenset(p.topics)) for p in projections]
         with ExitStack() as stack:
             for projection in projections:
                 batch = getattr(projection.view, "batch", None)
@@ -275,26 +317,24 @@ class ReadModelRunner(LogFollower):
             while index < len(page) and len(rewound) < len(projections):
                 notification = page[index]
                 index += 1
+                nid, topic = notification.id, notification.topic
                 event: Any = None
-                for projection in projections:
-                    name = projection.name
-                    if (
-                        name in rewound
-                        or notification.id <= scanned[name]
-                        or notification.topic not in projection.topics
-                    ):
+                tracking: Tracking | None = None
+                for name, handlers, topics in plan:
+                    if topic not in topics or nid <= scanned[name] or name in rewound:
                         continue
-                    if event is None:
+                    if tracking is None:  # decoded once, for the first projection that follows it
                         event = decode(notification)
+                        tracking = Tracking(app, nid)
                     try:
-                        projection.process_event(event, Tracking(self.application_name, notification.id))
+                        handlers.get(event.__class__)(event, tracking)
                     except TrackingRewoundError as exc:  # a view that writes event by event
                         self._rewound(name, exc, scanned, rewound)
                         continue
-                    scanned[name] = notification.id
+                    scanned[name] = nid
                     applied[name] = applied.get(name, 0) + 1
                 taken += 1
-                if taken >= self.batch_events or time.monotonic() >= deadline:
+                if taken >= most or time.monotonic() >= deadline:
                     break
         if rewound or index >= len(page):
             index = len(page)
@@ -362,7 +402,13 @@ class ReadModelRunner(LogFollower):
                 if position >= head:
                     break
                 self._replay(
-                    projections, after=position, head=head, topics=topics, progress=progress, counts=counts
+                    projections,
+                    after=position,
+                    head=head,
+                    topics=topics,
+                    progress=progress,
+                    counts=counts,
+                    limits=(self.rebuild_batch_events, self.rebuild_batch_seconds),
                 )
             for name, span in spans.items():
                 span.set("events", counts[name])

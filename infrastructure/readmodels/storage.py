@@ -254,6 +254,9 @@ def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
         if path is not None:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # 64 MiB of page cache (SQLite: 2 MiB) for the views: a rebuild or catch-up
+        # inserts into indexes far larger than the default, page by page.
+        cursor.execute("PRAGMA cache_size=-65536")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         cursor.close()
 

@@ -26,6 +26,8 @@ _SHARED = {
 _INTERNAL = ("live_tokens_delta", *_SHARED.values())
 #: The counters a ``TokenTotalsRecord`` shows.
 _SHOWN = tuple(name for name in COUNTERS if name not in _INTERNAL)
+#: The counters ``add_to_totals`` takes (checked per event: built once).
+_COUNTER_NAMES = frozenset(COUNTERS)
 
 
 def _new_row(conversation_id: UUID, *, base_tokens: int) -> dict[str, Any]:
@@ -67,7 +69,7 @@ class SQLTokenTotalsView(SQLView):
         self._insert(tracking, row)
 
     def add_to_totals(self, conversation_id: UUID, *, tracking: Tracking, **increments: int) -> None:
-        unknown = set(increments) - set(COUNTERS)
+        unknown = increments.keys() - _COUNTER_NAMES
         if unknown:
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
         table = self.table

@@ -122,15 +122,24 @@ class SQLTranscriptView(SQLView):
     def _insert_message(
         self, conn: Connection, table: Table, entry: TranscriptEntry, conversation_id: UUID
     ) -> None:
-        marks = {k: v for k, v in columns_of(entry).items() if k != "inherited_from"}
         row = {
             "conversation_id": conversation_id,
             "origin_id": conversation_id,
             "role": entry.message["role"],
             "client_message_lookup": self._lookup(entry.client_message_id),
             "retracted": False,
-            **marks,
+            # The entry's fields (as ``columns_of`` gives them), read directly: this runs
+            # for every message a rebuild applies.
+            "position": entry.position,
+            "version": entry.version,
+            "tokens": entry.tokens,
+            "message": entry.message,
+            "timestamp": entry.timestamp,
+            "digest": entry.digest,
+            "client_message_id": entry.client_message_id,
         }
+        if type(entry) is not TranscriptEntry:  # a version: its marks too
+            row.update((k, v) for k, v in columns_of(entry).items() if k != "inherited_from")
         self._add_row(conn, table, row)
 
     def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:

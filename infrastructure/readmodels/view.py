@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.application.store import failure_cause
 from contextledger.domain.errors import StoreError, TrackingRewoundError
+from contextledger.infrastructure.readmodels.bulk import BulkPlan, insert_rows, plan_for
 from contextledger.infrastructure.readmodels.host import ReadModelHost, SharedTransaction
 from contextledger.infrastructure.readmodels.storage import reason
 
@@ -39,9 +40,16 @@ log = logging.getLogger("contextledger.readmodels")
 RecordT = TypeVar("RecordT", bound="DataclassInstance")
 
 
+#: Per record class: its field names (``dataclasses.fields`` costs more than the copy).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def columns_of(record: DataclassInstance) -> dict[str, Any]:
     """A record's fields as column values (the read-model columns carry their names)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    return {name: getattr(record, name) for name in names}
 
 
 @dataclass
@@ -68,9 +76,12 @@ class _Batch:
     #: Per row (its key): columns to set (the last value wins) and counters to add
     #: to (summed), written after the pending rows, one UPDATE per row.
     updates: dict[Any, _RowUpdate] = field(default_factory=dict)
+    #: The view's bulk-insert plans, by table and columns (``bulk.plan_for``).
+    plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = field(default_factory=dict)
 
     def flush_rows(self) -> None:
-        """Insert the pending rows."""
+        """Insert the pending rows: each run of rows of one table and the same columns
+        in one driver call (``bulk.insert_rows``)."""
         pending, self.pending = self.pending, []
         start = 0
         while start < len(pending):
@@ -79,7 +90,11 @@ class _Batch:
             end = start + 1
             while end < len(pending) and pending[end][0] is table and pending[end][1].keys() == keys:
                 end += 1
-            self.conn.execute(insert(table), [values for _, values in pending[start:end]])
+            columns = tuple(keys)
+            plan = self.plans.get((table.name, columns))
+            if plan is None:
+                plan = self.plans[(table.name, columns)] = plan_for(self.conn, table, columns)
+            insert_rows(self.conn, plan, [values for _, values in pending[start:end]])
             start = end
 
 
@@ -98,6 +113,8 @@ class SQLView(TrackingRecorder):
         self._batch: _Batch | None = None
         #: Statements built once and run with parameters (``_statement``).
         self._statements: dict[Any, Any] = {}
+        #: Bulk-insert plans of the batches (``_Batch.plans``), kept from batch to batch.
+        self._plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -196,7 +213,7 @@ class SQLView(TrackingRecorder):
                     projection=self.name,
                     tracked=tracked,
                 )
-            state = _Batch(shared.conn, app, shared.thread, tracked, tracked)
+            state = _Batch(shared.conn, app, shared.thread, tracked, tracked, plans=self._plans)
             self._batch = state
             try:
                 yield
@@ -328,19 +345,25 @@ class SQLView(TrackingRecorder):
         """Set columns ``sets`` and add ``adds`` to counters of the view's row
         ``conversation_id == key``: now, or in a batch once for every event of the batch
         that changes the row. ``on_missing(conn, adds)``: called if there is no such row."""
-        change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
         batch = self._batch
-        if batch is None or batch.conn is not conn:
-            self._run_update(conn, key, change)
-            return
-        held = batch.updates.get(key)
+        held = None if batch is None or batch.conn is not conn else batch.updates.get(key)
         if held is None:
-            batch.updates[key] = change
+            change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
+            if batch is None or batch.conn is not conn:
+                self._run_update(conn, key, change)
+            else:
+                batch.updates[key] = change
             return
-        held.sets.update(change.sets)
-        for name, amount in change.adds.items():
-            held.adds[name] = held.adds.get(name, 0) + amount
-        held.on_missing = held.on_missing or on_missing
+        # The row changes again in this batch (most events do): merge in place.
+        if sets:
+            held.sets.update(sets)
+        if adds:
+            counters = held.adds
+            for name, amount in adds.items():
+                if amount:
+                    counters[name] = counters.get(name, 0) + amount
+        if held.on_missing is None:
+            held.on_missing = on_missing
 
     def _run_update(self, conn: Connection, key: Any, change: _RowUpdate) -> None:
         if not change.sets and not change.adds:

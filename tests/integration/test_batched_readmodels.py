@@ -6,7 +6,10 @@ catches up in a few batches and a live one still applies a single new event at o
 
 from __future__ import annotations
 
+import base64
+import os
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,15 +17,21 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, Table, func, select
 
-from contextledger.application import Ledger, ReductionPolicy
-from contextledger.application.projections import TranscriptProjection
+from contextledger.application import Ledger, ReductionPolicy, Settings
+from contextledger.application.projections import ReadModelProjection, ReadModelRunner, TranscriptProjection
+from contextledger.application.sharding import home_store
 from contextledger.domain import events
+from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels, SQLTranscriptView, attach_read_models
+from contextledger.infrastructure.readmodels.sealing import SEALED_PREFIX
+from tests.conftest import _postgres_admin
 from tests.integration.test_readmodels import CountingSummarizer, converse
-from tests.support.readmodel_checks import assert_read_models_equal_ledger
+from tests.integration.test_shards import id_homed
+from tests.support.readmodel_checks import assert_conversation_matches, assert_read_models_equal_ledger
 
 POLICY = ReductionPolicy(trigger_messages=12, keep_messages=4, keep_tool_results=2)
 
@@ -63,8 +72,9 @@ def transcript_rows(models: SQLReadModels) -> int:
 
 def appended_through(ledger: Ledger, position: int) -> int:
     """MessageAppended events in the log through notification ``position``."""
-    found = ledger.recorder.select_notifications(1, 100_000, stop=position,
-                                                 topics=(events.MessageAppended.TOPIC,))
+    found = ledger.recorder.select_notifications(
+        1, 100_000, stop=position, topics=(events.MessageAppended.TOPIC,)
+    )
     return len(found)
 
 
@@ -77,7 +87,7 @@ def test_rebuilding_every_read_model_in_one_pass_equals_the_live_read_models(
     assert_read_models_equal_ledger(live, ledger)
 
     models = SQLReadModels.for_url(url)
-    runner = models.runner(ledger, batch_events=7)
+    runner = models.runner(ledger, batch_events=7, rebuild_batch_events=7)
     try:
         seen: list[tuple[int, int]] = []
         counts = runner.rebuild_many(READ_MODEL_NAMES, progress=lambda done, end: seen.append((done, end)))
@@ -93,7 +103,7 @@ def test_rebuilding_every_read_model_in_one_pass_equals_the_live_read_models(
 def test_an_interrupted_rebuild_resumes_from_its_last_committed_batch(ledger: Ledger, url: str) -> None:
     write_history(ledger)
     models = SQLReadModels.for_url(url)
-    runner = models.runner(ledger, close_with_runner=False, batch_events=5)
+    runner = models.runner(ledger, close_with_runner=False, rebuild_batch_events=5)
     calls = [0]
 
     def interrupt_on_the_fourth(done: int, end: int) -> None:
@@ -112,7 +122,7 @@ def test_an_interrupted_rebuild_resumes_from_its_last_committed_batch(ledger: Le
 
         # Another process carries on (a fresh runner over the same tables), without starting over.
         again = SQLReadModels.for_url(url)
-        resumed = again.runner(ledger, batch_events=5)
+        resumed = again.runner(ledger, rebuild_batch_events=5)
         try:
             counts = resumed.rebuild_many(READ_MODEL_NAMES, resume=True)
             assert 0 < counts["transcript"] < head
@@ -139,9 +149,7 @@ class FailingTranscriptView(SQLTranscriptView):
             raise RuntimeError("the process died here")
 
 
-def test_a_batch_that_fails_rolls_back_its_rows_and_its_tracking_together(
-    ledger: Ledger, url: str
-) -> None:
+def test_a_batch_that_fails_rolls_back_its_rows_and_its_tracking_together(ledger: Ledger, url: str) -> None:
     cid = ledger.start("s", policy=POLICY)
     converse(ledger, cid, 2)  # 10 messages, in the log after the start
     models = SQLReadModels.for_url(url)
@@ -211,3 +219,132 @@ def test_a_follower_far_behind_catches_up_in_batches_then_applies_one_event_at_o
         assert models.transcript.transcript(cid) == ledger.transcript(cid)
     finally:
         runner.stop()
+
+
+@pytest.fixture
+def encrypted_shards(url: str, tmp_path: Path) -> Iterator[Settings]:
+    """Settings of two stores of ``url``'s kind under one cipher key."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    if url.startswith("sqlite"):
+        yield Settings(stores=(url, f"sqlite:///{tmp_path / 'second.db'}"), database_url=url, cipher_key=key)
+        return
+    admin: Any = _postgres_admin()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        second = f"{url.split('?')[0]}?schema={schema}"
+        yield Settings(stores=(url, second), database_url=url, cipher_key=key)
+    finally:
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.close()
+
+
+def sealed_share(models: SQLReadModels) -> tuple[int, int]:
+    """(sealed, all) values of ``cl_transcript.message`` as stored."""
+    table = models.tables["transcript"]
+    with models.read() as conn:
+        stored = [row[0] for row in conn.exec_driver_sql(f"SELECT message FROM {table.fullname}")]
+    sealed = [v for v in stored if isinstance(v, str) and v.strip('"').startswith(SEALED_PREFIX)]
+    return len(sealed), len(stored)
+
+
+def test_an_encrypted_store_over_two_stores_rebuilds_each_store_sealed_and_resumes(
+    encrypted_shards: Settings, url: str
+) -> None:
+    with Ledger.open(settings=encrypted_shards, summarizer=CountingSummarizer()) as ledger:
+        keys = [id_homed(2, i % 2, "enc-") for i in range(2)] + [f"more-{i}" for i in range(4)]
+        ids = [ledger.start("You track parcels.", policy=POLICY, key=key) for key in keys]
+        for index, cid in enumerate(ids):
+            converse(ledger, cid, 3, tag=f"{index}-")
+        ledger.edit(ids[0], 0, {"role": "user", "content": "edited question"})
+        ledger.retract(ids[1], 2, reason="wrong")
+        assert ledger.wait_idle(30)
+        for index, shard in enumerate(ledger.shards):
+            homed = sorted(cid for cid in ids if home_store(cid, 2) == index)
+            assert homed  # each store holds some
+            models = SQLReadModels.for_ledger(shard)
+            assert models.codec is not None
+            runner = models.runner(shard, close_with_runner=False, rebuild_batch_events=5)
+            calls = [0]
+
+            def interrupt(done: int, end: int, calls: list[int] = calls) -> None:
+                calls[0] += 1
+                if calls[0] == 3:
+                    raise KeyboardInterrupt
+
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    runner.rebuild_many(READ_MODEL_NAMES, progress=interrupt)
+                assert (
+                    0
+                    < (models.transcript.max_tracking_id(shard.name) or 0)
+                    < (shard.recorder.max_notification_id() or 0)
+                )
+                resumed = models.runner(shard, close_with_runner=False)
+                assert resumed.rebuild_many(READ_MODEL_NAMES, resume=True)["transcript"] > 0
+                assert sorted(r.conversation_id for r in models.conversations.conversations()) == homed
+                for cid in homed:
+                    assert_conversation_matches(models, shard, cid)
+                sealed, stored = sealed_share(models)
+                assert stored == sum(len(shard.transcript(cid)) for cid in homed)
+                assert sealed == stored > 0
+                # Without the key the rows are there but cannot be read.
+                keyless = SQLReadModels.for_url(shard.settings.database_url)
+                try:
+                    with pytest.raises(StoreError, match="cipher key"):
+                        keyless.transcript.transcript(homed[0])
+                finally:
+                    keyless.close()
+            finally:
+                models.close()
+
+
+class CountingView:
+    """A view in memory: how many events of each class it applied, and its tracking."""
+
+    def __init__(self) -> None:
+        self.applied: dict[str, int] = {}
+        self.tracked = 0
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        self.tracked = max(self.tracked, tracking.notification_id)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        return self.tracked or None
+
+    def reset(self) -> None:
+        self.applied, self.tracked = {}, 0
+
+
+class PlainMethodProjection(ReadModelProjection[Any]):
+    """A user's projection whose ``process_event`` is a plain method, not a dispatching one."""
+
+    name = "plain"
+    topics = (events.MessageAppended.TOPIC, events.SummaryCreated.TOPIC)
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        kind = type(domain_event).__name__
+        self.view.applied[kind] = self.view.applied.get(kind, 0) + 1
+        self.view.insert_tracking(tracking)
+
+
+def test_a_projection_with_a_plain_process_event_is_applied_beside_the_dispatching_ones(
+    ledger: Ledger, url: str
+) -> None:
+    cid = ledger.start("s", policy=POLICY)
+    converse(ledger, cid, 6)
+    assert ledger.wait_idle(30)
+    models = SQLReadModels.for_url(url)
+    view = CountingView()
+    runner = ReadModelRunner(
+        ledger, [*models.projections(), PlainMethodProjection(view)], rebuild_batch_events=7
+    )
+    try:
+        counts = runner.rebuild_many(("plain", "transcript"))
+        summaries = len(ledger.summaries(cid))
+        assert summaries > 0
+        assert view.applied == {"MessageAppended": 30, "SummaryCreated": summaries}
+        assert counts == {"plain": 30 + summaries, "transcript": 30}
+        assert models.transcript.transcript(cid) == ledger.transcript(cid)
+    finally:
+        models.close()

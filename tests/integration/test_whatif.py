@@ -12,12 +12,15 @@ from __future__ import annotations
 import base64
 import os
 import sqlite3
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import contextledger as cl
+from tests.conftest import POSTGRES_URL, _postgres_admin
 from tests.properties.test_corpora import load, split_system
 
 RECORDED = cl.ReductionPolicy(trigger_messages=8, keep_messages=3, keep_tool_results=2)
@@ -136,9 +139,28 @@ def test_a_changed_policy_matches_a_live_run_under_it(
     assert len(biggest) == 2 and abs(biggest[0].difference) >= abs(biggest[1].difference) > 0
 
 
-def test_it_reads_every_shard_and_an_encrypted_store(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two stores of one kind: SQLite files, or PostgreSQL schemas (dropped afterwards)."""
+    if request.param == "sqlite":
+        yield (f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}")
+        return
+    admin: Any = _postgres_admin()
+    schemas = [f"w_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    for schema in schemas:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        base = POSTGRES_URL.split("?")[0]
+        yield (f"{base}?schema={schemas[0]}", f"{base}?schema={schemas[1]}")
+    finally:
+        for schema in schemas:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.close()
+
+
+def test_it_reads_every_shard_and_an_encrypted_store(two_stores: tuple[str, str]) -> None:
     key = base64.b64encode(os.urandom(32)).decode()
-    urls = (f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}")
+    urls = two_stores
     settings = cl.Settings(stores=urls, database_url=urls[0], cipher_key=key)
     records = load("plain/sgd_plain.jsonl")[:4]
     with cl.Ledger.open(settings=settings) as ledger:
