@@ -198,21 +198,16 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
 
     def __init__(self, *, default: AnthropicBehaviour | None = None, delay: float = 0.0) -> None:
         super().__init__(default=default or Reply("Summary: noted."), delay=delay)
-        self._violations: list[tuple[int, list[str]]] = []
-
-    def __repr__(self) -> str:
-        return f"FakeAnthropicServer({self.base_url!r}, requests={len(self.requests)})"
 
     @property
     def base_url(self) -> str:
         """The URL to give the client as ``base_url`` (the SDK adds ``/v1/...``)."""
-        return self._origin
+        return self._url
 
     @property
     def violations(self) -> list[tuple[int, list[str]]]:
         """``(request index, rules broken)`` for every request answered 400 by the checks."""
-        with self._lock:
-            return list(self._violations)
+        return self._refusals()
 
     def _get(self, handler: FakeHandler) -> None:
         # No GET is served: answered as ``http.server`` answers a method it lacks.
@@ -227,9 +222,7 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
         counting = path.endswith("/count_tokens")
         found = anthropic_request_violations(body, count_tokens=counting)
         if found:
-            with self._lock:
-                self._violations.append((serial - 1, found))
-            handler.send_json(400, _error(400, "; ".join(found)))
+            self._refuse(handler, (serial - 1, found), _error(400, "; ".join(found)))
             return
         self._pause()
         if counting:

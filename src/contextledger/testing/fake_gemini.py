@@ -192,15 +192,11 @@ class FakeGeminiServer(FakeServer[GeminiBehaviour]):
 
     def __init__(self, *, default: GeminiBehaviour | None = None, delay: float = 0.0) -> None:
         super().__init__(default=default or GeminiFunc(echo_summary), delay=delay)
-        self._rejected: list[tuple[RecordedRequest, list[str]]] = []
-
-    def __repr__(self) -> str:
-        return f"FakeGeminiServer({self.url!r}, requests={self.request_count})"
 
     @property
     def url(self) -> str:
         """The client's ``base_url`` (the API version is part of each request's path)."""
-        return self._origin
+        return self._url
 
     @property
     def answers(self) -> list[dict[str, Any]]:
@@ -210,8 +206,7 @@ class FakeGeminiServer(FakeServer[GeminiBehaviour]):
     @property
     def rejected(self) -> list[tuple[RecordedRequest, list[str]]]:
         """The requests answered 400 for breaking Gemini's rules, with the rules broken."""
-        with self._lock:
-            return list(self._rejected)
+        return self._refusals()
 
     def _post(self, handler: FakeHandler, request: RecordedRequest, serial: int) -> None:
         body = request.body
@@ -225,9 +220,7 @@ class FakeGeminiServer(FakeServer[GeminiBehaviour]):
             body.get("contents") or [], system_instruction=body.get("systemInstruction")
         )
         if problems:
-            with self._lock:
-                self._rejected.append((request, problems))
-            handler.send_json(400, _error(400, "Invalid request: " + "; ".join(problems)))
+            self._refuse(handler, (request, problems), _error(400, "Invalid request: " + "; ".join(problems)))
             return
         if method == "countTokens":
             handler.send_json(200, {"totalTokens": _estimate(body)})

@@ -36,16 +36,15 @@ class FakeOpenAIServer(FakeServer[Behaviour]):
     Use it as a context manager, or ``start()`` and ``stop()`` it.
     """
 
+    url_suffix = "/v1"
+
     def __init__(self, *, default: Behaviour | None = None, delay: float = 0.0) -> None:
         super().__init__(default=default or Func(echo_summary), delay=delay)
-
-    def __repr__(self) -> str:
-        return f"FakeOpenAIServer({self.base_url!r}, requests={self.request_count})"
 
     @property
     def base_url(self) -> str:
         """The URL to give the client as ``base_url`` (ends in ``/v1``)."""
-        return self._origin + "/v1"
+        return self._url
 
     @property
     def answers(self) -> list[dict[str, Any]]:

@@ -88,8 +88,10 @@ class FakeServer(Generic[B]):
     Use it as a context manager, or ``start()`` and ``stop()`` it.
     """
 
-    #: The behaviours, besides ``Func``, that decide per request through ``fn``.
+    #: The behaviours, ``Func`` and the provider's own, that decide per request through ``fn``.
     func_types: ClassVar[tuple[type, ...]] = (Func,)
+    #: What the client's base URL adds to ``http://host:port``.
+    url_suffix: ClassVar[str] = ""
 
     def __init__(self, *, default: B, delay: float = 0.0) -> None:
         self.default: B = default
@@ -98,14 +100,18 @@ class FakeServer(Generic[B]):
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._answers: list[dict[str, Any]] = []
+        self._refused: list[Any] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._url!r}, requests={self.request_count})"
+
     @property
-    def _origin(self) -> str:
+    def _url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{host!s}:{port}{self.url_suffix}"
 
     def script(self, *behaviours: B) -> None:
         """Queue behaviours, one per answered request, before falling back to the default."""
@@ -194,6 +200,17 @@ class FakeServer(Generic[B]):
     def _pause(self) -> None:
         if self.delay:
             time.sleep(self.delay)  # the server is slow: part of the scenario
+
+    def _refuse(self, handler: FakeHandler, entry: object, error: dict[str, Any]) -> None:
+        """Answer 400 with ``error`` for a request that breaks the API's rules, and keep
+        ``entry`` (what the provider's server reports of it)."""
+        with self._lock:
+            self._refused.append(entry)
+        handler.send_json(400, error)
+
+    def _refusals(self) -> list[Any]:
+        with self._lock:
+            return list(self._refused)
 
     def _answer(self, handler: FakeHandler, payload: dict[str, Any]) -> None:
         with self._lock:
