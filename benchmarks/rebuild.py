@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine_info import cpu_model, postgres_version
 from sections import write_section
 
 from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
@@ -63,8 +64,13 @@ class ConstantSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         text = f"Turns {request.from_position}-{request.through_position}: parcels were tracked."
-        return SummaryResult(text=text, model=self.model, prompt_version="bench",
-                             input_tokens=10 * len(request.messages), output_tokens=7)
+        return SummaryResult(
+            text=text,
+            model=self.model,
+            prompt_version="bench",
+            input_tokens=10 * len(request.messages),
+            output_tokens=7,
+        )
 
 
 def template(messages: int) -> list[Any]:
@@ -74,12 +80,21 @@ def template(messages: int) -> list[Any]:
     with Ledger.open("memory://", summarizer=summarizer, run_policy=False) as ledger:
         cid = ledger.start("You track parcels for a shop.", policy=POLICY)
         for i in range(0, messages, 2):
-            ledger.extend(cid, [
-                {"role": "user", "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
-                                            f"day {i % 28 + 1}."},
-                {"role": "assistant", "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
-                                                 f"city {i % 37} and arrives tomorrow."},
-            ])
+            ledger.extend(
+                cid,
+                [
+                    {
+                        "role": "user",
+                        "content": f"Turn {i}: where is order {i * 7919 % 100000}? It was due on "
+                        f"day {i % 28 + 1}.",
+                    },
+                    {
+                        "role": "assistant",
+                        "content": f"Turn {i}: order {i * 7919 % 100000} left the depot in "
+                        f"city {i % 37} and arrives tomorrow.",
+                    },
+                ],
+            )
             while (request := ledger.pending_summary(cid)) is not None:
                 ledger.record_summary(request, summarizer.summarize(request))
         notifications = ledger.recorder.select_notifications(1, 10 * messages + 100)
@@ -154,25 +169,12 @@ def measure(url: str, total: int, events: list[Any], catchup: float) -> dict[str
 
 
 def machine() -> list[str]:
-    cpu = "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    pg = "unreachable"
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-            pg = row[0] if row else "?"
-    except Exception:  # the report says so
-        pass
-    return [f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
-            f"{os.getloadavg()[0]:.1f} at the end of the run)",
-            f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}"]
+    return [
+        f"- machine: {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores (shared: load average "
+        f"{os.getloadavg()[0]:.1f} at the end of the run)",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"PostgreSQL {postgres_version(POSTGRES)}",
+    ]
 
 
 def rate(result: tuple[float, Any], events: int) -> float:
@@ -181,13 +183,18 @@ def rate(result: tuple[float, Any], events: int) -> float:
 
 def report(results: dict[tuple[str, int], dict[str, Any]], command: str, messages: int) -> list[str]:
     lines = [
-        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-        f"    {command}", "", *machine(), "",
+        f"Written by `benchmarks/rebuild.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
+        f"    {command}",
+        "",
+        *machine(),
+        "",
         f"Stores built by the generator: copies of one {messages}-message conversation with its summaries, "
         "written through the ledger's own mapper and recorder, 5,000 events per transaction (not one save "
         "per append). Rates are events of the log per second (a read model skips what it does not follow "
         "but still reads it); *share* is the rate over the decode rate measured in the same run. One "
-        "sample each, on a shared machine.", "",
+        "sample each, on a shared machine.",
+        "",
         "| store | events | build | raw read | decode (log) | `replay` | transcript | summaries "
         "| token_totals | conversations | all four, one pass | catch-up |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -208,9 +215,12 @@ def report(results: dict[tuple[str, int], dict[str, Any]], command: str, message
             f"| {r['catchup_events']:,} in {r['catchup'][0]:.1f} s: "
             f"{catchup:,.0f}/s ({catchup / decode:.2f}) |"
         )
-    lines += ["", "In parentheses: the share of the decode rate. *build*: the generator's time for the "
-              "store. *catch-up*: all four read models, by a worker started after that many events were "
-              "appended while it was down."]
+    lines += [
+        "",
+        "In parentheses: the share of the decode rate. *build*: the generator's time for the "
+        "store. *catch-up*: all four read models, by a worker started after that many events were "
+        "appended while it was down.",
+    ]
     return lines
 
 
@@ -219,10 +229,17 @@ def main() -> None:
     parser.add_argument("--events", default="20000,200000", help="store sizes, comma-separated")
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--messages", type=int, default=500, help="messages per conversation")
-    parser.add_argument("--catchup", type=float, default=0.1,
-                        help="events appended while the worker is down, as a share of the store's")
-    parser.add_argument("--section", default="rebuild",
-                        help="the section of docs/benchmarks.md to write (another keeps a run apart)")
+    parser.add_argument(
+        "--catchup",
+        type=float,
+        default=0.1,
+        help="events appended while the worker is down, as a share of the store's",
+    )
+    parser.add_argument(
+        "--section",
+        default="rebuild",
+        help="the section of docs/benchmarks.md to write (another keeps a run apart)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print the section, leave the docs alone")
     args = parser.parse_args()
     events = template(args.messages)
@@ -234,8 +251,9 @@ def main() -> None:
             for store in args.stores.split(","):
                 print(f"{store}, {size:,} events", file=sys.stderr)
                 if store == "sqlite":
-                    results[(store, size)] = measure(f"sqlite:///{work}/ledger-{size}.db", size, events,
-                                                     args.catchup)
+                    results[(store, size)] = measure(
+                        f"sqlite:///{work}/ledger-{size}.db", size, events, args.catchup
+                    )
                     continue
                 schema = f"bench_rebuild_{uuid.uuid4().hex[:8]}"
                 with psycopg.connect(POSTGRES, autocommit=True) as admin:
