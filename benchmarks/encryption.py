@@ -53,7 +53,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +63,7 @@ from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine_info import cpu_model, load_text, package_versions, postgres_version
 from sections import write_section
 
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -211,29 +211,13 @@ def measure(store: str, urls: dict[Config, str], args: argparse.Namespace) -> li
 
 
 def machine(load_start: tuple[float, ...]) -> list[str]:
-    cpu = "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    pg = "unreachable"
-    try:
-        with psycopg.connect(POSTGRES, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-            pg = row[0] if row else "?"
-    except psycopg.Error:  # the report says so
-        pass
-    end = os.getloadavg()
-    packages = ", ".join(
-        f"{p} {version(p)}" for p in ("eventsourcing", "cryptography", "pycryptodome", "psycopg")
-    )
+    packages = package_versions(("eventsourcing", "cryptography", "pycryptodome", "psycopg"))
     return [
-        f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores; load average at the start: "
-        f"{' '.join(f'{x:.2f}' for x in load_start)}, at the end: {' '.join(f'{x:.2f}' for x in end)} "
-        "(the machine is shared)",
-        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}; {packages}",
+        f"- machine: {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores; "
+        f"load average at the start: {load_text(load_start)}, "
+        f"at the end: {load_text(os.getloadavg())} (the machine is shared)",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"PostgreSQL {postgres_version(POSTGRES)}; {packages}",
     ]
 
 

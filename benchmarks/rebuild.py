@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine_info import cpu_model, postgres_version
 from sections import write_section
 
 from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
@@ -194,26 +195,11 @@ def measure(
 
 
 def machine() -> list[str]:
-    cpu = "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    pg = "unreachable"
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-            pg = row[0] if row else "?"
-    except Exception:  # the report says so
-        pass
     return [
-        f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores (shared: load average "
+        f"- machine: {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores (shared: load average "
         f"{os.getloadavg()[0]:.1f} at the end of the run)",
-        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"PostgreSQL {postgres_version(POSTGRES)}",
     ]
 
 

@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
+from machine_info import cpu_model, package_versions, postgres_version
 from sections import write_section
 
 from contextledger.application import (
@@ -139,9 +139,15 @@ def raw_app(url: str, tmp: Path) -> Application[Any]:
         env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp / "raw.db")}
     else:
         base, schema = url.split("?schema=")
-        env = {"PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": base.rsplit("/", 1)[1],
-               "POSTGRES_HOST": "127.0.0.1", "POSTGRES_PORT": "5432", "POSTGRES_USER": "postgres",
-               "POSTGRES_PASSWORD": "", "POSTGRES_SCHEMA": schema}
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": base.rsplit("/", 1)[1],
+            "POSTGRES_HOST": "127.0.0.1",
+            "POSTGRES_PORT": "5432",
+            "POSTGRES_USER": "postgres",
+            "POSTGRES_PASSWORD": "",
+            "POSTGRES_SCHEMA": schema,
+        }
     return Application(env=env)
 
 
@@ -161,16 +167,20 @@ class Report:
 def section_log(report: Report, quick: bool) -> None:
     sizes = [1000, 5000] if quick else [1000, 10_000, 100_000]
     samples = 60 if quick else 200
-    report.add("## The log: append and context() latency", "",
-               f"One conversation per size (policy trigger 100 / keep 10, summaries recorded as they "
-               f"fall due, outside the timings); {samples} single-message appends and {samples} "
-               "`context()` calls at each size; *cold load* is `context(cid, version=current)`, which "
-               "always rebuilds the conversation from its latest snapshot and the events after it. "
-               "*raw save* is a plain eventsourcing aggregate saving one dataclass event per message "
-               "of the same size on the same store, in the same run.", "",
-               "| store | messages | append median ms | append p95 ms | raw save median ms | append / raw "
-               "| context() median ms | context() p95 ms | cold load median ms |",
-               "|---|---|---|---|---|---|---|---|---|")
+    report.add(
+        "## The log: append and context() latency",
+        "",
+        f"One conversation per size (policy trigger 100 / keep 10, summaries recorded as they "
+        f"fall due, outside the timings); {samples} single-message appends and {samples} "
+        "`context()` calls at each size; *cold load* is `context(cid, version=current)`, which "
+        "always rebuilds the conversation from its latest snapshot and the events after it. "
+        "*raw save* is a plain eventsourcing aggregate saving one dataclass event per message "
+        "of the same size on the same store, in the same run.",
+        "",
+        "| store | messages | append median ms | append p95 ms | raw save median ms | append / raw "
+        "| context() median ms | context() p95 ms | cold load median ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    )
     with tempfile.TemporaryDirectory() as tmpdir, postgres_schema() as pg_url:
         tmp = Path(tmpdir)
         stores = [("SQLite file", f"sqlite:///{tmp / 'bench.db'}")]
@@ -185,8 +195,10 @@ def section_log(report: Report, quick: bool) -> None:
             sync = SyncSummaries()
             with Ledger.open(url, run_policy=False) as ledger:
                 for size in sizes:
-                    cid = ledger.start("You are a helpful assistant.",
-                                       policy=ReductionPolicy(trigger_messages=100, keep_messages=10))
+                    cid = ledger.start(
+                        "You are a helpful assistant.",
+                        policy=ReductionPolicy(trigger_messages=100, keep_messages=10),
+                    )
                     for start in range(0, size, 100):
                         ledger.extend(cid, plain_messages(start, min(100, size - start)))
                         sync.settle(ledger, cid)
@@ -210,7 +222,8 @@ def section_log(report: Report, quick: bool) -> None:
                     report.add(
                         f"| {store} | {size:,} | {median_ms(appends):.2f} | {p95_ms(appends):.2f} | "
                         f"{median_ms(raws):.2f} | {median_ms(appends) / median_ms(raws):.2f} | "
-                        f"{median_ms(contexts):.3f} | {p95_ms(contexts):.3f} | {median_ms(cold):.2f} |")
+                        f"{median_ms(contexts):.3f} | {p95_ms(contexts):.3f} | {median_ms(cold):.2f} |"
+                    )
             raw.close()
     report.add("")
 
@@ -230,8 +243,17 @@ def workload(n: int, seed: int = 2024) -> Iterator[dict[str, Any]]:
         turn += 1
         if rng.random() < 0.10 and produced + 2 <= n:
             call = f"call_{turn}"
-            yield {"role": "assistant", "content": None, "tool_calls": [
-                {"id": call, "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}]}
+            yield {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q": "x"}'},
+                    }
+                ],
+            }
             yield {"role": "tool", "tool_call_id": call, "content": text(rng.randint(200, 2000))}
             produced += 2
         else:
@@ -259,23 +281,35 @@ def section_reduction(report: Report, quick: bool) -> None:
         thresholds = sum(1 for e in ledger.replay(cid) if e.kind == "ThresholdReached")
         stable = extends
     minimum = (n - 10) // (100 - 10 + 1)
-    report.add("## Reduction: threshold events and stable prefixes", "",
-               f"A seeded workload of {n:,} messages (turns of 10-400 tokens, about 10% tool turns "
-               "with 200-2,000-token results), policy trigger 100 / keep 10, every summary recorded "
-               "as soon as it falls due. The policy fires when more than 100 messages are "
-               "unsummarized and keeps at most 10 (never splitting a tool-call group), so a crossing "
-               "summarizes about 91 messages: one crossing per 91 messages after the first 100 is the "
-               "fewest this policy allows, and the reference formula rounds the other way.", "",
-               "| measure | value |", "|---|---|",
-               f"| threshold events | {thresholds} |",
-               f"| reference floor((N - keep) / (trigger - keep + 1)) | {minimum} |",
-               f"| turns whose context extends the previous one | {stable:,} of {calls:,} "
-               f"({100 * stable / calls:.1f}%) |", "")
+    report.add(
+        "## Reduction: threshold events and stable prefixes",
+        "",
+        f"A seeded workload of {n:,} messages (turns of 10-400 tokens, about 10% tool turns "
+        "with 200-2,000-token results), policy trigger 100 / keep 10, every summary recorded "
+        "as soon as it falls due. The policy fires when more than 100 messages are "
+        "unsummarized and keeps at most 10 (never splitting a tool-call group), so a crossing "
+        "summarizes about 91 messages: one crossing per 91 messages after the first 100 is the "
+        "fewest this policy allows, and the reference formula rounds the other way.",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| threshold events | {thresholds} |",
+        f"| reference floor((N - keep) / (trigger - keep + 1)) | {minimum} |",
+        f"| turns whose context extends the previous one | {stable:,} of {calls:,} "
+        f"({100 * stable / calls:.1f}%) |",
+        "",
+    )
     sizes = [2000, 20_000] if quick else [2000, 20_000, 100_000]
-    report.add("`context()` latency as the history grows (same workload, SQLite file):", "",
-               "| messages | context() median ms | context() p95 ms | ratio to 2k |", "|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmpdir, \
-            Ledger.open(f"sqlite:///{Path(tmpdir) / 'r.db'}", run_policy=False) as ledger:
+    report.add(
+        "`context()` latency as the history grows (same workload, SQLite file):",
+        "",
+        "| messages | context() median ms | context() p95 ms | ratio to 2k |",
+        "|---|---|---|---|",
+    )
+    with (
+        tempfile.TemporaryDirectory() as tmpdir,
+        Ledger.open(f"sqlite:///{Path(tmpdir) / 'r.db'}", run_policy=False) as ledger,
+    ):
         cid = ledger.start("You are a research assistant.", policy=policy)
         stream = workload(sizes[-1] + 10)
         count = 0
@@ -295,8 +329,10 @@ def section_reduction(report: Report, quick: bool) -> None:
                     batch = []
             samples = timed(lambda: ledger.context(cid), 200)
             base = base or median_ms(samples)
-            report.add(f"| {count:,} | {median_ms(samples):.3f} | {p95_ms(samples):.3f} | "
-                       f"{median_ms(samples) / base:.2f} |")
+            report.add(
+                f"| {count:,} | {median_ms(samples):.3f} | {p95_ms(samples):.3f} | "
+                f"{median_ms(samples) / base:.2f} |"
+            )
     report.add("")
 
 
@@ -308,8 +344,11 @@ class SleepySummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         time.sleep(self.seconds)
-        return SummaryResult(text=f"Summary of {request.from_position}-{request.through_position}.",
-                             model=self.model, prompt_version="sleepy-1")
+        return SummaryResult(
+            text=f"Summary of {request.from_position}-{request.through_position}.",
+            model=self.model,
+            prompt_version="sleepy-1",
+        )
 
 
 class MeasuringSummarizer:
@@ -332,8 +371,9 @@ def section_summarization(report: Report, quick: bool) -> None:
     measuring = MeasuringSummarizer()
     naive_tokens = 0
     with Ledger.open("memory://", run_policy=False) as ledger:
-        cid = ledger.start("You are a research assistant.",
-                           policy=ReductionPolicy(trigger_messages=100, keep_messages=10))
+        cid = ledger.start(
+            "You are a research assistant.", policy=ReductionPolicy(trigger_messages=100, keep_messages=10)
+        )
         history_tokens = 0
         for message in workload(n):
             ledger.append(cid, message)
@@ -343,30 +383,45 @@ def section_summarization(report: Report, quick: bool) -> None:
                 naive_tokens += history_tokens
                 ledger.record_summary(request, measuring.summarize(request))
     minimum = (n - 10) // (100 - 10 + 1)
-    report.add("## Summarization: calls and input tokens", "",
-               f"The same {n:,}-message workload; input tokens are the previous summary plus the newly "
-               "covered messages sent at each call, against re-summarizing the whole history at each "
-               "crossing.", "",
-               "| strategy | summarizer calls | input tokens |", "|---|---|---|",
-               f"| contextledger (previous summary + new messages) | {measuring.calls} "
-               f"| {measuring.input_tokens:,} |",
-               f"| reference floor((N - keep) / (trigger - keep + 1)) | {minimum} | |",
-               f"| re-summarize everything at each crossing | {measuring.calls} | {naive_tokens:,} |",
-               f"| ratio contextledger / re-summarize | | {measuring.input_tokens / naive_tokens:.3f} |", "")
+    report.add(
+        "## Summarization: calls and input tokens",
+        "",
+        f"The same {n:,}-message workload; input tokens are the previous summary plus the newly "
+        "covered messages sent at each call, against re-summarizing the whole history at each "
+        "crossing.",
+        "",
+        "| strategy | summarizer calls | input tokens |",
+        "|---|---|---|",
+        f"| contextledger (previous summary + new messages) | {measuring.calls} "
+        f"| {measuring.input_tokens:,} |",
+        f"| reference floor((N - keep) / (trigger - keep + 1)) | {minimum} | |",
+        f"| re-summarize everything at each crossing | {measuring.calls} | {naive_tokens:,} |",
+        f"| ratio contextledger / re-summarize | | {measuring.input_tokens / naive_tokens:.3f} |",
+        "",
+    )
     conversations = 48 if quick else 96
-    report.add("Summaries per second with a 200 ms summarizer, by concurrency: "
-               f"{conversations} conversations, each with one pending range, drained by the background "
-               "policy; timed from its start until `wait_idle()` returns (SQLite file).", "",
-               "| concurrent summarizations | summaries | seconds | summaries/s | ratio to 1 |",
-               "|---|---|---|---|---|")
+    report.add(
+        "Summaries per second with a 200 ms summarizer, by concurrency: "
+        f"{conversations} conversations, each with one pending range, drained by the background "
+        "policy; timed from its start until `wait_idle()` returns (SQLite file).",
+        "",
+        "| concurrent summarizations | summaries | seconds | summaries/s | ratio to 1 |",
+        "|---|---|---|---|---|",
+    )
     base = None
     for concurrency in (1, 4, 16):
         with tempfile.TemporaryDirectory() as tmpdir:
-            settings = Settings(database_url=f"sqlite:///{Path(tmpdir) / 's.db'}",
-                                max_concurrent_summaries=concurrency, poll_interval=0.01, run_policy=False)
+            settings = Settings(
+                database_url=f"sqlite:///{Path(tmpdir) / 's.db'}",
+                max_concurrent_summaries=concurrency,
+                poll_interval=0.01,
+                run_policy=False,
+            )
             with Ledger.open(settings=settings) as ledger:
-                ids = [ledger.start("s", policy=ReductionPolicy(trigger_messages=20, keep_messages=2))
-                       for _ in range(conversations)]
+                ids = [
+                    ledger.start("s", policy=ReductionPolicy(trigger_messages=20, keep_messages=2))
+                    for _ in range(conversations)
+                ]
                 for cid in ids:
                     ledger.extend(cid, plain_messages(0, 21))
                 runner = SummarizationRunner(ledger, SleepySummarizer(0.2), max_concurrent=concurrency)
@@ -385,32 +440,18 @@ def section_summarization(report: Report, quick: bool) -> None:
 
 
 def machine() -> list[str]:
-    cpu = "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     mem = "unknown"
     meminfo = Path("/proc/meminfo")
     if meminfo.exists():
         kb = int(meminfo.read_text().split()[1])
         mem = f"{kb / 1024 / 1024:.1f} GiB"
-    pg = "unreachable"
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-            pg = row[0] if row else "?"
-    except Exception:  # the report says so
-        pass
-    packages = ", ".join(f"{p} {version(p)}" for p in ("eventsourcing", "pydantic", "SQLAlchemy", "psycopg",
-                                                        "openai", "tiktoken"))
-    return [f"- machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores, {mem} RAM",
-            f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, PostgreSQL {pg}",
-            f"- packages: {packages}"]
+    packages = package_versions(("eventsourcing", "pydantic", "SQLAlchemy", "psycopg", "openai", "tiktoken"))
+    return [
+        f"- machine: {platform.platform()}, {cpu_model()}, {os.cpu_count()} cores, {mem} RAM",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"PostgreSQL {postgres_version(POSTGRES)}",
+        f"- packages: {packages}",
+    ]
 
 
 def main() -> None:
@@ -421,13 +462,23 @@ def main() -> None:
     parser.add_argument("--only", choices=["log", "reduction", "summarization"])
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/run.py" + (
-        " --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
+    command = (
+        "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/run.py"
+        + (" --quick" if args.quick else "")
+        + (f" --only {args.only}" if args.only else "")
+    )
     report = Report([])
-    report.add(f"Written by `benchmarks/run.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-               f"    {command}", "", *machine(), "",
-               "Medians of repeated samples; ratios compare against a baseline measured in the same "
-               "run, because these machines are shared and noisy.", "")
+    report.add(
+        f"Written by `benchmarks/run.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
+        f"    {command}",
+        "",
+        *machine(),
+        "",
+        "Medians of repeated samples; ratios compare against a baseline measured in the same "
+        "run, because these machines are shared and noisy.",
+        "",
+    )
     started = time.perf_counter()
     sections = {"log": section_log, "reduction": section_reduction, "summarization": section_summarization}
     for name, section in sections.items():

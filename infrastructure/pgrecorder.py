@@ -61,7 +61,7 @@ from psycopg.sql import SQL, Identifier
 from contextledger.infrastructure.dbapi_errors import persistence_error
 from contextledger.infrastructure.group_commit import GroupCommit
 from contextledger.infrastructure.pgreads import FinalMark, once_more
-from contextledger.infrastructure.pgstore import TimedPostgresFactory, event_columns
+from contextledger.infrastructure.pgstore import SelectEventsOnce, TimedPostgresFactory, event_columns
 
 __all__ = ["PollingSubscription", "PostgresConversationFactory", "PostgresConversationRecorder"]
 
@@ -89,7 +89,7 @@ class _Mapped:
 _MAPPED = _Mapped()
 
 
-class PostgresConversationRecorder(PostgresApplicationRecorder):
+class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL application recorder with a one-round-trip,
     group-committed save (see the module doc)."""
 
@@ -203,22 +203,8 @@ class PostgresConversationRecorder(PostgresApplicationRecorder):
         if conn is not None:
             conn.close()
 
-    # -- reading (no library retry loop: one more try on a checked pool) ---------------
-
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
-        raw: Any = PostgresApplicationRecorder.select_events.__wrapped__
-        events: Sequence[StoredEvent] = once_more(
-            lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit), self.datastore
-        )
-        return events
+    # -- reading (no library retry loop: one more try on a checked pool; select_events
+    # comes from SelectEventsOnce) ---------------------------------------------------
 
     def select_notifications(
         self,

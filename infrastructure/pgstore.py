@@ -33,6 +33,7 @@ __all__ = [
     "TIMED_POSTGRES_TOPIC",
     "PostgresSnapshotRecorder",
     "PostgresTrackingRecorderOnce",
+    "SelectEventsOnce",
     "TimedPostgresFactory",
     "event_columns",
 ]
@@ -50,7 +51,29 @@ def event_columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]
     )
 
 
-class PostgresSnapshotRecorder(PostgresAggregateRecorder):
+class SelectEventsOnce:
+    """``select_events`` for a PostgreSQL recorder without the library's retry loop:
+    one more try on a checked pool (``once_more``). Put it before the recorder class."""
+
+    datastore: PostgresDatastore
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        raw: Any = PostgresAggregateRecorder.select_events.__wrapped__
+        events: Sequence[StoredEvent] = once_more(
+            lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit), self.datastore
+        )
+        return events
+
+
+class PostgresSnapshotRecorder(SelectEventsOnce, PostgresAggregateRecorder):
     """eventsourcing's aggregate recorder (the snapshots' table), writing its rows as
     four arrays sent in binary instead of an array of a composite type: the library
     encodes that array as text, escaping every byte of a snapshot's state (tens of KB).
@@ -74,21 +97,6 @@ class PostgresSnapshotRecorder(PostgresAggregateRecorder):
         raw: Any = PostgresAggregateRecorder.insert_events.__wrapped__  # without the library's retry
         ids: Sequence[int] | None = once_more(lambda: raw(self, stored_events, **kwargs), self.datastore)
         return ids
-
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
-        raw: Any = PostgresAggregateRecorder.select_events.__wrapped__
-        events: Sequence[StoredEvent] = once_more(
-            lambda: raw(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit), self.datastore
-        )
-        return events
 
 
 class PostgresTrackingRecorderOnce(PostgresTrackingRecorder):

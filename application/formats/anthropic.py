@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contextledger.application.formats.base import Decoded, ProviderUsage
+from contextledger.application.formats.base import Decoded, ProviderUsage, sdk_dump
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.messages import Message
 
@@ -84,13 +84,7 @@ def is_part(original: Any) -> bool:
 
 
 def _dump(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump) and not isinstance(obj, dict):
-        try:
-            return dump(mode="json", exclude_none=True)
-        except TypeError:
-            return dump()
-    return obj
+    return sdk_dump(obj, keep=dict, exclude_none=True)
 
 
 def _is_reply(data: Any) -> bool:

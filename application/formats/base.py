@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.messages import Message
 
-__all__ = ["Decoded", "InboundAdapter", "ProviderUsage"]
+__all__ = ["Decoded", "InboundAdapter", "ProviderUsage", "sdk_dump"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,16 @@ class InboundAdapter(Protocol):
     def decode(self, obj: Any) -> Decoded:
         """The chat messages ``obj`` stands for; ``InvalidMessageError`` if malformed."""
         ...
+
+
+def sdk_dump(obj: Any, *, keep: type | tuple[type, ...] = (), **options: Any) -> Any:
+    """An SDK's (pydantic) object as JSON data, ``obj.model_dump(mode="json", **options)``
+    (``model_dump()`` where it takes no such options); anything without a
+    ``model_dump``, and instances of ``keep``, as it is."""
+    dump = getattr(obj, "model_dump", None)
+    if not callable(dump) or isinstance(obj, keep):
+        return obj
+    try:
+        return dump(mode="json", **options)
+    except TypeError:
+        return dump()

@@ -106,17 +106,7 @@ _CAMEL = {
     "partialArgs": "partial_args",
 }
 #: The objects inside a part whose own keys are normalized (never ``args``/``response``).
-_NESTED = frozenset(
-    {
-        "inline_data",
-        "file_data",
-        "function_call",
-        "function_response",
-        "executable_code",
-        "code_execution_result",
-        "video_metadata",
-    }
-)
+_NESTED = (frozenset(DATA_KEYS) - {"text"}) | {"video_metadata"}
 _AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mp3": "mp3", "audio/mpeg": "mp3"}
 
 OpenCall = tuple[str, str]
@@ -126,6 +116,12 @@ def _bad(
     text: str, *, role: str | None = None, field: str | None = None, **context: Any
 ) -> InvalidMessageError:
     return InvalidMessageError(text, role=role, field=field, **context)
+
+
+def _misplaced(index: int, role: str, key: str) -> InvalidMessageError:
+    """A part of a kind the turn's role cannot send (a call from the user, a response
+    from the model)."""
+    return _bad(f"parts[{index}]: a {role} turn cannot hold a {key}", role=role, field=key)
 
 
 def _dump(obj: Any) -> Any:
@@ -278,11 +274,7 @@ def _decode_model(content: dict[str, Any], new_id: Callable[[], str]) -> tuple[M
             continue
         ids.append(None)
         if "function_response" in part:
-            raise _bad(
-                f"parts[{index}]: a model turn cannot hold a function_response",
-                role="model",
-                field="function_response",
-            )
+            raise _misplaced(index, "model", "function_response")
         if part.get("thought"):
             continue
         text = part.get("text")
@@ -346,11 +338,7 @@ def _decode_user(
         if response is None:
             ids.append(None)
             if "function_call" in part:
-                raise _bad(
-                    f"parts[{index}]: a user turn cannot hold a function_call",
-                    role="user",
-                    field="function_call",
-                )
+                raise _misplaced(index, "user", "function_call")
             if not part.get("thought"):
                 rest.append(_user_part(part, index))
             continue

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contextledger.application.formats.base import Decoded, ProviderUsage
+from contextledger.application.formats.base import Decoded, ProviderUsage, sdk_dump
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.messages import ROLES, Message
 
@@ -68,13 +68,7 @@ def plain_text_message(obj: Any) -> Message | None:
 
 
 def _dump(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump) and not isinstance(obj, Message):
-        try:
-            return dump(mode="json", exclude_unset=False)
-        except TypeError:
-            return dump()
-    return obj
+    return sdk_dump(obj, keep=Message, exclude_unset=False)
 
 
 def _is_completion(data: Mapping[str, Any]) -> bool:

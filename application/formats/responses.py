@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contextledger.application.formats.base import Decoded, ProviderUsage
+from contextledger.application.formats.base import Decoded, ProviderUsage, sdk_dump
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.items import Item, ItemMessage, messages_from_items
 from contextledger.domain.validation import shown
@@ -103,13 +103,7 @@ def decode_items(items: Iterable[Item], usage: ProviderUsage | None = None) -> D
 def _dump(obj: Any) -> Any:
     """An SDK object as the API sent it (the fields it set), the way the Agents SDK
     turns its output items into input items."""
-    dump = getattr(obj, "model_dump", None)
-    if not callable(dump):
-        return obj
-    try:
-        return dump(mode="json", exclude_unset=True)
-    except TypeError:
-        return dump()
+    return sdk_dump(obj, exclude_unset=True)
 
 
 def _is_response(data: Mapping[str, Any]) -> bool:

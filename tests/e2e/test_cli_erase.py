@@ -19,6 +19,17 @@ from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.subject_mapper import subject_keys_of
 
 POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
+#: The store's URL and its conversations by name.
+Store = tuple[str, dict[str, UUID]]
+
+
+def said_long_ago(cid: UUID) -> str:
+    """What the store's old conversations say (each names itself)."""
+    return f"said long ago in {cid}"
+
+
+def last_said(ledger: cl.Ledger, cid: UUID) -> Any:
+    return ledger.context(cid)[-1]["content"]
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +40,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict[str, UUID]]:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     """A store whose conversations were written 60 days ago, but for ``mixed_new`` and
     ``own_new`` (now); the master key in the environment, as an operator sets it."""
     key = base64.b64encode(os.urandom(32)).decode()
@@ -44,7 +55,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict[st
         c["mixed_old"] = old.start(policy=POLICY, subject="user-mixed")
         c["own_old"] = old.start(policy=POLICY)
         for cid in c.values():
-            old.append(cid, {"role": "user", "content": f"said long ago in {cid}"})
+            old.append(cid, {"role": "user", "content": said_long_ago(cid)})
     with cl.Ledger.open(url, settings=settings) as new:
         c["mixed_new"] = new.start(policy=POLICY, subject="user-mixed")
         c["own_new"] = new.start(policy=POLICY)
@@ -66,7 +77,7 @@ def subjects_erased(url: str, *subjects: str) -> list[bool]:
 
 
 def test_the_idle_dry_run_lists_the_subjects_all_idle_and_erases_nothing(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
+    store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, c = store
     plan = run_json(capsys, "erase", "--idle-days", "30", "--dry-run", "--json", "--database", url)
@@ -92,11 +103,11 @@ def test_the_idle_dry_run_lists_the_subjects_all_idle_and_erases_nothing(
     assert out.endswith("dry run: 2 subjects, 3 conversations; nothing erased\n")
     assert subjects_erased(url, "user-old", str(c["own_old"])) == [False, False]
     with cl.Ledger.open(url, run_policy=False) as ledger:
-        assert ledger.context(c["old_a"])[-1]["content"] == f"said long ago in {c['old_a']}"
+        assert last_said(ledger, c["old_a"]) == said_long_ago(c["old_a"])
 
 
 def test_the_subject_and_conversation_dry_runs_list_the_subjects_conversations(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
+    store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, c = store
     plan = run_json(capsys, "erase", "--subject", "user-mixed", "--dry-run", "--json", "--database", url)
@@ -142,7 +153,7 @@ def test_the_subject_and_conversation_dry_runs_list_the_subjects_conversations(
     ],
 )
 def test_usage_errors_exit_2_and_erase_nothing(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str], args: list[str], says: str
+    store: Store, capsys: pytest.CaptureFixture[str], args: list[str], says: str
 ) -> None:
     url, _ = store
     assert main([*args, "--database", url]) == 2
@@ -151,9 +162,7 @@ def test_usage_errors_exit_2_and_erase_nothing(
     assert subjects_erased(url, "user-old") == [False]
 
 
-def test_an_unknown_conversation_is_a_usage_error(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_unknown_conversation_is_a_usage_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     url, _ = store
     missing = "00000000-0000-4000-8000-000000000000"
     assert main(["erase", "--conversation", missing, "--dry-run", "--database", url]) == 2
@@ -166,7 +175,7 @@ def test_the_erase_command_is_listed_in_the_help(capsys: pytest.CaptureFixture[s
 
 
 def test_erase_subject_and_conversation_erase_through_the_ledger(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
+    store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, c = store
     report = run_json(
@@ -197,11 +206,11 @@ def test_erase_subject_and_conversation_erase_through_the_ledger(
         with pytest.raises(cl.ConversationErasedError) as caught:
             ledger.context(c["mixed_new"])
         assert caught.value.reason == "asked by the user"
-        assert ledger.context(c["old_a"])[-1]["content"] == f"said long ago in {c['old_a']}"
+        assert last_said(ledger, c["old_a"]) == said_long_ago(c["old_a"])
 
 
 def test_erase_idle_days_erases_what_the_dry_run_listed(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
+    store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, c = store
     plan = run_json(capsys, "erase", "--idle-days", "30", "--dry-run", "--json", "--database", url)
@@ -213,7 +222,7 @@ def test_erase_idle_days_erases_what_the_dry_run_listed(
 
 
 def test_the_worker_enforces_retention(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, c = store
     monkeypatch.setenv("CONTEXTLEDGER_RETENTION_IDLE_DAYS", "30")
@@ -228,7 +237,7 @@ def test_the_worker_enforces_retention(
 
 
 def test_the_worker_without_retention_erases_nothing(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str]
+    store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, c = store
     assert main(["worker", "--once", "--database", url]) == 0
@@ -237,7 +246,7 @@ def test_the_worker_without_retention_erases_nothing(
 
 
 def test_keys_rotate_rewraps_the_data_keys_under_the_new_master_key(
-    store: tuple[str, dict[str, UUID]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, c = store
     old = os.environ["CONTEXTLEDGER_CIPHER_KEY"]
@@ -247,7 +256,7 @@ def test_keys_rotate_rewraps_the_data_keys_under_the_new_master_key(
     monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", new)
     with cl.Ledger.open(url, run_policy=False) as ledger:
         assert ledger.context(c["mixed_new"])[-1]["content"] == "said today"
-        assert ledger.context(c["old_a"])[-1]["content"] == f"said long ago in {c['old_a']}"
+        assert last_said(ledger, c["old_a"]) == said_long_ago(c["old_a"])
     # Under the old master key the data keys no longer open.
     monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", old)
     with (

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
-from google import genai
-from google.genai import types
 
 import contextledger as cl
 from contextledger.testing import (
@@ -25,6 +23,7 @@ from contextledger.testing import (
     gemini_request_violations,
 )
 from contextledger.testing.fake_anthropic import thinking
+from tests.support.gemini_wire import gemini_client
 
 TURNS = 200
 POLICY = cl.ReductionPolicy(
@@ -142,7 +141,7 @@ def test_two_hundred_anthropic_turns_stay_valid_bounded_and_replayable(sqlite_ur
 def test_two_hundred_gemini_turns_stay_valid_bounded_and_replayable(sqlite_url: str) -> None:
     with FakeGeminiServer() as server, cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
         server.script(*[_gemini_reply(turn) for turn in range(TURNS)])
-        client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=server.url))
+        client = gemini_client(server)
         cid = ledger.start("You look things up.", model="gemini-2.5-flash", policy=POLICY)
 
         def answer(reply: Any, turn: int) -> dict[str, Any]:

@@ -15,7 +15,8 @@ import contextledger as cl
 from contextledger.application.formats.gemini import GeminiAdapter, open_calls_of
 from contextledger.application.formats.gemini_render import render_gemini
 from contextledger.application.originals import context_entries, extend_with_originals, transcript_originals
-from contextledger.testing import Call, FakeGeminiServer, GeminiReply
+from contextledger.testing import FakeGeminiServer, GeminiReply
+from tests.support.gemini_wire import gemini_client, weather_in_paris_and_rome
 
 adapter = GeminiAdapter()
 
@@ -42,10 +43,9 @@ def test_parallel_calls_with_thought_signatures_survive_the_store_and_the_wire(
 ) -> None:
     url = request.getfixturevalue(url_fixture)
     with FakeGeminiServer() as server, cl.Ledger.open(url, run_policy=False) as ledger:
-        client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
+        client = gemini_client(server)
         server.script(
-            GeminiReply(
-                calls=[Call("weather", {"city": "Paris"}), Call("weather", {"city": "Rome"})],
+            weather_in_paris_and_rome(
                 thought="Two lookups at once.",
                 thought_signature=b"\x00\xfe\xffsig",
                 thoughts_tokens=12,
@@ -94,7 +94,7 @@ def test_parallel_calls_with_thought_signatures_survive_the_store_and_the_wire(
 
 def test_the_fake_refuses_what_gemini_refuses_and_counts_tokens() -> None:
     with FakeGeminiServer() as server:
-        client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
+        client = gemini_client(server)
         orphan = [{"role": "user", "parts": [{"function_response": {"name": "f", "response": {}}}]}]
         with pytest.raises(errors.ClientError) as caught:
             client.models.generate_content(model="gemini-2.5-flash", contents=orphan)

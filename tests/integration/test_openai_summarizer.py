@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from uuid import uuid4
 
 import pytest
 
 from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import (
     ConfigurationError,
-    Message,
     SummarizerAuthenticationError,
     SummarizerError,
     SummarizerOutputError,
@@ -34,20 +32,13 @@ from contextledger.testing import (
     Status,
 )
 from contextledger.testing.contracts import SummarizerContract
+from tests.support.summary_requests import seat_change_request
 
 KEY = "sk-test-very-secret-key-0123456789"
 
 
-def request(previous: str | None = "The user is Ada; she flies on 12 May.") -> SummaryRequest:
-    messages = (
-        Message.from_openai({"role": "user", "content": "Change my seat to a window seat."}),
-        Message.from_openai({"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c9", "type": "function", "function": {"name": "set_seat", "arguments": '{"seat": "12A"}'}}]}),
-        Message.from_openai({"role": "tool", "tool_call_id": "c9", "content": "seat 12A confirmed"}),
-    )
-    return SummaryRequest(conversation_id=uuid4(), from_position=40, through_position=42, messages=messages,
-                          previous_summary=previous, model="gpt-4o-mini", max_summary_tokens=300,
-                          idempotency_key="conv:17")
+def request() -> SummaryRequest:
+    return seat_change_request(model="gpt-4o-mini", previous="The user is Ada; she flies on 12 May.")
 
 
 def summarizer(server: FakeOpenAIServer, timeout: float = 5.0) -> OpenAISummarizer:
@@ -55,8 +46,14 @@ def summarizer(server: FakeOpenAIServer, timeout: float = 5.0) -> OpenAISummariz
 
 
 def test_a_scripted_answer_is_returned_with_usage_and_provenance(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script(Reply("Ada flies 12 May; seat 12A confirmed.", prompt_tokens=120, completion_tokens=11,
-                             model="gpt-4o-mini-2024-07-18"))
+    fake_openai.script(
+        Reply(
+            "Ada flies 12 May; seat 12A confirmed.",
+            prompt_tokens=120,
+            completion_tokens=11,
+            model="gpt-4o-mini-2024-07-18",
+        )
+    )
     result = summarizer(fake_openai).summarize(request())
     assert result.text == "Ada flies 12 May; seat 12A confirmed."
     assert (result.input_tokens, result.output_tokens) == (120, 11)
@@ -64,7 +61,9 @@ def test_a_scripted_answer_is_returned_with_usage_and_provenance(fake_openai: Fa
     assert result.latency_ms > 0
 
 
-def test_the_request_holds_the_previous_summary_and_only_the_new_messages(fake_openai: FakeOpenAIServer) -> None:
+def test_the_request_holds_the_previous_summary_and_only_the_new_messages(
+    fake_openai: FakeOpenAIServer,
+) -> None:
     summarizer(fake_openai).summarize(request())
     [received] = fake_openai.requests
     body = received.body
@@ -113,20 +112,33 @@ def test_a_slow_answer_becomes_a_timeout(fake_openai: FakeOpenAIServer) -> None:
     assert time.monotonic() - started < 1.9  # the 2 s answer was not awaited
 
 
-@pytest.mark.parametrize("behaviour", [Malformed(), Empty(""), Empty(None), Reply("cut off", finish_reason="length")],
-                         ids=["malformed-json", "empty", "null", "cut-off"])
+@pytest.mark.parametrize(
+    "behaviour",
+    [Malformed(), Empty(""), Empty(None), Reply("cut off", finish_reason="length")],
+    ids=["malformed-json", "empty", "null", "cut-off"],
+)
 def test_bad_output_becomes_an_output_error(fake_openai: FakeOpenAIServer, behaviour: object) -> None:
     fake_openai.script(behaviour)  # type: ignore[arg-type]
     with pytest.raises(SummarizerOutputError):
         summarizer(fake_openai).summarize(request())
 
 
-@pytest.mark.parametrize(("code", "kind"), [(400, SummarizerRequestError), (401, SummarizerAuthenticationError),
-                                            (403, SummarizerAuthenticationError), (404, SummarizerRequestError),
-                                            (422, SummarizerRequestError)])
-def test_a_client_error_is_classified_and_not_retryable(fake_openai: FakeOpenAIServer, code: int,
-                                                        kind: type[SummarizerError]) -> None:
-    fake_openai.script(Status(code, body={"error": {"message": f"bad key {KEY}", "type": "invalid_request_error"}}))
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        (400, SummarizerRequestError),
+        (401, SummarizerAuthenticationError),
+        (403, SummarizerAuthenticationError),
+        (404, SummarizerRequestError),
+        (422, SummarizerRequestError),
+    ],
+)
+def test_a_client_error_is_classified_and_not_retryable(
+    fake_openai: FakeOpenAIServer, code: int, kind: type[SummarizerError]
+) -> None:
+    fake_openai.script(
+        Status(code, body={"error": {"message": f"bad key {KEY}", "type": "invalid_request_error"}})
+    )
     with pytest.raises(SummarizerError) as caught:
         summarizer(fake_openai).summarize(request())
     assert caught.value.retryable is False

@@ -10,13 +10,11 @@ from typing import Any
 
 import anthropic
 import pytest
-from google import genai
 from google.genai import types
 
 import contextledger as cl
 from contextledger.testing import (
     Blocks,
-    Call,
     FakeAnthropicServer,
     FakeGeminiServer,
     GeminiReply,
@@ -25,6 +23,7 @@ from contextledger.testing import (
     openai_context_violations,
 )
 from contextledger.testing.fake_anthropic import redacted_thinking, thinking
+from tests.support.gemini_wire import gemini_client, weather_in_paris_and_rome
 
 MODEL = "claude-haiku-4-5"
 QUESTION = {
@@ -120,10 +119,9 @@ def test_an_anthropic_conversation_round_trips_byte_identical_through_append_and
 
 def test_a_gemini_conversation_appended_with_append_matches_open_calls_without_ids(sqlite_url: str) -> None:
     with FakeGeminiServer() as server, cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
-        client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=server.url))
+        client = gemini_client(server)
         server.script(
-            GeminiReply(
-                calls=[Call("weather", {"city": "Paris"}), Call("weather", {"city": "Rome"})],
+            weather_in_paris_and_rome(
                 thought="Two lookups.",
                 thought_signature=b"sig",
                 prompt_tokens=11,

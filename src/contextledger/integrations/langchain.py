@@ -17,12 +17,11 @@ recent messages, old tool results as placeholders), not the whole history; the l
 keeps everything (``ledger.transcript``), and ``ledger.context(cid, version=v)``
 re-derives what any call was sent.
 
-Every message is stored twice over in one event: as the chat-completions message the
-model is sent (``from_langchain``: tool calls, ``ToolMessage`` <-> ``tool``, images
-and files as OpenAI content parts) and as itself, every field and content block kept
-(``MessageAppended.original``, ``{"format": "langchain", ...}``). Read back, a message
-no reduction touched is the very message appended (``==``); a placeholder is the
-``ToolMessage`` with the placeholder text as content and no artifact.
+Every message is stored twice over in one event, as the chat-completions message the
+model is sent and as itself (``langchain_messages``, whose conversions this module
+re-exports). Read back, a message no reduction touched is the very message appended
+(``==``); a placeholder is the ``ToolMessage`` with the placeholder text as content
+and no artifact.
 
 Needs the ``langchain`` extra (``pip install contextledger[langchain]``).
 """
@@ -36,34 +35,16 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
+from contextledger.integrations import langchain_messages
 from contextledger.integrations._keys import SessionBinding
-from contextledger.integrations.langchain_messages import (
-    FORMAT,
-    HIDDEN_KEY,
-    append_langchain,
-    from_langchain,
-    from_original,
-    hidden_from_model,
-    langchain_memory,
-    original_of,
-    to_langchain,
-)
+from contextledger.integrations.langchain_messages import *  # noqa: F403 -- the conversions, re-exported
+from contextledger.integrations.langchain_messages import append_langchain, langchain_memory
 
 if TYPE_CHECKING:
     from contextledger.integrations.langchain_middleware import LedgerMiddleware
 
-__all__ = [
-    "FORMAT",
-    "HIDDEN_KEY",
-    "LedgerChatMessageHistory",
-    "LedgerMiddleware",
-    "from_langchain",
-    "from_original",
-    "hidden_from_model",
-    "langchain_memory",
-    "original_of",
-    "to_langchain",
-]
+__all__ = ["LedgerChatMessageHistory", "LedgerMiddleware"]
+__all__ += langchain_messages.__all__
 
 
 class LedgerChatMessageHistory(SessionBinding, BaseChatMessageHistory):

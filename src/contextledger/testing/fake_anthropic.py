@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 from typing import Any
 
 from contextledger.testing.anthropic_rules import anthropic_request_violations
 from contextledger.testing.behaviours import (
-    Behaviour,
     Delay,
     Drop,
     Empty,
@@ -39,6 +36,7 @@ from contextledger.testing.behaviours import (
     Reply,
     Status,
 )
+from contextledger.testing.fake_server import FakeHandler, FakeServer
 
 __all__ = [
     "AnthropicBehaviour",
@@ -187,7 +185,7 @@ def _error(code: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
     """Answers Anthropic Messages API requests from a script, then from ``default``.
 
     Each ``POST /v1/messages`` takes the next scripted behaviour (or the default when
@@ -196,157 +194,54 @@ class FakeAnthropicServer:
     manager, or ``start()`` and ``stop()`` it.
     """
 
-    def __init__(self, *, default: AnthropicBehaviour | None = None, delay: float = 0.0) -> None:
-        self.default: AnthropicBehaviour = default or Reply("Summary: noted.")
-        self.delay = delay
-        self._script: list[AnthropicBehaviour] = []
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._violations: list[tuple[int, list[str]]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+    func_types = (Func, AnthropicFunc)
 
-    def __repr__(self) -> str:
-        return f"FakeAnthropicServer({self.base_url!r}, requests={len(self.requests)})"
+    def __init__(self, *, default: AnthropicBehaviour | None = None, delay: float = 0.0) -> None:
+        super().__init__(default=default or Reply("Summary: noted."), delay=delay)
 
     @property
     def base_url(self) -> str:
         """The URL to give the client as ``base_url`` (the SDK adds ``/v1/...``)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def script(self, *behaviours: AnthropicBehaviour) -> None:
-        """Queue behaviours, one per ``messages.create``, before the default."""
-        with self._lock:
-            self._script.extend(behaviours)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, oldest first (a copy)."""
-        with self._lock:
-            return list(self._requests)
+        return self._url
 
     @property
     def violations(self) -> list[tuple[int, list[str]]]:
         """``(request index, rules broken)`` for every request answered 400 by the checks."""
-        with self._lock:
-            return list(self._violations)
+        return self._refusals()
 
-    def start(self) -> FakeAnthropicServer:
-        """Serve in a background thread."""
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
+    def _get(self, handler: FakeHandler) -> None:
+        # No GET is served: answered as ``http.server`` answers a method it lacks.
+        handler.send_error(HTTPStatus.NOT_IMPLEMENTED, f"Unsupported method ({handler.command!r})")
 
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
+    def _post(self, handler: FakeHandler, request: RecordedRequest, serial: int) -> None:
+        body = request.body
+        path = request.path.split("?")[0].rstrip("/")
+        if path not in ("/v1/messages", "/v1/messages/count_tokens"):
+            handler.send_json(404, _error(404, f"no endpoint {path}"))
+            return
+        counting = path.endswith("/count_tokens")
+        found = anthropic_request_violations(body, count_tokens=counting)
+        if found:
+            self._refuse(handler, (serial - 1, found), _error(400, "; ".join(found)))
+            return
+        self._pause()
+        if counting:
+            handler.send_json(200, {"input_tokens": _estimate(body)})
+            return
+        self._behave(handler, self._next(), request, serial, path)
 
-    def __enter__(self) -> FakeAnthropicServer:
-        return self.start()
+    def _error_body(self, code: int, message: str) -> dict[str, Any]:
+        return _error(code, message)
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _record(self, request: RecordedRequest) -> int:
-        with self._lock:
-            self._requests.append(request)
-            return len(self._requests)
-
-    def _next(self) -> AnthropicBehaviour:
-        with self._lock:
-            return self._script.pop(0) if self._script else self.default
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # no 40 ms stall per answer (Nagle + delayed ACK)
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = {"_raw": raw.decode("utf-8", "replace")}
-                if not isinstance(body, dict):
-                    body = {"_raw": body}
-                request = RecordedRequest(
-                    "POST", self.path, body, dict(self.headers.items()), time.monotonic()
-                )
-                serial = server._record(request)
-                path = self.path.split("?")[0].rstrip("/")
-                if path not in ("/v1/messages", "/v1/messages/count_tokens"):
-                    self._json(404, _error(404, f"no endpoint {path}"))
-                    return
-                counting = path.endswith("/count_tokens")
-                found = anthropic_request_violations(body, count_tokens=counting)
-                if found:
-                    with server._lock:
-                        server._violations.append((serial - 1, found))
-                    self._json(400, _error(400, "; ".join(found)))
-                    return
-                if server.delay:
-                    time.sleep(server.delay)  # the server is slow: part of the scenario
-                if counting:
-                    self._json(200, {"input_tokens": _estimate(body)})
-                    return
-                self._behave(server._next(), request, serial)
-
-            def _behave(
-                self, behaviour: AnthropicBehaviour | Behaviour, request: RecordedRequest, serial: int
-            ) -> None:
-                if isinstance(behaviour, AnthropicFunc | Func):
-                    self._behave(behaviour.fn(request), request, serial)
-                elif isinstance(behaviour, Delay):
-                    time.sleep(behaviour.seconds)
-                    self._behave(behaviour.then, request, serial)
-                elif isinstance(behaviour, Reply):
-                    self._json(
-                        200, render_message(request.body, _reply_blocks(behaviour, serial), serial=serial)
-                    )
-                elif isinstance(behaviour, Blocks):
-                    self._json(200, render_message(request.body, behaviour, serial=serial))
-                elif isinstance(behaviour, Empty):
-                    self._json(200, render_message(request.body, Blocks([]), serial=serial))
-                elif isinstance(behaviour, Status):
-                    self._json(
-                        behaviour.code,
-                        behaviour.body or _error(behaviour.code, f"status {behaviour.code}"),
-                        behaviour.headers,
-                    )
-                elif isinstance(behaviour, Malformed):
-                    self._raw(200, behaviour.raw)
-                elif isinstance(behaviour, Drop):
-                    self.close_connection = True
-                    self.connection.close()
-
-            def _json(
-                self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-            ) -> None:
-                self._raw(code, json.dumps(payload).encode(), headers)
-
-            def _raw(self, code: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (its timeout): nothing to answer
-
-        return Handler
+    def _reply(
+        self, handler: FakeHandler, behaviour: object, request: RecordedRequest, serial: int, route: str
+    ) -> None:
+        if isinstance(behaviour, Reply):
+            blocks = _reply_blocks(behaviour, serial)
+        elif isinstance(behaviour, Blocks):
+            blocks = behaviour
+        elif isinstance(behaviour, Empty):
+            blocks = Blocks([])
+        else:
+            return
+        self._answer(handler, render_message(request.body, blocks, serial=serial))

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contextledger.testing.behaviours import (
@@ -37,6 +34,7 @@ from contextledger.testing.behaviours import (
     Reply,
     Status,
 )
+from contextledger.testing.fake_server import FakeHandler, FakeServer
 from contextledger.testing.gemini_rules import gemini_request_violations
 
 __all__ = ["FakeGeminiServer", "GeminiBehaviour", "GeminiFunc", "GeminiReply", "echo_summary", "rate_limited"]
@@ -183,190 +181,66 @@ def echo_summary(request: RecordedRequest) -> GeminiReply:
     return GeminiReply("Summary: " + " ".join(_newest_text(request.body).split())[:200])
 
 
-class FakeGeminiServer:
+class FakeGeminiServer(FakeServer[GeminiBehaviour]):
     """Answers Gemini API requests from a script of behaviours, then from ``default``.
 
     Use it as a context manager, or ``start()`` and ``stop()`` it; give the client
     ``HttpOptions(base_url=server.url)``.
     """
 
-    def __init__(self, *, default: GeminiBehaviour | None = None, delay: float = 0.0) -> None:
-        self.default: GeminiBehaviour = default or GeminiFunc(echo_summary)
-        self.delay = delay
-        self._script: list[GeminiBehaviour] = []
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._answers: list[dict[str, Any]] = []
-        self._rejected: list[tuple[RecordedRequest, list[str]]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+    func_types = (Func, GeminiFunc)
 
-    def __repr__(self) -> str:
-        return f"FakeGeminiServer({self.url!r}, requests={self.request_count})"
+    def __init__(self, *, default: GeminiBehaviour | None = None, delay: float = 0.0) -> None:
+        super().__init__(default=default or GeminiFunc(echo_summary), delay=delay)
 
     @property
     def url(self) -> str:
         """The client's ``base_url`` (the API version is part of each request's path)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def script(self, *behaviours: GeminiBehaviour) -> None:
-        """Queue behaviours, one per ``generateContent`` request, before the default."""
-        with self._lock:
-            self._script.extend(behaviours)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, oldest first (a copy)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self._requests)
+        return self._url
 
     @property
     def answers(self) -> list[dict[str, Any]]:
         """The JSON bodies of the ``generateContent`` answers sent, in order (a copy)."""
-        with self._lock:
-            return list(self._answers)
+        return super().answers
 
     @property
     def rejected(self) -> list[tuple[RecordedRequest, list[str]]]:
         """The requests answered 400 for breaking Gemini's rules, with the rules broken."""
-        with self._lock:
-            return list(self._rejected)
+        return self._refusals()
 
-    def start(self) -> FakeGeminiServer:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    def _post(self, handler: FakeHandler, request: RecordedRequest, serial: int) -> None:
+        body = request.body
+        path = request.path.split("?")[0]
+        head, _, method = path.rpartition(":")
+        version, _, model = head.lstrip("/").partition("/models/")
+        if version not in ("v1beta", "v1") or not model or method not in ("generateContent", "countTokens"):
+            handler.send_json(404, _error(404, f"{path} is not served"))
+            return
+        problems = gemini_request_violations(
+            body.get("contents") or [], system_instruction=body.get("systemInstruction")
         )
-        self._thread.start()
-        return self
+        if problems:
+            self._refuse(handler, (request, problems), _error(400, "Invalid request: " + "; ".join(problems)))
+            return
+        if method == "countTokens":
+            handler.send_json(200, {"totalTokens": _estimate(body)})
+            return
+        self._pause()
+        self._behave(handler, self._next(), request, serial, model)
 
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
+    def _error_body(self, code: int, message: str) -> dict[str, Any]:
+        return _error(code, message)
 
-    def __enter__(self) -> FakeGeminiServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _record(self, request: RecordedRequest) -> int:
-        with self._lock:
-            self._requests.append(request)
-            return len(self._requests)
-
-    def _next(self) -> GeminiBehaviour:
-        with self._lock:
-            return self._script.pop(0) if self._script else self.default
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-            def do_GET(self) -> None:
-                server._record(
-                    RecordedRequest("GET", self.path, {}, dict(self.headers.items()), time.monotonic())
-                )
-                self._json(404, _error(404, "not found"))
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = {"_raw": raw.decode("utf-8", "replace")}
-                if not isinstance(body, dict):
-                    body = {"_raw": body}
-                request = RecordedRequest(
-                    "POST", self.path, body, dict(self.headers.items()), time.monotonic()
-                )
-                serial = server._record(request)
-                path = self.path.split("?")[0]
-                head, _, method = path.rpartition(":")
-                version, _, model = head.lstrip("/").partition("/models/")
-                if (
-                    version not in ("v1beta", "v1")
-                    or not model
-                    or method not in ("generateContent", "countTokens")
-                ):
-                    self._json(404, _error(404, f"{path} is not served"))
-                    return
-                problems = gemini_request_violations(
-                    body.get("contents") or [], system_instruction=body.get("systemInstruction")
-                )
-                if problems:
-                    with server._lock:
-                        server._rejected.append((request, problems))
-                    self._json(400, _error(400, "Invalid request: " + "; ".join(problems)))
-                    return
-                if method == "countTokens":
-                    self._json(200, {"totalTokens": _estimate(body)})
-                    return
-                if server.delay:
-                    time.sleep(server.delay)  # the server is slow: part of the scenario
-                self._behave(server._next(), request, model, serial)
-
-            def _behave(
-                self, behaviour: GeminiBehaviour, request: RecordedRequest, model: str, serial: int
-            ) -> None:
-                if isinstance(behaviour, Func | GeminiFunc):
-                    self._behave(behaviour.fn(request), request, model, serial)
-                elif isinstance(behaviour, Delay):
-                    time.sleep(behaviour.seconds)
-                    self._behave(behaviour.then, request, model, serial)
-                elif isinstance(behaviour, GeminiReply | Reply):
-                    reply = behaviour if isinstance(behaviour, GeminiReply) else _as_gemini(behaviour)
-                    self._answer(_answer(reply, request.body, model, serial))
-                elif isinstance(behaviour, Empty):
-                    if behaviour.content is None:
-                        candidate = {"finishReason": "OTHER", "index": 0}
-                        self._answer({"candidates": [candidate], "modelVersion": model})
-                    else:
-                        self._answer(_answer(GeminiReply(behaviour.content), request.body, model, serial))
-                elif isinstance(behaviour, Status):
-                    error = behaviour.body or _error(behaviour.code, f"status {behaviour.code}")
-                    self._json(behaviour.code, error, behaviour.headers)
-                elif isinstance(behaviour, Malformed):
-                    self._raw(200, behaviour.raw)
-                elif isinstance(behaviour, Drop):
-                    self.close_connection = True
-                    self.connection.close()
-
-            def _answer(self, payload: dict[str, Any]) -> None:
-                with server._lock:
-                    server._answers.append(payload)
-                self._json(200, payload)
-
-            def _json(
-                self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-            ) -> None:
-                self._raw(code, json.dumps(payload).encode(), headers)
-
-            def _raw(self, code: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (its timeout): nothing to answer
-
-        return Handler
+    def _reply(
+        self, handler: FakeHandler, behaviour: object, request: RecordedRequest, serial: int, route: str
+    ) -> None:
+        model = route
+        if isinstance(behaviour, GeminiReply | Reply):
+            reply = behaviour if isinstance(behaviour, GeminiReply) else _as_gemini(behaviour)
+            self._answer(handler, _answer(reply, request.body, model, serial))
+        elif isinstance(behaviour, Empty):
+            if behaviour.content is None:
+                candidate = {"finishReason": "OTHER", "index": 0}
+                self._answer(handler, {"candidates": [candidate], "modelVersion": model})
+            else:
+                self._answer(handler, _answer(GeminiReply(behaviour.content), request.body, model, serial))
