@@ -217,14 +217,14 @@ class Erasures:
     @staticmethod
     def _forks_of(shard: Any, subject: str) -> list[UUID]:
         """Conversations whose inherited history is under ``subject``'s key (their
-        ``Forked`` is written under their source's subject's key)."""
+        ``Forked`` is written under the keys of every subject whose content it holds)."""
         forks: list[UUID] = []
         decode = shard.mapper.to_domain_event
         with store_errors():
             for page in read_notifications(shard.notification_log, topics=(Forked.TOPIC,), committed=True):
                 for notification in page:
                     event = decode(notification)
-                    if isinstance(event, ErasedEvent) and event.subject == subject:
+                    if isinstance(event, ErasedEvent) and subject in (event.subject, *event.subjects):
                         forks.append(event.originator_id)
         return forks
 
