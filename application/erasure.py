@@ -1,7 +1,7 @@
 """Erasure of a data subject's conversations (crypto-shredding): ``Ledger.erase``.
 
 Every event and snapshot of a conversation is encrypted under its data subject's key
-(a fork's inherited history under its source's subject's key). Erasing the subject:
+(a fork's inherited history under the keys of every subject whose content it holds). Erasing the subject:
 
 1. destroys the key, leaving a tombstone (when, why) in the store's key table: every
    record of the subject is unreadable from then on, wherever a copy lies;
