@@ -1,7 +1,7 @@
 """Erasure of a data subject's conversations (crypto-shredding): ``Ledger.erase``.
 
 Every event and snapshot of a conversation is encrypted under its data subject's key
-(a fork's inherited history under its source's subject's key). Erasing the subject:
+(a fork's inherited history under the keys of every subject whose content it holds). Erasing the subject:
 
 1. destroys the key, leaving a tombstone (when, why) in the store's key table: every
    record of the subject is unreadable from then on, wherever a copy lies;
@@ -217,14 +217,14 @@ class Erasures:
     @staticmethod
     def _forks_of(shard: Any, subject: str) -> list[UUID]:
         """Conversations whose inherited history is under ``subject``'s key (their
-        ``Forked`` is written under their source's subject's key)."""
+        ``Forked`` is written under the keys of every subject whose content it holds)."""
         forks: list[UUID] = []
         decode = shard.mapper.to_domain_event
         with store_errors():
             for page in read_notifications(shard.notification_log, topics=(Forked.TOPIC,), committed=True):
                 for notification in page:
                     event = decode(notification)
-                    if isinstance(event, ErasedEvent) and event.subject == subject:
+                    if isinstance(event, ErasedEvent) and subject in (event.subject, *event.subjects):
                         forks.append(event.originator_id)
         return forks
 

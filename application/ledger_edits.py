@@ -165,9 +165,9 @@ class LedgerEdits:
         ``version`` (default: now); returns its id. Summaries of the shared history
         are reused and the digest chain continues; later edits on either side never
         touch the other. The fork belongs to the source's data subject (encrypted under
-        its key) unless given another ``subject``; given another, the history it
-        inherits stays under the source's subject's key (erasing the source erases the
-        fork's inherited part too) and only its later records are under its own."""
+        its key) unless given another ``subject``; what it inherits is under the keys of
+        every subject whose content it holds (erasing any of them erases the fork's
+        inherited part too), its own later records under its own (``docs/privacy.md``)."""
         conversation_id = resolve(conversation_id)
         if key is not None:
             key = check_key(key)

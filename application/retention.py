@@ -5,15 +5,19 @@ summary, usage recorded ...) is older than ``now - days``. The time is read from
 log itself: the newest event of each conversation, one indexed read per conversation
 (``events.get(id, desc=True, limit=1)``), so the answer never depends on a read
 model being up to date. Conversations already erased are left out (their records read
-as ``ErasedEvent``, or their subject has a tombstone).
+as ``ErasedEvent``, or their subject has a tombstone), and so are forks whose inherited
+history was erased with their source (their first record reads as ``ErasedEvent``):
+they can no longer be read.
 
 Retention (``Settings.retention_idle_days``, enforced by ``contextledger worker``)
 erases a data subject once **all** its conversations are idle: a subject with one
 idle conversation and one active one keeps both. A subject holding one conversation
 is erased with ``erase(conversation=...)``, one holding several with
-``erase(subject=...)``; the reason recorded is ``"retention: idle N days"``. Each
-subject is checked again just before its erasure, so a conversation written to
-meanwhile saves its subject.
+``erase(subject=...)``; the reason recorded is ``"retention: idle N days"``. A subject
+whose content a conversation of another subject holds -- a fork given another subject,
+and the forks of that fork -- is not erased while that conversation is active either:
+erasing it would erase the fork's inherited history. Each subject is checked again just
+before its erasure, so a conversation written to meanwhile saves its subject.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from contextledger.application.store import ConversationStore, store_errors
 from contextledger.application.subjects import Subjects
 from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import ContextLedgerError, InvalidArgumentError
+from contextledger.domain.events import Forked
 from contextledger.domain.validation import shown
 
 __all__ = [
@@ -72,6 +77,9 @@ class RetentionDue:
     conversations: tuple[UUID, ...]
     #: The newest event among them.
     last_event_at: datetime
+    #: Conversations of other subjects holding the subject's content (forks given
+    #: another subject, and their forks): idle too, or the subject is not due.
+    holders: tuple[UUID, ...] = ()
 
 
 def check_days(days: object) -> float:
@@ -95,15 +103,48 @@ def _last_event(store: ConversationStore, conversation_id: UUID) -> Any | None:
     return newest[0] if newest else None
 
 
-def _last_times(host: RetentionHost, conversations: Iterable[UUID]) -> dict[UUID, datetime]:
-    """The time of each conversation's newest event; erased ones left out."""
-    found: dict[UUID, datetime] = {}
+def _first_event(store: ConversationStore, conversation_id: UUID) -> Any | None:
+    app = store.app_for(conversation_id) if isinstance(store, ShardedStore) else store.app
+    with store_errors(conversation_id):
+        first = list(app.events.get(conversation_id, lte=1, limit=1))
+    return first[0] if first else None
+
+
+def _scan(host: RetentionHost, conversations: Iterable[UUID]) -> dict[UUID, tuple[datetime, Any]]:
+    """Each conversation's newest event's time and its first event, erased ones left
+    out. A fork whose inherited history was erased with its source is in, its first
+    event an ``ErasedEvent``: its later records are still its own subject's, erased
+    with that subject."""
+    found: dict[UUID, tuple[datetime, Any]] = {}
     for cid in conversations:
         event = _last_event(host.store, cid)
         if event is None or isinstance(event, ErasedEvent):
             continue
-        found[cid] = event.timestamp
+        first = event if event.originator_version == 1 else _first_event(host.store, cid)
+        if first is not None:
+            found[cid] = (event.timestamp, first)
     return found
+
+
+def _last_times(host: RetentionHost, conversations: Iterable[UUID]) -> dict[UUID, datetime]:
+    """The time of each conversation's newest event; erased ones left out."""
+    return {cid: at for cid, (at, _) in _scan(host, conversations).items()}
+
+
+def _content_subjects(
+    host: RetentionHost, cid: UUID, first: Any, memo: dict[UUID, frozenset[str]]
+) -> frozenset[str]:
+    """Every subject whose content the conversation holds: its own, and for a fork its
+    source's (at the fork, what the source held itself)."""
+    if cid in memo:
+        return memo[cid]
+    memo[cid] = own = frozenset({_subject(host, cid)[0]})  # a cycle cannot recurse
+    if isinstance(first, Forked):
+        source = first.origin.conversation_id
+        origin_first = _first_event(host.store, source)
+        if origin_first is not None and not isinstance(origin_first, ErasedEvent):
+            memo[cid] = own | _content_subjects(host, source, origin_first, memo)
+    return memo[cid]
 
 
 def _cutoff(host: RetentionHost, days: object, now: datetime | None) -> datetime:
@@ -126,34 +167,46 @@ def _subject(host: RetentionHost, conversation_id: UUID) -> tuple[str, bool]:
 
 def idle_conversations(host: RetentionHost, days: object, now: datetime | None = None) -> list[UUID]:
     """The conversations whose last event is older than ``days`` before ``now``
-    (default: the ledger's clock), in the order they were started; erased ones left out."""
+    (default: the ledger's clock), in the order they were started; erased ones left out,
+    and forks whose inherited history was erased with their source (unreadable)."""
     cutoff = _cutoff(host, days, now)
-    times = _last_times(host, host.conversation_ids())
-    return [cid for cid, at in times.items() if at < cutoff and not _subject(host, cid)[1]]
+    scanned = _scan(host, host.conversation_ids())
+    return [
+        cid
+        for cid, (at, first) in scanned.items()
+        if at < cutoff and not isinstance(first, ErasedEvent) and not _subject(host, cid)[1]
+    ]
 
 
 def retention_plan(host: RetentionHost, days: object, now: datetime | None = None) -> list[RetentionDue]:
     """The data subjects retention would erase now: those whose every conversation is
     idle for ``days`` (erased subjects left out), in the order of their first conversation."""
     cutoff = _cutoff(host, days, now)
-    times = _last_times(host, host.conversation_ids())
+    scanned = _scan(host, host.conversation_ids())
     by_subject: dict[str, list[UUID]] = {}
+    holders: dict[str, list[UUID]] = {}
     erased: set[str] = set()
-    for cid in times:
+    memo: dict[UUID, frozenset[str]] = {}
+    for cid, (_, first) in scanned.items():
         subject, is_erased = _subject(host, cid)
         if is_erased:
             erased.add(subject)
         by_subject.setdefault(subject, []).append(cid)
+        for other in _content_subjects(host, cid, first, memo) - {subject}:
+            holders.setdefault(other, []).append(cid)
+    times = {cid: at for cid, (at, _) in scanned.items()}
     return [
-        RetentionDue(subject, tuple(cids), max(times[c] for c in cids))
+        RetentionDue(subject, tuple(cids), max(times[c] for c in cids), tuple(holders.get(subject, ())))
         for subject, cids in by_subject.items()
-        if subject not in erased and all(times[c] < cutoff for c in cids)
+        if subject not in erased and all(times[c] < cutoff for c in (*cids, *holders.get(subject, ())))
     ]
 
 
 def _still_due(host: RetentionHost, due: RetentionDue, cutoff: datetime) -> bool:
-    times = _last_times(host, due.conversations)
-    return len(times) == len(due.conversations) and all(at < cutoff for at in times.values())
+    # A conversation erased meanwhile (with its source, when all it held was
+    # inherited) has nothing left to save: only one written to since can save it.
+    times = _last_times(host, (*due.conversations, *due.holders))
+    return all(at < cutoff for at in times.values())
 
 
 def enforce_retention(

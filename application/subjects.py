@@ -3,10 +3,10 @@
 A conversation started with ``subject="user-42"`` is assigned to that subject's data
 key before its first event is saved, so every event and snapshot of it is encrypted
 under the subject's key from the start; without ``subject`` it is its own subject
-(its id, as text). A fork belongs to its source's subject unless given another; a
-fork given another keeps the history it inherits (its first record) under its
-source's subject's key, so that erasing the source erases that part of the fork too
-(``infrastructure/subject_mapper.py``).
+(its id, as text). A fork belongs to its source's subject unless given another;
+what it inherits (its first record, and summaries and snapshots repeating inherited
+content) is under the keys of every subject whose content it holds, so that erasing
+any of them erases that part of the fork too (``infrastructure/lineage.py``).
 Erasing a subject destroys its one key (``docs/privacy.md``).
 
 The keys live in the store's key table (``contextledger.infrastructure.subject_keys``);

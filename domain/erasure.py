@@ -44,6 +44,9 @@ class ErasedEvent:
     #: When the subject was erased, and the reason given (the tombstone's).
     erased_at: datetime
     reason: str | None = None
+    #: Every erased subject whose key the record names (a record carrying several
+    #: subjects' content is under all their keys); ``subject`` is the first of them.
+    subjects: tuple[str, ...] = ()
 
     @property
     def timestamp(self) -> datetime:

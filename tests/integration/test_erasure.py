@@ -97,14 +97,25 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
         ledger.attach(models.runner(ledger, close_with_runner=False))
         a = fill(ledger, MARK_A, "subject-a")
         b = fill(ledger, MARK_B, "subject-b")
-        # Another subject's fork: its first record (the inherited history) is under A's key.
+        # Another subject's fork: its first record (the inherited history) is under A's
+        # key and F's; the summaries it makes of inherited messages too.
         own_fork = ledger.fork(a, subject="subject-f")
-        ledger.append(own_fork, {"role": "user", "content": f"the fork's own {MARK_F}"})
+        for i in range(7):
+            ledger.append(own_fork, {"role": "user", "content": f"the fork's own {i} {MARK_F}"})
         same_fork = ledger.fork(a, key="subject-a-fork")  # A's subject, as its source
         ledger.append(same_fork, {"role": "user", "content": f"more about {MARK_A}"})
         assert ledger.wait_idle(60)
+        # A fork of that fork (F's subject): it inherits A's content as well.
+        grand_fork = ledger.fork(own_fork, key="grand-fork")
+        ledger.append(grand_fork, {"role": "user", "content": f"the grand fork's own {MARK_F}"})
+        assert ledger.subject_of(grand_fork) == "subject-f"
+        assert MARK_A in str(ledger.context(grand_fork))
+        assert ledger.wait_idle(60)
         assert any(MARK_A in s.text for s in ledger.summaries(a))
         assert any(MARK_A in s.text for s in models.summaries.summaries(a))
+        inherited = {s.text for s in ledger.summaries(a)}
+        made_in_fork = [s.text for s in ledger.summaries(own_fork) if s.text not in inherited]
+        assert any(MARK_A in text and MARK_F in text for text in made_in_fork), made_in_fork
         text = readable(ledger, models)
         assert MARK_A in text and MARK_B in text and MARK_F in text  # the scan can fail
         before = audit(ledger, b)
@@ -118,7 +129,7 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
         assert report.reason == "erasure request 17" and not report.already_erased
         assert ledger.wait_idle(60)
 
-        for cid in (a, same_fork, own_fork):
+        for cid in (a, same_fork, own_fork, grand_fork):
             for read in (
                 ledger.context,
                 ledger.transcript,
@@ -133,10 +144,11 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
                 assert caught.value.reason == "erasure request 17"
         assert audit(ledger, b) == before
         verified = ledger.verify()
-        assert verified.ok and set(verified.erased) == {a, same_fork, own_fork}
+        assert verified.ok and set(verified.erased) == {a, same_fork, own_fork, grand_fork}
         assert ledger.totals().conversations == 1
         assert models.transcript.transcript(a) == [] and models.summaries.summaries(a) == []
         assert models.transcript.transcript(own_fork) == []
+        assert models.transcript.transcript(grand_fork) == []
         assert models.transcript.transcript(b) and models.summaries.summaries(b)
 
         text = readable(ledger, models)

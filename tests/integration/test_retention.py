@@ -203,3 +203,52 @@ def test_retention_idle_days_is_a_setting_read_from_the_environment() -> None:
     for bad in ("0", "-3", "soon"):
         with pytest.raises(cl.ConfigurationError, match="retention_idle_days"):
             cl.Settings.from_env({"CONTEXTLEDGER_RETENTION_IDLE_DAYS": bad})
+
+
+def test_a_source_is_kept_while_a_fork_of_another_subject_holding_its_content_is_active(
+    shared_url: str,
+) -> None:
+    clock = Clock()
+    with open_ledger(shared_url, clock) as ledger:
+        source = ledger.start(policy=POLICY, subject="user-1")
+        say(ledger, source, "the source's words")
+        fork = ledger.fork(source, subject="team-2")
+        grand = ledger.fork(fork, key="grand")  # team-2's, holding user-1's words too
+        clock.now = T0 + timedelta(days=40)
+        say(ledger, grand, "still in use")
+        now = T0 + timedelta(days=45)
+        # user-1's only conversation is idle, but grand holds its content and is not.
+        assert retention_plan(ledger, 30, now) == []
+        assert ledger.idle_conversations(30, now=now) == [source, fork]
+        later = T0 + timedelta(days=80)
+        plan = {due.subject: due for due in retention_plan(ledger, 30, later)}
+        assert set(plan) == {"user-1", "team-2"}
+        assert plan["user-1"].conversations == (source,) and set(plan["user-1"].holders) == {fork, grand}
+        assert plan["team-2"].holders == ()
+        clock.now = later
+        reports = enforce_retention(ledger, ledger.erase, 30)
+        assert {r.subject for r in reports} == {"user-1", "team-2"}
+        assert ledger.idle_conversations(1, now=later + timedelta(days=10)) == []
+
+
+def test_a_fork_whose_source_was_erased_is_not_idle_but_its_subject_still_goes(shared_url: str) -> None:
+    clock = Clock()
+    with open_ledger(shared_url, clock) as ledger:
+        source = ledger.start(policy=POLICY, subject="user-1")
+        say(ledger, source, "the source's words")
+        fork = ledger.fork(source, subject="team-2")
+        say(ledger, fork, "the fork's own words")
+        kept = ledger.start(policy=POLICY, subject="user-3")
+        say(ledger, kept)
+        ledger.erase(subject="user-1", reason="asked")
+        with pytest.raises(cl.ConversationErasedError):
+            ledger.context(fork)
+        later = T0 + timedelta(days=100)
+        # The fork cannot be read any more: it is not listed as idle ...
+        assert ledger.idle_conversations(30, now=later) == [kept]
+        # ... yet its own records are team-2's, which retention erases once idle.
+        assert {due.subject for due in retention_plan(ledger, 30, later)} == {"team-2", "user-3"}
+        clock.now = later
+        reports = enforce_retention(ledger, ledger.erase, 30)
+        assert {r.subject for r in reports} == {"team-2", "user-3"}
+        assert ledger.idle_conversations(30, now=later) == []

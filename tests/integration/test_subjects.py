@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 import contextledger as cl
 from contextledger.application.subjects import MAX_SUBJECT_CHARS, check_subject
-from contextledger.infrastructure.subject_keys import KEY_ID_SIZE
-from contextledger.infrastructure.subject_mapper import MARK, subject_keys_of
+from contextledger.infrastructure.subject_mapper import MARK, key_ids_of, subject_keys_of
 
 POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
 
@@ -45,9 +44,9 @@ def open_ledger(url: str, cipher_key: str | None = None, **options: Any) -> cl.L
     )
 
 
-def record_keys(url: str) -> dict[UUID, dict[tuple[str, int], bytes]]:
-    """Each conversation's stored events and snapshots, by (kind, version): the key id
-    each one's header names."""
+def record_keys(url: str) -> dict[UUID, dict[tuple[str, int], frozenset[bytes]]]:
+    """Each conversation's stored events and snapshots, by (kind, version): the key ids
+    each one's header names (one, or several for content of several subjects)."""
     tables = ("events", "snapshots")
     if url.startswith("sqlite"):
         with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
@@ -68,24 +67,28 @@ def record_keys(url: str) -> dict[UUID, dict[tuple[str, int], bytes]]:
                 )
             ).fetchall()
         found = [(r[0], r[1], int(r[2]), bytes(r[3])) for r in rows]
-    out: dict[UUID, dict[tuple[str, int], bytes]] = {}
+    out: dict[UUID, dict[tuple[str, int], frozenset[bytes]]] = {}
     for kind, oid, version, state in found:
         assert kind in tables
-        assert state[: len(MARK)] == MARK, "every record is under a data key"
-        out.setdefault(oid, {})[(kind, version)] = state[len(MARK) : len(MARK) + KEY_ID_SIZE]
+        named = key_ids_of(state)
+        assert named, "every record is under a data key"
+        assert (state[: len(MARK)] == MARK) == (len(named) == 1), "one key: format 1; several: format 2"
+        out.setdefault(oid, {})[(kind, version)] = frozenset(named)
     return out
 
 
-def key_ids(url: str) -> dict[UUID, set[bytes]]:
+def key_ids(url: str) -> dict[UUID, set[frozenset[bytes]]]:
     """Each conversation's stored events and snapshots: the key ids their headers name."""
     return {oid: set(records.values()) for oid, records in record_keys(url).items()}
 
 
-def fork_keys(records: dict[tuple[str, int], bytes]) -> tuple[bytes, set[bytes]]:
-    """A fork's first record's key id (its inherited history) and the key ids of all
-    its later records (events and snapshots)."""
+def fork_keys(
+    records: dict[tuple[str, int], frozenset[bytes]],
+) -> tuple[frozenset[bytes], set[frozenset[bytes]]]:
+    """A fork's first record's key ids (its inherited history) and the key ids of its
+    later events."""
     first = records[("events", 1)]
-    later = {key_id for place, key_id in records.items() if place != ("events", 1)}
+    later = {ids for place, ids in records.items() if place[0] == "events" and place[1] > 1}
     assert later, "the fork has records after its first: the check can fail"
     return first, later
 
@@ -147,12 +150,16 @@ def test_a_fork_belongs_to_its_sources_subject_unless_given_another(shared_url: 
     assert ids[inherits] == ids[source] and len(ids[source]) == 1
     assert ids[of_own] == ids[own_source] and len(ids[own_source]) == 1
     # A fork given another subject: its first record holds the history it inherits,
-    # under the source's subject's key (erasing the source erases it); its later
-    # records are its own subject's.
-    first, later = fork_keys(record_keys(shared_url)[elsewhere])
-    assert {first} == ids[source]
-    assert later == ids[other] and len(ids[other]) == 1
-    assert ids[other] != ids[source]
+    # under both subjects' keys (erasing either erases it); its later events are its
+    # own subject's, its snapshots (the whole state, inherited part included) both's.
+    (source_key,), (other_key,) = ids[source], ids[other]
+    assert source_key != other_key
+    records = record_keys(shared_url)[elsewhere]
+    first, later = fork_keys(records)
+    assert first == source_key | other_key
+    assert later == {other_key}
+    snapshots = {ids for (kind, _), ids in records.items() if kind == "snapshots"}
+    assert snapshots == {source_key | other_key}
 
 
 def test_get_or_start_names_the_subject_once_and_refuses_another(sqlite_url: str) -> None:
@@ -183,8 +190,10 @@ def test_the_async_ledger_passes_the_subject(sqlite_url: str) -> None:
     cid, forked = asyncio.run(run())
     ids = key_ids(sqlite_url)
     first, later = fork_keys(record_keys(sqlite_url)[forked])
-    assert {first} == ids[cid]  # the inherited history goes with user-42
-    assert later.isdisjoint(ids[cid]) and len(later) == 1
+    (source_key,) = ids[cid]
+    (own_key,) = later
+    # the inherited history goes with user-42 and with user-7; the rest with user-7
+    assert source_key != own_key and first == source_key | own_key
 
 
 def test_framework_sessions_start_their_conversation_under_the_subject(shared_url: str) -> None:
