@@ -329,10 +329,18 @@ class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
         return self.commands.change_tools(conversation_id, tools)
 
     def record_usage(
-        self, conversation_id: ConversationRef, *, prompt_tokens: int, completion_tokens: int
+        self,
+        conversation_id: ConversationRef,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cache_read_tokens: int | None = None,
+        cache_creation_tokens: int | None = None,
     ) -> None:
-        """Record the provider's reported usage for the latest model call."""
-        self.commands.record_usage(conversation_id, prompt_tokens, completion_tokens)
+        """Record the provider's reported usage (cached input included) for the latest model call."""
+        self.commands.record_usage(
+            conversation_id, prompt_tokens, completion_tokens, cache_read_tokens, cache_creation_tokens
+        )
 
     # ---------------------------------------------------------------- summaries
 
