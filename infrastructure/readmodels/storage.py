@@ -81,6 +81,10 @@ COUNTERS = (
     "provider_completion_tokens",
     "estimated_prompt_tokens",
     "usage_records",
+    #: Of ``provider_prompt_tokens``, what the replies reported read from and written
+    #: to the provider's prompt cache.
+    "cache_read_tokens",
+    "cache_creation_tokens",
     "retracted_messages",
     "edited_messages",
     "summaries_invalidated",

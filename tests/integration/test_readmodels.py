@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+import anthropic
 import pytest
 from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, Table, func, select
@@ -25,6 +26,8 @@ from contextledger.infrastructure.readmodels import (
     attach_read_models,
     views_path,
 )
+from contextledger.testing.fake_anthropic import Blocks, FakeAnthropicServer
+from tests.support.readmodel_checks import assert_conversation_matches
 
 POLICY = ReductionPolicy(trigger_messages=12, keep_messages=4, keep_tool_results=2)
 
@@ -95,7 +98,8 @@ def same_counters(record: TokenTotalsRecord, totals: Any) -> bool:
     names = (
         "messages", "appended_tokens", "full_history_tokens", "summaries", "summarizer_calls",
         "summarizer_failures", "summarizer_input_tokens", "summarizer_output_tokens",
-        "provider_prompt_tokens", "provider_completion_tokens",
+        "provider_prompt_tokens", "provider_completion_tokens", "estimated_prompt_tokens",
+        "usage_records", "cache_read_tokens", "cache_creation_tokens", "uncached_prompt_tokens",
     )
     return {n: getattr(record, n) for n in names} == {n: getattr(totals, n) for n in names}
 
@@ -367,3 +371,37 @@ def test_wait_idle_returns_once_what_was_written_before_it_is_read_even_behind_a
             "written after the open insert's id"
         ]
         assert_read_models_match(models, ledger)
+
+
+def test_cache_figures_of_appended_replies_match_after_a_rebuild(ledger: Ledger, url: str) -> None:
+    """Claude replies from the real SDK, appended with their usage (prompt-cache reads
+    and writes), and a usage recorded by hand: the token_totals rows equal the live
+    totals as the runner follows, and again after a rebuild from the log."""
+    models = SQLReadModels.for_ledger(ledger)
+    runner = models.runner(ledger)
+    ledger.attach(runner)
+    model = "claude-haiku-4-5"
+    with FakeAnthropicServer() as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
+        server.script(
+            Blocks([{"type": "text", "text": "One."}], input_tokens=50, cache_creation_input_tokens=700),
+            Blocks([{"type": "text", "text": "Two."}], input_tokens=20, cache_read_input_tokens=700),
+        )
+        cid = ledger.start("You track parcels. " * 40, model=model, policy=POLICY)
+        other = ledger.start("B", model="gemini-2.5-flash")
+        for text in ("Where is order 1?", "And order 2?"):
+            ledger.append(cid, {"role": "user", "content": text})
+            body = ledger.context(cid, format="anthropic", cache=True)
+            ledger.append(cid, client.messages.create(model=model, max_tokens=50, **body))
+    ledger.record_usage(other, prompt_tokens=400, completion_tokens=3, cache_read_tokens=256)
+    assert ledger.wait_idle(30)
+    assert (ledger.totals(cid).cache_read_tokens, ledger.totals(cid).cache_creation_tokens) == (700, 700)
+    assert_conversation_matches(models, ledger, cid)
+    assert_conversation_matches(models, ledger, other)
+    assert_read_models_match(models, ledger)
+    assert runner.rebuild("token_totals") > 0
+    assert_conversation_matches(models, ledger, cid)
+    assert_read_models_match(models, ledger)
+    summed = models.token_totals.global_totals()
+    assert (summed.cache_read_tokens, summed.cache_creation_tokens) == (956, 700)
+    assert summed.uncached_prompt_tokens == ledger.totals().uncached_prompt_tokens

@@ -88,6 +88,13 @@ def test_totals_use_the_reported_count_for_the_prefix_and_the_estimate_after(sha
             200,
             0,
         )
+        # The working memory costs what the totals say, with the same bound, now and
+        # as it was before the reply reported the provider's count.
+        memory = ledger.working_memory(cid)
+        assert (memory.tokens, memory.estimate_error_bound) == (500 + reply_tokens, totals.estimate_error_bound)
+        earlier = ledger.working_memory(cid, version=memory.version - 2)
+        assert earlier.tokens == ledger.transcript(cid)[0].tokens + before.context_tokens
+        assert earlier.estimate_error_bound == math.ceil(BOUND * earlier.tokens)
         assert totals.uncached_prompt_tokens == 300
 
 
