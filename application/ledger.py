@@ -33,6 +33,7 @@ from contextledger.application.lifecycle import Lifecycle, close_all, guard_meth
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, Tracer
 from contextledger.application.opening import (
     build_summarizer,
+    counter_factory,
     open_event_store,
     open_settings,
     open_shards,
@@ -51,7 +52,7 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.saving import ConversationApplication
-from contextledger.application.settings import TOKEN_COUNTER_TOPIC, Settings, masked_url
+from contextledger.application.settings import Settings, masked_url
 from contextledger.application.store import ConversationStore
 from contextledger.application.subjects import Subjects
 from contextledger.application.summary_service import SummaryService
@@ -105,7 +106,7 @@ class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
         self.store: ConversationStore = self.local_store
         #: One ledger per store, this one first (just this one: not sharded).
         self.shards: list[Ledger] = [self]
-        self.counters = TokenCounters(resolve_adapter(TOKEN_COUNTER_TOPIC), fixed=token_counter)
+        self.counters = TokenCounters(counter_factory(self.settings), fixed=token_counter)
         self.summary_service = SummaryService(
             self.store,
             self.counters,

@@ -75,8 +75,7 @@ class SummaryRequest:
     def __post_init__(self) -> None:
         if self.positions is not None and len(self.positions) != len(self.messages):
             raise InvalidArgumentError(
-                f"a summary request names {len(self.positions)} positions for "
-                f"{len(self.messages)} messages",
+                f"a summary request names {len(self.positions)} positions for {len(self.messages)} messages",
                 conversation_id=self.conversation_id,
                 argument="positions",
             )

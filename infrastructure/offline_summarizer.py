@@ -61,9 +61,7 @@ class OfflineSummarizer(Summarizer):
         count = (request.token_counter or self._counter).count_text
         previous = [line for line in (request.previous_summary or "").splitlines() if line.strip()]
         new = _lines(request)
-        input_tokens = count(request.previous_summary or "") + sum(
-            count(m.text) for m in request.messages
-        )
+        input_tokens = count(request.previous_summary or "") + sum(count(m.text) for m in request.messages)
         # Never longer than what it summarizes (the ledger's quality gate refuses that).
         budget = max(8, min(request.max_summary_tokens, input_tokens))
         # Each line is counted once: what the choices below cost is kept as running

@@ -66,14 +66,26 @@ def converse(ledger: Ledger, cid: UUID, turns: int, *, tag: str = "") -> None:
     for turn in range(turns):
         ledger.append(cid, {"role": "user", "content": f"{tag}question {turn}: where is order {turn}?"})
         calls = [
-            {"id": f"c{turn}a", "type": "function",
-             "function": {"name": "lookup_order", "arguments": f'{{"id": {turn}}}'}},
-            {"id": f"c{turn}b", "type": "function",
-             "function": {"name": "track_parcel", "arguments": f'{{"order": {turn}}}'}},
+            {
+                "id": f"c{turn}a",
+                "type": "function",
+                "function": {"name": "lookup_order", "arguments": f'{{"id": {turn}}}'},
+            },
+            {
+                "id": f"c{turn}b",
+                "type": "function",
+                "function": {"name": "track_parcel", "arguments": f'{{"order": {turn}}}'},
+            },
         ]
         ledger.append(cid, {"role": "assistant", "content": None, "tool_calls": calls})
-        ledger.append(cid, {"role": "tool", "tool_call_id": f"c{turn}a",
-                            "content": f"order {turn}: shipped " + "x" * (turn * 7)})
+        ledger.append(
+            cid,
+            {
+                "role": "tool",
+                "tool_call_id": f"c{turn}a",
+                "content": f"order {turn}: shipped " + "x" * (turn * 7),
+            },
+        )
         ledger.append(cid, {"role": "tool", "tool_call_id": f"c{turn}b", "content": "in transit"})
         ledger.append(cid, {"role": "assistant", "content": f"Order {turn} is in transit."})
 
@@ -96,10 +108,21 @@ def assert_read_models_match(models: SQLReadModels, ledger: Ledger) -> None:
 
 def same_counters(record: TokenTotalsRecord, totals: Any) -> bool:
     names = (
-        "messages", "appended_tokens", "full_history_tokens", "summaries", "summarizer_calls",
-        "summarizer_failures", "summarizer_input_tokens", "summarizer_output_tokens",
-        "provider_prompt_tokens", "provider_completion_tokens", "estimated_prompt_tokens",
-        "usage_records", "cache_read_tokens", "cache_creation_tokens", "uncached_prompt_tokens",
+        "messages",
+        "appended_tokens",
+        "full_history_tokens",
+        "summaries",
+        "summarizer_calls",
+        "summarizer_failures",
+        "summarizer_input_tokens",
+        "summarizer_output_tokens",
+        "provider_prompt_tokens",
+        "provider_completion_tokens",
+        "estimated_prompt_tokens",
+        "usage_records",
+        "cache_read_tokens",
+        "cache_creation_tokens",
+        "uncached_prompt_tokens",
     )
     return {n: getattr(record, n) for n in names} == {n: getattr(totals, n) for n in names}
 
@@ -268,9 +291,7 @@ def test_a_failure_after_the_view_change_leaves_neither_the_row_nor_the_tracking
 ) -> None:
     cid = ledger.start("s", policy=POLICY)
     ledger.append(cid, {"role": "user", "content": "hello"})
-    notification = ledger.recorder.select_notifications(
-        1, 10, topics=TranscriptProjection.topics
-    )[0]
+    notification = ledger.recorder.select_notifications(1, 10, topics=TranscriptProjection.topics)[0]
     event = ledger.mapper.to_domain_event(notification)
     tracking = Tracking(ledger.name, notification.id)
     models = SQLReadModels.for_url(url)
@@ -326,10 +347,17 @@ def test_counters_for_a_conversation_the_log_never_started_get_a_row_of_their_ow
     models = SQLReadModels.for_url(url)
     try:
         cid = UUID(int=42)
-        models.token_totals.add_to_totals(cid, tracking=Tracking("elsewhere", 1), messages=2, appended_tokens=9)
+        models.token_totals.add_to_totals(
+            cid, tracking=Tracking("elsewhere", 1), messages=2, appended_tokens=9
+        )
         found = models.token_totals.totals(cid)
         assert found is not None
-        assert (found.messages, found.appended_tokens, found.summaries, found.full_history_tokens) == (2, 9, 0, 9)
+        assert (found.messages, found.appended_tokens, found.summaries, found.full_history_tokens) == (
+            2,
+            9,
+            0,
+            9,
+        )
         models.token_totals.add_to_totals(cid, tracking=Tracking("elsewhere", 2), messages=1)
         assert models.token_totals.global_totals().messages == 3
     finally:

@@ -91,7 +91,10 @@ def test_totals_use_the_reported_count_for_the_prefix_and_the_estimate_after(sha
         # The working memory costs what the totals say, with the same bound, now and
         # as it was before the reply reported the provider's count.
         memory = ledger.working_memory(cid)
-        assert (memory.tokens, memory.estimate_error_bound) == (500 + reply_tokens, totals.estimate_error_bound)
+        assert (memory.tokens, memory.estimate_error_bound) == (
+            500 + reply_tokens,
+            totals.estimate_error_bound,
+        )
         earlier = ledger.working_memory(cid, version=memory.version - 2)
         assert earlier.tokens == ledger.transcript(cid)[0].tokens + before.context_tokens
         assert earlier.estimate_error_bound == math.ceil(BOUND * earlier.tokens)
@@ -266,8 +269,14 @@ def test_an_appended_gemini_reply_records_its_usage_with_the_cache_reads(shared_
         ledger.append(cid, reply)
         events = usage_events(ledger, cid)
         totals = ledger.totals(cid)
-    assert [(e["prompt_tokens"], e["cache_read_tokens"], e["calibrates"]) for e in events] == [(700, 512, True)]
-    assert (totals.provider_prompt_tokens, totals.cache_read_tokens, totals.cache_creation_tokens) == (700, 512, 0)
+    assert [(e["prompt_tokens"], e["cache_read_tokens"], e["calibrates"]) for e in events] == [
+        (700, 512, True)
+    ]
+    assert (totals.provider_prompt_tokens, totals.cache_read_tokens, totals.cache_creation_tokens) == (
+        700,
+        512,
+        0,
+    )
 
 
 def test_record_usage_takes_the_cache_figures_sync_and_async(sqlite_url: str) -> None:

@@ -192,13 +192,16 @@ class FakeAnthropicServer:
 
     Each ``POST /v1/messages`` takes the next scripted behaviour (or the default when
     the script is used up); ``count_tokens`` requests are answered from the request
-    and take none. ``delay`` is added before every answer. Use it as a context
-    manager, or ``start()`` and ``stop()`` it.
+    and take none (``count_status``, when set, answers them with that error status
+    instead). ``delay`` is added before every answer. Use it as a context manager, or
+    ``start()`` and ``stop()`` it.
     """
 
     def __init__(self, *, default: AnthropicBehaviour | None = None, delay: float = 0.0) -> None:
         self.default: AnthropicBehaviour = default or Reply("Summary: noted.")
         self.delay = delay
+        #: An error status every ``count_tokens`` request is answered with (None: count).
+        self.count_status: int | None = None
         self._script: list[AnthropicBehaviour] = []
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -300,6 +303,10 @@ class FakeAnthropicServer:
                 if server.delay:
                     time.sleep(server.delay)  # the server is slow: part of the scenario
                 if counting:
+                    status = server.count_status
+                    if status is not None:
+                        self._json(status, _error(status, "the token counter failed"))
+                        return
                     self._json(200, {"input_tokens": _estimate(body)})
                     return
                 self._behave(server._next(), request, serial)
