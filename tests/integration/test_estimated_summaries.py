@@ -6,6 +6,7 @@ stated error as a margin."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import contextledger as cl
 from contextledger.application.summary_service import summary_budget
 from contextledger.infrastructure.estimates import counter_for_model
 from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.testing import FakeAnthropicServer, FakeGeminiServer, FakeOpenAIServer, GeminiReply, Reply
 from tests.properties.test_corpora import load
 
 POLICY = cl.ReductionPolicy(
@@ -80,3 +82,38 @@ def test_the_budget_leaves_the_stated_error_of_an_estimating_counter() -> None:
     assert summary_budget(1000, TiktokenCounter("gpt-4o")) == 1000
     assert summary_budget(1000, counter_for_model("claude-opus-4-1")) == 800
     assert summary_budget(16, counter_for_model("gemini-2.5-flash")) == 12
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+def test_model_summarizers_are_asked_for_the_budget_with_the_margin(sqlite_url: str, kind: str) -> None:
+    """Each model summarizer, through its real SDK to the local fake server, is given
+    the request's budget as the provider's output limit and in its prompt: 80% of
+    max_summary_tokens for a Claude conversation (its own count is the provider's)."""
+    servers: dict[str, Any] = {
+        "openai": FakeOpenAIServer,
+        "anthropic": FakeAnthropicServer,
+        "gemini": FakeGeminiServer,
+    }
+    with servers[kind]() as server:
+        summarizer: cl.Summarizer
+        if kind == "openai":
+            server.script(Reply("The user booked a table for two."))
+            summarizer = cl.OpenAISummarizer(api_key="sk-test", base_url=server.base_url)
+        elif kind == "anthropic":
+            server.script(Reply("The user booked a table for two."))
+            summarizer = cl.AnthropicSummarizer(api_key="sk-ant-test", base_url=server.base_url)
+        else:
+            server.script(GeminiReply("The user booked a table for two."))
+            summarizer = cl.GeminiSummarizer(api_key="gm-test", base_url=server.url)
+        with cl.Ledger.open(sqlite_url, summarizer=summarizer, run_policy=False) as ledger:
+            cid = ledger.start("sys", model="claude-sonnet-4-5", policy=POLICY)
+            for message in _dialogue(POLICY.trigger_messages + 2):
+                ledger.append(cid, message)
+            request = ledger.pending_summary(cid)
+            assert request is not None and request.max_summary_tokens == 48
+            ledger.record_summary(request, summarizer.summarize(request))
+            assert len(ledger.summaries(cid)) == 1
+        [body] = [r.body for r in server.requests if not r.path.endswith("/count_tokens")]
+    limit = body["generationConfig"]["maxOutputTokens"] if kind == "gemini" else body["max_tokens"]
+    assert limit == 48
+    assert "48 tokens" in json.dumps(body)
