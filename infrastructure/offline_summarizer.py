@@ -58,10 +58,15 @@ class OfflineSummarizer(Summarizer):
         started = time.perf_counter()
         # The ledger's counter when the request carries it: the summary must fit
         # max_summary_tokens as the ledger counts it, not as another tokenizer does.
-        count = (request.token_counter or self._counter).count_text
+        counter = request.token_counter or self._counter
+        count = counter.count_text
         previous = [line for line in (request.previous_summary or "").splitlines() if line.strip()]
         new = _lines(request)
-        input_tokens = count(request.previous_summary or "") + sum(count(m.text) for m in request.messages)
+        # What it summarizes as the ledger's gate counts it: each message at its cost
+        # in a prompt (its framing included), the previous summary as text.
+        input_tokens = count(request.previous_summary or "") + sum(
+            counter.count_message(m) for m in request.messages
+        )
         # Never longer than what it summarizes (the ledger's quality gate refuses that).
         budget = max(8, min(request.max_summary_tokens, input_tokens))
         # Each line is counted once: what the choices below cost is kept as running
