@@ -229,14 +229,23 @@ class AsyncLedger:
         return await self.run(self.sync.change_tools, conversation_id, tools)
 
     async def record_usage(
-        self, conversation_id: ConversationRef, *, prompt_tokens: int, completion_tokens: int
+        self,
+        conversation_id: ConversationRef,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cache_read_tokens: int | None = None,
+        cache_creation_tokens: int | None = None,
     ) -> None:
-        """Record the provider's reported usage for the latest model call."""
+        """Record the provider's reported usage for the latest model call
+        (``prompt_tokens`` includes the cache reads and writes given)."""
         await self.run(
             self.sync.record_usage,
             conversation_id,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_creation_tokens=cache_creation_tokens,
         )
 
     async def close_open_tool_calls(

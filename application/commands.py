@@ -234,14 +234,7 @@ class ConversationCommands:
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
-                conversation.record_usage(
-                    prompt_tokens=usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens,
-                    at=self._clock(),
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_creation_tokens=usage.cache_creation_tokens,
-                    calibrates=self._estimated(conversation),
-                )
+                self._record(conversation, usage)
             positions = [self.append_to(conversation, msg, ids[0], hidden)]
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
@@ -314,11 +307,7 @@ class ConversationCommands:
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
-                conversation.record_usage(
-                    prompt_tokens=usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens,
-                    at=self._clock(),
-                )
+                self._record(conversation, usage)
             positions = [
                 self.append_to(conversation, p.message, p.client_id, id(p) in hide, original=p.original)
                 for p in pieces
@@ -390,7 +379,6 @@ class ConversationCommands:
         conversation_id: ConversationRef,
         prompt_tokens: int,
         completion_tokens: int,
-        *,
         cache_read_tokens: int | None = None,
         cache_creation_tokens: int | None = None,
     ) -> None:
@@ -408,6 +396,18 @@ class ConversationCommands:
             return None, []
 
         self._host.store.execute(conversation_id, command)
+
+    def _record(self, conversation: Conversation, usage: ProviderUsage) -> None:
+        """Record the usage a reply reported (with its prompt-cache figures), as
+        ``record_usage`` does, before the reply is appended."""
+        conversation.record_usage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            at=self._clock(),
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_creation_tokens=usage.cache_creation_tokens,
+            calibrates=self._estimated(conversation),
+        )
 
     def _estimated(self, conversation: Conversation) -> bool:
         """Whether the conversation's token counts are estimates (a counter with a

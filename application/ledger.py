@@ -33,6 +33,7 @@ from contextledger.application.lifecycle import Lifecycle, close_all, guard_meth
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, Tracer
 from contextledger.application.opening import (
     build_summarizer,
+    counter_factory,
     open_event_store,
     open_settings,
     open_shards,
@@ -51,7 +52,7 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.saving import ConversationApplication
-from contextledger.application.settings import TOKEN_COUNTER_TOPIC, Settings, masked_url
+from contextledger.application.settings import Settings, masked_url
 from contextledger.application.store import ConversationStore
 from contextledger.application.subjects import Subjects
 from contextledger.application.summary_service import SummaryService
@@ -105,7 +106,7 @@ class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
         self.store: ConversationStore = self.local_store
         #: One ledger per store, this one first (just this one: not sharded).
         self.shards: list[Ledger] = [self]
-        self.counters = TokenCounters(resolve_adapter(TOKEN_COUNTER_TOPIC), fixed=token_counter)
+        self.counters = TokenCounters(counter_factory(self.settings), fixed=token_counter)
         self.summary_service = SummaryService(
             self.store,
             self.counters,
@@ -329,10 +330,18 @@ class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
         return self.commands.change_tools(conversation_id, tools)
 
     def record_usage(
-        self, conversation_id: ConversationRef, *, prompt_tokens: int, completion_tokens: int
+        self,
+        conversation_id: ConversationRef,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cache_read_tokens: int | None = None,
+        cache_creation_tokens: int | None = None,
     ) -> None:
-        """Record the provider's reported usage for the latest model call."""
-        self.commands.record_usage(conversation_id, prompt_tokens, completion_tokens)
+        """Record the provider's reported usage (cached input included) for the latest model call."""
+        self.commands.record_usage(
+            conversation_id, prompt_tokens, completion_tokens, cache_read_tokens, cache_creation_tokens
+        )
 
     # ---------------------------------------------------------------- summaries
 

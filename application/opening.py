@@ -20,9 +20,11 @@ from contextledger.application.counting import TokenCounters
 from contextledger.application.ports import Summarizer, TokenCounter
 from contextledger.application.read_only import read_only_updates
 from contextledger.application.settings import (
+    ANTHROPIC_COUNTER_TOPIC,
     OFFLINE_SUMMARIZER_TOPIC,
     OPENAI_SUMMARIZER_TOPIC,
     STORE_ENV_TOPIC,
+    TOKEN_COUNTER_TOPIC,
     Settings,
 )
 from contextledger.application.sharding import ShardedStore
@@ -33,6 +35,7 @@ from contextledger.domain.errors import ConfigurationError, ContextLedgerError, 
 __all__ = [
     "ShardLedger",
     "build_summarizer",
+    "counter_factory",
     "open_event_store",
     "open_settings",
     "open_shards",
@@ -116,6 +119,21 @@ def open_event_store(init: Callable[..., None], env: dict[str, str]) -> None:
             raise StoreError(f"cannot open the event store: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"cannot open the event store: {exc}") from exc
+
+
+def counter_factory(settings: Settings) -> Callable[[str], TokenCounter]:
+    """What makes the token counter of a model: with ``anthropic_count_tokens``, one
+    that asks Anthropic's token-counting endpoint for Claude models (the estimate
+    standing in when it fails), else the local counters (``estimates.counter_for_model``)."""
+    if settings.anthropic_count_tokens and settings.anthropic_api_key is not None:
+        factory: Callable[[str], TokenCounter] = resolve_adapter(ANTHROPIC_COUNTER_TOPIC)(
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            timeout=settings.count_tokens_timeout,
+        )
+        return factory
+    local: Callable[[str], TokenCounter] = resolve_adapter(TOKEN_COUNTER_TOPIC)
+    return local
 
 
 def build_summarizer(settings: Settings, kind: str, counter_for: Callable[[str], TokenCounter]) -> Summarizer:

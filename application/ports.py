@@ -64,12 +64,18 @@ class SummaryRequest:
     #: position. None (a request built without them): the messages are taken as
     #: consecutive from ``from_position``; ``positioned()`` answers either way.
     positions: tuple[int, ...] | None = None
+    #: The counter the ledger measures the summary with (the conversation's): a
+    #: summarizer that sizes its output by counting tokens itself counts with this
+    #: one, so what fits ``max_summary_tokens`` by its count fits by the ledger's.
+    #: None: the summarizer's own. ``max_summary_tokens`` already leaves the
+    #: counter's stated error as a margin when its counts are estimates
+    #: (``summary_service.summary_budget``).
+    token_counter: TokenCounter | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.positions is not None and len(self.positions) != len(self.messages):
             raise InvalidArgumentError(
-                f"a summary request names {len(self.positions)} positions for "
-                f"{len(self.messages)} messages",
+                f"a summary request names {len(self.positions)} positions for {len(self.messages)} messages",
                 conversation_id=self.conversation_id,
                 argument="positions",
             )

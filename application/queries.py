@@ -28,6 +28,7 @@ from contextledger.application.results import (
     TranscriptEntry,
     VerifyReport,
     WorkingMemory,
+    calibrated_tokens,
 )
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
@@ -121,11 +122,13 @@ class ConversationQueries:
     def _working_memory(self, conversation_id: UUID, version: int | None) -> WorkingMemory:
 
         def read(conversation: Conversation) -> WorkingMemory:
-            messages, tokens = conversation.working_memory()
+            messages, estimate = conversation.working_memory()
+            tokens, error_bound = calibrated_tokens(conversation, estimate)
             return WorkingMemory(
                 messages=cast("list[ContextMessage]", [m.to_openai() for m in messages]),
                 tokens=tokens,
                 version=conversation.version,
+                estimate_error_bound=error_bound,
             )
 
         if version is not None:

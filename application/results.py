@@ -38,11 +38,28 @@ __all__ = [
 @dataclass(frozen=True)
 class WorkingMemory:
     """The context at one version, with what its prompt costs: one consistent read.
-    ``messages`` are typed as ``context()``'s (the openai SDK's request messages)."""
+    ``messages`` are typed as ``context()``'s (the openai SDK's request messages).
+    ``tokens`` is ``TokenTotals.context_tokens`` at that version (the provider's
+    reported count of the prefix it saw, where a reply reported one, plus our count
+    of the rest), ``estimate_error_bound`` how far it may be from the provider's
+    count (``TokenTotals.estimate_error_bound``: 0 for a model counted exactly)."""
 
     messages: list[ContextMessage]
     tokens: int
     version: int
+    estimate_error_bound: int = 0
+
+
+def calibrated_tokens(conversation: Conversation, estimate: int) -> tuple[int, int]:
+    """What a prompt our counter puts at ``estimate`` costs, and the bound on that
+    figure's error: where a reply reported the provider's count of the prefix it saw,
+    that count plus our estimate of what came after (only the latter estimated)."""
+    s = conversation.state
+    offset = reported_offset(s)
+    bound = relative_error(s.model)
+    estimated_part = estimate if offset is None else estimate - s.reported_estimate_tokens
+    error_bound = math.ceil(bound * max(0, estimated_part)) if bound else 0
+    return estimate + (offset or 0), error_bound
 
 
 @dataclass(frozen=True)
@@ -283,12 +300,7 @@ class TokenTotals:
     def of(cls, conversation: Conversation) -> TokenTotals:
         """The totals of one conversation, from its state."""
         s = conversation.state
-        estimate = conversation.context_tokens()
-        offset = reported_offset(s)
-        context_tokens = estimate + (offset or 0)
-        bound = relative_error(s.model)
-        estimated_part = estimate if offset is None else estimate - s.reported_estimate_tokens
-        error_bound = math.ceil(bound * max(0, estimated_part)) if bound else 0
+        context_tokens, error_bound = calibrated_tokens(conversation, conversation.context_tokens())
         full = conversation.full_history_tokens + s.live_tokens_delta
         return cls(
             messages=s.next_position,

@@ -20,6 +20,7 @@ DEFAULT_SQLITE_FILE = "contextledger.db"
 #: so the application layer never imports the infrastructure layer.
 STORE_ENV_TOPIC = "contextledger.infrastructure.database:persistence_env"
 TOKEN_COUNTER_TOPIC = "contextledger.infrastructure.estimates:counter_for_model"
+ANTHROPIC_COUNTER_TOPIC = "contextledger.infrastructure.anthropic_counter:counting_factory"
 OPENAI_SUMMARIZER_TOPIC = "contextledger.infrastructure.openai_summarizer:OpenAISummarizer"
 OFFLINE_SUMMARIZER_TOPIC = "contextledger.infrastructure.offline_summarizer:OfflineSummarizer"
 
@@ -36,7 +37,9 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
     ``CONTEXTLEDGER_CONNECT_TIMEOUT``, ``CONTEXTLEDGER_STATEMENT_TIMEOUT``,
     ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``,
-    ``CONTEXTLEDGER_MAX_TOOLS_BYTES``, ``CONTEXTLEDGER_RETENTION_IDLE_DAYS``.
+    ``CONTEXTLEDGER_MAX_TOOLS_BYTES``, ``CONTEXTLEDGER_RETENTION_IDLE_DAYS``,
+    ``CONTEXTLEDGER_ANTHROPIC_COUNT_TOKENS``, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``,
+    ``CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -109,6 +112,14 @@ class Settings(BaseModel):
     retention_idle_days: int | None = Field(default=None, ge=1, le=365_000)
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
     tracing: bool = False
+    #: Count Claude conversations' messages with Anthropic's token-counting endpoint
+    #: (``messages/count_tokens``, the ``anthropic`` extra; needs ``anthropic_api_key``),
+    #: each message once, the estimate standing in whenever a call fails or times out
+    #: (after ``count_tokens_timeout`` seconds). False: Claude counts are estimates.
+    anthropic_count_tokens: bool = False
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    count_tokens_timeout: float = Field(default=5.0, gt=0, le=600)
 
     def __init__(self, **data: Any) -> None:
         stores = data.get("stores")
@@ -136,6 +147,8 @@ class Settings(BaseModel):
             if "database_url" in self.model_fields_set and self.database_url != self.stores[0]:
                 raise ValueError("database_url must be the first of stores (or not given)")
             object.__setattr__(self, "database_url", self.stores[0])
+        if self.anthropic_count_tokens and self.anthropic_api_key is None:
+            raise ValueError("anthropic_count_tokens needs anthropic_api_key (ANTHROPIC_API_KEY)")
         if self.read_only and self.run_policy:
             if "run_policy" in self.model_fields_set:
                 raise ValueError("a read-only ledger runs no summarization policy (run_policy)")
@@ -187,6 +200,10 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_MAX_MESSAGE_TOKENS": "max_message_tokens",
             "CONTEXTLEDGER_MAX_TOOLS_BYTES": "max_tools_bytes",
             "CONTEXTLEDGER_RETENTION_IDLE_DAYS": "retention_idle_days",
+            "CONTEXTLEDGER_ANTHROPIC_COUNT_TOKENS": "anthropic_count_tokens",
+            "ANTHROPIC_API_KEY": "anthropic_api_key",
+            "ANTHROPIC_BASE_URL": "anthropic_base_url",
+            "CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT": "count_tokens_timeout",
         }
         for key, field in mapping.items():
             if env.get(key):

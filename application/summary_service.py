@@ -8,6 +8,7 @@ aggregate rejects late, duplicate or low-quality results.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,7 @@ from contextledger.domain.events import SummaryProvenance
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import Entry, placeholder_message, summary_message
 
-__all__ = ["SummaryService", "record_result", "request_for", "sources", "summary_input"]
+__all__ = ["SummaryService", "record_result", "request_for", "sources", "summary_budget", "summary_input"]
 
 
 def summary_input(entry: Entry, summarize_hidden: bool) -> Message:
@@ -40,10 +41,27 @@ def sources(conversation: Conversation, request: SummaryRequest) -> tuple[Messag
     return tuple(hidden.get(p, m) for p, m in request.positioned())
 
 
-def request_for(conversation: Conversation, *, model: str, key_prefix: str = "") -> SummaryRequest | None:
+def summary_budget(max_summary_tokens: int, counter: TokenCounter | None) -> int:
+    """The longest summary to ask a summarizer for, so that the ledger's count of it
+    (``counter``'s) stays within the policy's ``max_summary_tokens``. A counter that
+    estimates (a ``relative_error`` above 0: Claude, Gemini) may count up to that
+    share more than the provider's tokenizer, which a model summarizer sizes its
+    answer by: the request leaves that margin (``floor(max * (1 - error))``). An exact
+    counter leaves none."""
+    error = float(getattr(counter, "relative_error", 0) or 0)
+    if error <= 0:
+        return max_summary_tokens
+    return max(1, math.floor(max_summary_tokens * (1.0 - min(error, 0.5))))
+
+
+def request_for(
+    conversation: Conversation, *, model: str, key_prefix: str = "", counter: TokenCounter | None = None
+) -> SummaryRequest | None:
     """The summarization ``conversation`` waits for, as a summarizer request (None when
     nothing is pending); ``model`` when the policy names no summarizer model. The live
-    policy and a what-if replay ask the same question this way."""
+    policy and a what-if replay ask the same question this way. ``counter``: the
+    conversation's, which measures the summary: the request carries it and a budget
+    in the summarizer's terms (``summary_budget``)."""
     pending = conversation.state.pending
     if pending is None:
         return None
@@ -56,11 +74,12 @@ def request_for(conversation: Conversation, *, model: str, key_prefix: str = "")
         messages=tuple(summary_input(e, policy.summarize_hidden) for e in entries),
         previous_summary=conversation.previous_summary_text(),
         model=policy.summarizer_model or model,
-        max_summary_tokens=policy.max_summary_tokens,
+        max_summary_tokens=summary_budget(policy.max_summary_tokens, counter),
         idempotency_key=f"{key_prefix}{conversation.id}:{pending.threshold_version}",
         attempt=pending.attempts + 1,
         threshold_version=pending.threshold_version,
         positions=tuple(e.position for e in entries),
+        token_counter=counter,
     )
 
 
@@ -153,7 +172,8 @@ class SummaryService:
         """The summarization the conversation waits for, as a summarizer request."""
 
         def request(conversation: Conversation) -> SummaryRequest | None:
-            return request_for(conversation, model=self.model_name())
+            counter = self.counters.for_model(conversation.state.model)
+            return request_for(conversation, model=self.model_name(), counter=counter)
 
         return self.store.read(conversation_id, request)
 

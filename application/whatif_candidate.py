@@ -183,7 +183,9 @@ class CandidateConversation:
         attempted: set[int] = set()
         while (pending := sim.state.pending) is not None and pending.threshold_version not in attempted:
             attempted.add(pending.threshold_version)
-            request = request_for(sim, model=self.summarizer.model, key_prefix="whatif:")
+            request = request_for(
+                sim, model=self.summarizer.model, key_prefix="whatif:", counter=self.counter
+            )
             if request is None:
                 return
             self.budget.spend()

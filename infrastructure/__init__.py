@@ -6,6 +6,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
     from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 #: Each name loads on first use, from the module that defines it: the command line
 #: (``contextledger.infrastructure.cli``) needs none of them to start.
 _LAZY = {
+    "AnthropicCountingCounter": "contextledger.infrastructure.anthropic_counter",
     "AnthropicSummarizer": "contextledger.infrastructure.anthropic_summarizer",
     "GeminiSummarizer": "contextledger.infrastructure.gemini_summarizer",
     "ClaudeCounter": "contextledger.infrastructure.estimates",
@@ -47,6 +49,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "READ_MODEL_NAMES",
+    "AnthropicCountingCounter",
     "AnthropicSummarizer",
     "ClaudeCounter",
     "GeminiCounter",

@@ -4,7 +4,9 @@ It extends the previous summary with one line per salient new message: the first
 sentence of each user request and assistant answer, each tool outcome ("tool NAME ->
 result"), and sentences carrying decisions or figures. When the result would exceed
 ``max_summary_tokens`` it drops the oldest, least salient lines first; it never
-returns an empty summary for a non-empty range.
+returns an empty summary for a non-empty range. It counts with the request's
+``token_counter`` (the conversation's, which the ledger measures the summary with)
+when the request carries one, else with its own.
 """
 
 from __future__ import annotations
@@ -54,11 +56,16 @@ class OfflineSummarizer(Summarizer):
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         started = time.perf_counter()
-        count = self._counter.count_text
+        # The ledger's counter when the request carries it: the summary must fit
+        # max_summary_tokens as the ledger counts it, not as another tokenizer does.
+        counter = request.token_counter or self._counter
+        count = counter.count_text
         previous = [line for line in (request.previous_summary or "").splitlines() if line.strip()]
         new = _lines(request)
+        # What it summarizes as the ledger's gate counts it: each message at its cost
+        # in a prompt (its framing included), the previous summary as text.
         input_tokens = count(request.previous_summary or "") + sum(
-            count(m.text) for m in request.messages
+            counter.count_message(m) for m in request.messages
         )
         # Never longer than what it summarizes (the ledger's quality gate refuses that).
         budget = max(8, min(request.max_summary_tokens, input_tokens))
@@ -87,14 +94,22 @@ class OfflineSummarizer(Summarizer):
             room -= cost
         lines = kept_previous + [text for _, text in chosen_new]
         text = "\n".join(lines).strip()
-        if not text:
+        # Joined, the lines may count a little more than their costs summed (an
+        # estimating counter rounds each count up and scales the newlines too).
+        tokens = count(text)
+        while len(lines) > 1 and tokens > budget:
+            lines.pop(0)
+            text = "\n".join(lines).strip()
+            tokens = count(text)
+        if not text or tokens > budget:
             text = _fallback(request, budget, count)
+            tokens = count(text)
         return SummaryResult(
             text=text,
             model=self.model,
             prompt_version=PROMPT_VERSION,
             input_tokens=input_tokens,
-            output_tokens=count(text),
+            output_tokens=tokens,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 

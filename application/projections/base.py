@@ -79,11 +79,20 @@ class TokenTotalsRecord:
     retracted_messages: int = 0
     edited_messages: int = 0
     summaries_invalidated: int = 0
+    #: Of ``provider_prompt_tokens``, the input tokens the replies reported read from
+    #: the provider's prompt cache and written to it.
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
     @property
     def estimate_error(self) -> int:
         """``estimated_prompt_tokens - provider_prompt_tokens`` over the recorded calls."""
         return self.estimated_prompt_tokens - self.provider_prompt_tokens
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """The reported prompt tokens neither read from nor written to the cache."""
+        return self.provider_prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens
 
 
 @dataclass(frozen=True)

@@ -152,4 +152,6 @@ class TokenTotalsProjection(ReadModelProjection[TokenTotalsView]):
             provider_completion_tokens=event.completion_tokens,
             estimated_prompt_tokens=event.estimated_prompt_tokens,
             usage_records=1,
+            cache_read_tokens=event.cache_read_tokens or 0,
+            cache_creation_tokens=event.cache_creation_tokens or 0,
         )

@@ -81,6 +81,10 @@ COUNTERS = (
     "provider_completion_tokens",
     "estimated_prompt_tokens",
     "usage_records",
+    #: Of ``provider_prompt_tokens``, what the replies reported read from and written
+    #: to the provider's prompt cache.
+    "cache_read_tokens",
+    "cache_creation_tokens",
     "retracted_messages",
     "edited_messages",
     "summaries_invalidated",
@@ -234,9 +238,7 @@ def engine_for(
 def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
     """A SQLite engine on ``path`` (None: in memory) whose writes begin IMMEDIATE."""
     if path is None:
-        engine = create_engine(
-            "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
+        engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         if not path.parent.is_dir():
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")

@@ -114,6 +114,7 @@ if TYPE_CHECKING:
         ToolCall,
     )
     from contextledger.domain.policy import ReductionPolicy
+    from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
     from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
@@ -203,6 +204,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "domain.messages": ("FunctionCall", "Message", "ToolCall"),
     "domain.policy": ("ReductionPolicy",),
+    "infrastructure.anthropic_counter": ("AnthropicCountingCounter",),
     "infrastructure.anthropic_summarizer": ("AnthropicSummarizer",),
     "infrastructure.gemini_summarizer": ("GeminiSummarizer",),
     "infrastructure.offline_summarizer": ("OfflineSummarizer",),
@@ -254,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "KEY_NAMESPACE",
+    "AnthropicCountingCounter",
     "AnthropicSummarizer",
     "AsyncLedger",
     "AuditEvent",

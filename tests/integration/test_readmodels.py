@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+import anthropic
 import pytest
 from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, Table, func, select
@@ -25,6 +26,8 @@ from contextledger.infrastructure.readmodels import (
     attach_read_models,
     views_path,
 )
+from contextledger.testing.fake_anthropic import Blocks, FakeAnthropicServer
+from tests.support.readmodel_checks import assert_conversation_matches
 
 POLICY = ReductionPolicy(trigger_messages=12, keep_messages=4, keep_tool_results=2)
 
@@ -63,14 +66,26 @@ def converse(ledger: Ledger, cid: UUID, turns: int, *, tag: str = "") -> None:
     for turn in range(turns):
         ledger.append(cid, {"role": "user", "content": f"{tag}question {turn}: where is order {turn}?"})
         calls = [
-            {"id": f"c{turn}a", "type": "function",
-             "function": {"name": "lookup_order", "arguments": f'{{"id": {turn}}}'}},
-            {"id": f"c{turn}b", "type": "function",
-             "function": {"name": "track_parcel", "arguments": f'{{"order": {turn}}}'}},
+            {
+                "id": f"c{turn}a",
+                "type": "function",
+                "function": {"name": "lookup_order", "arguments": f'{{"id": {turn}}}'},
+            },
+            {
+                "id": f"c{turn}b",
+                "type": "function",
+                "function": {"name": "track_parcel", "arguments": f'{{"order": {turn}}}'},
+            },
         ]
         ledger.append(cid, {"role": "assistant", "content": None, "tool_calls": calls})
-        ledger.append(cid, {"role": "tool", "tool_call_id": f"c{turn}a",
-                            "content": f"order {turn}: shipped " + "x" * (turn * 7)})
+        ledger.append(
+            cid,
+            {
+                "role": "tool",
+                "tool_call_id": f"c{turn}a",
+                "content": f"order {turn}: shipped " + "x" * (turn * 7),
+            },
+        )
         ledger.append(cid, {"role": "tool", "tool_call_id": f"c{turn}b", "content": "in transit"})
         ledger.append(cid, {"role": "assistant", "content": f"Order {turn} is in transit."})
 
@@ -93,9 +108,21 @@ def assert_read_models_match(models: SQLReadModels, ledger: Ledger) -> None:
 
 def same_counters(record: TokenTotalsRecord, totals: Any) -> bool:
     names = (
-        "messages", "appended_tokens", "full_history_tokens", "summaries", "summarizer_calls",
-        "summarizer_failures", "summarizer_input_tokens", "summarizer_output_tokens",
-        "provider_prompt_tokens", "provider_completion_tokens",
+        "messages",
+        "appended_tokens",
+        "full_history_tokens",
+        "summaries",
+        "summarizer_calls",
+        "summarizer_failures",
+        "summarizer_input_tokens",
+        "summarizer_output_tokens",
+        "provider_prompt_tokens",
+        "provider_completion_tokens",
+        "estimated_prompt_tokens",
+        "usage_records",
+        "cache_read_tokens",
+        "cache_creation_tokens",
+        "uncached_prompt_tokens",
     )
     return {n: getattr(record, n) for n in names} == {n: getattr(totals, n) for n in names}
 
@@ -264,9 +291,7 @@ def test_a_failure_after_the_view_change_leaves_neither_the_row_nor_the_tracking
 ) -> None:
     cid = ledger.start("s", policy=POLICY)
     ledger.append(cid, {"role": "user", "content": "hello"})
-    notification = ledger.recorder.select_notifications(
-        1, 10, topics=TranscriptProjection.topics
-    )[0]
+    notification = ledger.recorder.select_notifications(1, 10, topics=TranscriptProjection.topics)[0]
     event = ledger.mapper.to_domain_event(notification)
     tracking = Tracking(ledger.name, notification.id)
     models = SQLReadModels.for_url(url)
@@ -322,10 +347,17 @@ def test_counters_for_a_conversation_the_log_never_started_get_a_row_of_their_ow
     models = SQLReadModels.for_url(url)
     try:
         cid = UUID(int=42)
-        models.token_totals.add_to_totals(cid, tracking=Tracking("elsewhere", 1), messages=2, appended_tokens=9)
+        models.token_totals.add_to_totals(
+            cid, tracking=Tracking("elsewhere", 1), messages=2, appended_tokens=9
+        )
         found = models.token_totals.totals(cid)
         assert found is not None
-        assert (found.messages, found.appended_tokens, found.summaries, found.full_history_tokens) == (2, 9, 0, 9)
+        assert (found.messages, found.appended_tokens, found.summaries, found.full_history_tokens) == (
+            2,
+            9,
+            0,
+            9,
+        )
         models.token_totals.add_to_totals(cid, tracking=Tracking("elsewhere", 2), messages=1)
         assert models.token_totals.global_totals().messages == 3
     finally:
@@ -367,3 +399,37 @@ def test_wait_idle_returns_once_what_was_written_before_it_is_read_even_behind_a
             "written after the open insert's id"
         ]
         assert_read_models_match(models, ledger)
+
+
+def test_cache_figures_of_appended_replies_match_after_a_rebuild(ledger: Ledger, url: str) -> None:
+    """Claude replies from the real SDK, appended with their usage (prompt-cache reads
+    and writes), and a usage recorded by hand: the token_totals rows equal the live
+    totals as the runner follows, and again after a rebuild from the log."""
+    models = SQLReadModels.for_ledger(ledger)
+    runner = models.runner(ledger)
+    ledger.attach(runner)
+    model = "claude-haiku-4-5"
+    with FakeAnthropicServer() as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
+        server.script(
+            Blocks([{"type": "text", "text": "One."}], input_tokens=50, cache_creation_input_tokens=700),
+            Blocks([{"type": "text", "text": "Two."}], input_tokens=20, cache_read_input_tokens=700),
+        )
+        cid = ledger.start("You track parcels. " * 40, model=model, policy=POLICY)
+        other = ledger.start("B", model="gemini-2.5-flash")
+        for text in ("Where is order 1?", "And order 2?"):
+            ledger.append(cid, {"role": "user", "content": text})
+            body = ledger.context(cid, format="anthropic", cache=True)
+            ledger.append(cid, client.messages.create(model=model, max_tokens=50, **body))
+    ledger.record_usage(other, prompt_tokens=400, completion_tokens=3, cache_read_tokens=256)
+    assert ledger.wait_idle(30)
+    assert (ledger.totals(cid).cache_read_tokens, ledger.totals(cid).cache_creation_tokens) == (700, 700)
+    assert_conversation_matches(models, ledger, cid)
+    assert_conversation_matches(models, ledger, other)
+    assert_read_models_match(models, ledger)
+    assert runner.rebuild("token_totals") > 0
+    assert_conversation_matches(models, ledger, cid)
+    assert_read_models_match(models, ledger)
+    summed = models.token_totals.global_totals()
+    assert (summed.cache_read_tokens, summed.cache_creation_tokens) == (956, 700)
+    assert summed.uncached_prompt_tokens == ledger.totals().uncached_prompt_tokens

@@ -8,6 +8,7 @@ Anthropic SDK talking to the local fake server.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
 from typing import Any
@@ -15,6 +16,8 @@ from uuid import UUID
 
 import anthropic
 import pytest
+from google import genai
+from google.genai import types
 
 import contextledger as cl
 from contextledger.application.formats.anthropic import AnthropicAdapter
@@ -22,6 +25,7 @@ from contextledger.application.formats.anthropic_render import render_anthropic
 from contextledger.application.originals import context_entries, extend_with_originals
 from contextledger.domain.events import UsageRecorded
 from contextledger.infrastructure.estimates import ClaudeCounter
+from contextledger.testing import FakeGeminiServer, GeminiReply
 from contextledger.testing.fake_anthropic import Blocks, FakeAnthropicServer
 
 ADAPTER = AnthropicAdapter()
@@ -84,6 +88,16 @@ def test_totals_use_the_reported_count_for_the_prefix_and_the_estimate_after(sha
             200,
             0,
         )
+        # The working memory costs what the totals say, with the same bound, now and
+        # as it was before the reply reported the provider's count.
+        memory = ledger.working_memory(cid)
+        assert (memory.tokens, memory.estimate_error_bound) == (
+            500 + reply_tokens,
+            totals.estimate_error_bound,
+        )
+        earlier = ledger.working_memory(cid, version=memory.version - 2)
+        assert earlier.tokens == ledger.transcript(cid)[0].tokens + before.context_tokens
+        assert earlier.estimate_error_bound == math.ceil(BOUND * earlier.tokens)
         assert totals.uncached_prompt_tokens == 300
 
 
@@ -209,3 +223,78 @@ def test_a_usage_event_stored_before_the_cache_fields_reads_and_seals_as_written
     with cl.Ledger.open(sqlite_url) as ledger:
         assert ledger.verify().ok
         assert ledger.totals(cid).cache_read_tokens == 0
+
+
+def test_an_appended_anthropic_reply_records_its_usage_with_the_cache_figures(shared_url: str) -> None:
+    with FakeAnthropicServer() as server, cl.Ledger.open(shared_url, run_policy=False) as ledger:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
+        server.script(
+            Blocks([{"type": "text", "text": "First."}], input_tokens=40, cache_creation_input_tokens=900),
+            Blocks(
+                [{"type": "text", "text": "Second."}],
+                input_tokens=30,
+                cache_read_input_tokens=900,
+                cache_creation_input_tokens=60,
+            ),
+        )
+        cid = ledger.start("You answer briefly. " * 50, model=MODEL)
+        for text in ("Hello there.", "And again."):
+            ledger.append(cid, {"role": "user", "content": text})
+            body = ledger.context(cid, format="anthropic", cache=True)
+            ledger.append(cid, client.messages.create(model=MODEL, max_tokens=100, **body))
+        events = usage_events(ledger, cid)
+        totals = ledger.totals(cid)
+    assert [(e["prompt_tokens"], e["cache_read_tokens"], e["cache_creation_tokens"]) for e in events] == [
+        (940, 0, 900),
+        (990, 900, 60),
+    ]
+    assert all(e["calibrates"] for e in events)  # a Claude count replaces the estimate
+    assert (totals.cache_read_tokens, totals.cache_creation_tokens) == (900, 960)
+    assert totals.provider_prompt_tokens == 1930 and totals.uncached_prompt_tokens == 70
+    assert totals.usage_records == 2 and totals.messages == 4
+
+
+def test_an_appended_gemini_reply_records_its_usage_with_the_cache_reads(shared_url: str) -> None:
+    with FakeGeminiServer() as server, cl.Ledger.open(shared_url, run_policy=False) as ledger:
+        client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
+        server.script(GeminiReply("Sunny.", prompt_tokens=700, completion_tokens=4, cached_tokens=512))
+        cid = ledger.start("Be brief.", model="gemini-2.5-flash")
+        ledger.append(cid, types.Content(role="user", parts=[types.Part(text="Weather in Rome?")]))
+        body = ledger.context(cid, format="gemini")
+        reply = client.models.generate_content(
+            model="gemini-2.5-flash",
+            contents=body["contents"],
+            config={"system_instruction": body["system_instruction"]},
+        )
+        ledger.append(cid, reply)
+        events = usage_events(ledger, cid)
+        totals = ledger.totals(cid)
+    assert [(e["prompt_tokens"], e["cache_read_tokens"], e["calibrates"]) for e in events] == [
+        (700, 512, True)
+    ]
+    assert (totals.provider_prompt_tokens, totals.cache_read_tokens, totals.cache_creation_tokens) == (
+        700,
+        512,
+        0,
+    )
+
+
+def test_record_usage_takes_the_cache_figures_sync_and_async(sqlite_url: str) -> None:
+    with cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
+        cid = ledger.start("A", model=MODEL)
+        ledger.record_usage(cid, prompt_tokens=1000, completion_tokens=9, cache_read_tokens=800)
+        with pytest.raises(cl.InvalidArgumentError) as raised:
+            ledger.record_usage(cid, prompt_tokens=10, completion_tokens=1, cache_creation_tokens=11)
+        assert raised.value.argument == "cache_creation_tokens"
+        totals = ledger.totals(cid)
+    assert (totals.usage_records, totals.cache_read_tokens, totals.cache_creation_tokens) == (1, 800, 0)
+
+    async def recorded() -> cl.TokenTotals:
+        async with cl.AsyncLedger.open(sqlite_url, run_policy=False) as aledger:
+            await aledger.record_usage(
+                cid, prompt_tokens=500, completion_tokens=5, cache_read_tokens=100, cache_creation_tokens=300
+            )
+            return await aledger.totals(cid)
+
+    totals = asyncio.run(recorded())
+    assert (totals.usage_records, totals.cache_read_tokens, totals.cache_creation_tokens) == (2, 900, 300)

@@ -190,14 +190,17 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
 
     Each ``POST /v1/messages`` takes the next scripted behaviour (or the default when
     the script is used up); ``count_tokens`` requests are answered from the request
-    and take none. ``delay`` is added before every answer. Use it as a context
-    manager, or ``start()`` and ``stop()`` it.
+    and take none (``count_status``, when set, answers them with that error status
+    instead). ``delay`` is added before every answer. Use it as a context manager, or
+    ``start()`` and ``stop()`` it.
     """
 
     func_types = (Func, AnthropicFunc)
 
     def __init__(self, *, default: AnthropicBehaviour | None = None, delay: float = 0.0) -> None:
         super().__init__(default=default or Reply("Summary: noted."), delay=delay)
+        #: An error status every ``count_tokens`` request is answered with (None: count).
+        self.count_status: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -226,6 +229,10 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
             return
         self._pause()
         if counting:
+            status = self.count_status
+            if status is not None:
+                handler.send_json(status, _error(status, "the token counter failed"))
+                return
             handler.send_json(200, {"input_tokens": _estimate(body)})
             return
         self._behave(handler, self._next(), request, serial, path)
