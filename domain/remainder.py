@@ -194,6 +194,7 @@ def fold_remainder(remainder: Remainder, *, model: str, policy: ReductionPolicy)
         placeholder_before=start,
         dropped_before=start,
         erased_before=start,
+        inherited_erased=True,
     )
     conversation = Conversation(remainder.conversation_id, remainder.first.timestamp)
     conversation.state = state

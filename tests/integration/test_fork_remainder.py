@@ -138,6 +138,12 @@ def fork_keeps_its_own(settings: Settings) -> None:
         with Ledger.open(settings=settings.model_copy(update={"run_policy": False})) as other:
             assert other.context(f) == context
 
+        # Forking it is refused, and leaves nothing behind (not even a subject's row).
+        ids = ledger.conversation_ids()
+        with pytest.raises(cl.ConversationErasedError) as caught:
+            ledger.fork(f, subject="subject-z")
+        assert caught.value.subject == "subject-s" and caught.value.reason == "erasure request 9"
+        assert ledger.conversation_ids() == ids and ledger.mapper.keys.conversations_of("subject-z") == []
         # Editing a message the fork inherited is refused: nothing is left of it.
         with pytest.raises(cl.UnknownPositionError):
             ledger.edit(f, 0, {"role": "user", "content": "rewritten"})
