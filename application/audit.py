@@ -230,6 +230,7 @@ def verify_conversation(
     digest: str | None
     if first.originator_version != 1:
         fold = HistoryFold()
+        fold.next_position = start_position
         digest = None
         layers: list[tuple[int, int, str]] = []
     elif isinstance(first, Forked):

@@ -20,7 +20,8 @@ nothing of its own is readable: the conversation reads as erased whole):
   part made (their call is gone: sent alone they would be orphans, which the
   OpenAI API refuses);
 - the positions before the first message the fork appended were inherited
-  (``erased_before``): nothing is left of them.
+  (``erased_before``): nothing is left of them. The positions of the tool results
+  left out stay taken, as retracted ones (positions are never reused).
 
 ``fold_remainder`` folds the remainder into a ``Conversation``: no system prompt but
 one the fork set itself, no tools or policy but its own (the model and the policy
@@ -208,9 +209,27 @@ def fold_remainder(remainder: Remainder, *, model: str, policy: ReductionPolicy)
         elif event is not None:
             apply_event(state, event)
             messages.apply(event)
+        else:
+            if isinstance(record, MessageAppended):  # a result whose call was inherited
+                _leave_out(state, record.position)
+            if isinstance(record, (MessageAppended, MessageEdited, MessagesRetracted)):
+                state.digest = record.digest  # the chain goes on through what is left out
         conversation.version = record.originator_version
         conversation.modified_on = record.timestamp
     return conversation
+
+
+def _leave_out(s: ConversationState, position: int) -> None:
+    """A message the fork appended that its remainder leaves out: its position stays
+    taken (positions are never reused), as a retracted one's."""
+    s.next_position = max(s.next_position, position + 1)
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted([*s.retracted, (position, position)]):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    s.retracted = merged
 
 
 def _invalidate_all(s: ConversationState, messages: HistoryFold) -> None:
