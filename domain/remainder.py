@@ -86,10 +86,6 @@ class Remainder:
         """The versions of the records that are erased (the first among them)."""
         return tuple(r.originator_version for r in self.records if isinstance(r, ErasedEvent))
 
-    @property
-    def own_versions(self) -> frozenset[int]:
-        return frozenset(e.originator_version for e in self.own)
-
 
 def _placeholder(first: ErasedEvent, event: ConversationEvent) -> ErasedEvent:
     """A readable record that holds inherited content, shown as erased with the rest."""
