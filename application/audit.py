@@ -24,6 +24,7 @@ from contextledger.application.integrity import (
     read_events,
 )
 from contextledger.application.notifications import read_notifications
+from contextledger.application.remainders import remainder
 from contextledger.application.results import AuditEvent, VerifyProblem, VerifyReport
 from contextledger.application.store import ConversationStore, store_errors
 from contextledger.domain.digests import (
@@ -39,8 +40,9 @@ from contextledger.domain.edits import (
     system_prompt_record,
 )
 from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.errors import ContextLedgerError, ConversationNotFoundError
+from contextledger.domain.errors import ContextLedgerError, ConversationErasedError, ConversationNotFoundError
 from contextledger.domain.events import (
+    ConversationEvent,
     DomainEvent,
     Forked,
     MessageAppended,
@@ -51,8 +53,9 @@ from contextledger.domain.events import (
     SummaryInvalidated,
     SystemPromptChanged,
 )
+from contextledger.domain.remainder import Remainder
 
-__all__ = ["Audit", "verify_conversation"]
+__all__ = ["Audit", "verify_conversation", "verify_remainder"]
 
 #: Topic prefix of a conversation's events (every one of them, whatever its kind).
 _CONVERSATION_TOPICS = "contextledger.conversation."
@@ -83,7 +86,7 @@ class Audit:
     def replay(self, conversation_id: UUID) -> Iterator[AuditEvent]:
         """Every stored event of the conversation, in order (read now, from the store:
         iterating touches the store no more, even once the ledger is closed)."""
-        events = self.store.events(conversation_id)
+        events = self.store.records(conversation_id)
         return (AuditEvent.from_event(event) for event in events)
 
     def export(self) -> Iterator[tuple[int, AuditEvent]]:
@@ -102,12 +105,19 @@ class Audit:
         ids = [conversation_id] if conversation_id is not None else self.stored_conversation_ids()
         problems: list[VerifyProblem] = []
         erased: list[UUID] = []
+        partly: list[UUID] = []
+        unverified: list[VerifyProblem] = []
         events = messages = summaries = 0
         for cid in ids:
             if self._erased(cid):
-                erased.append(cid)
-                continue
-            found = self._verify_one(cid, listed=conversation_id is None)
+                rest = self._remainder(cid)
+                if rest is None:
+                    erased.append(cid)
+                    continue
+                partly.append(cid)
+                found = verify_remainder(rest, unverified)
+            else:
+                found = self._verify_one(cid, listed=conversation_id is None)
             events += found[0]
             messages += found[1]
             summaries += found[2]
@@ -119,7 +129,19 @@ class Audit:
             summaries=summaries,
             problems=tuple(problems),
             erased=tuple(erased),
+            partly_erased=tuple(partly),
+            unverified=tuple(unverified),
         )
+
+    def _remainder(self, cid: UUID) -> Remainder | None:
+        """What is left of a fork whose inherited history was erased (None: the
+        conversation was erased whole)."""
+        app_for = getattr(self.store, "app_for", None)
+        app = app_for(cid) if app_for is not None else self.app
+        try:
+            return remainder(app.events, cid)
+        except ConversationErasedError:
+            return None
 
     def _erased(self, cid: UUID) -> bool:
         """Whether the conversation's content was erased: its first record reads as an
@@ -193,12 +215,14 @@ def verify_conversation(
     base: HistoryFold | None = None,
     source_digest: str | None = None,
     unreadable: Set[int] = frozenset(),
+    start_position: int = 0,
 ) -> tuple[int, int, int, list[VerifyProblem]]:
     """Recompute the digest chain (messages and edits), every summary's source digest
     and every invalidation's reopened messages; report gaps in versions. ``base`` and
     ``source_digest``: a fork's shared history and its source's digest at the fork
     version; ``unreadable``: versions stored but undecodable (reported by the reader,
-    not as gaps). After a gap the chain goes on from the next stored digest."""
+    not as gaps). After a gap the chain goes on from the next stored digest.
+    ``start_position``: the first position there is (a fork's remainder's own part)."""
     problems: list[VerifyProblem] = []
     if not events:
         return 0, 0, 0, problems
@@ -206,6 +230,7 @@ def verify_conversation(
     digest: str | None
     if first.originator_version != 1:
         fold = HistoryFold()
+        fold.next_position = start_position
         digest = None
         layers: list[tuple[int, int, str]] = []
     elif isinstance(first, Forked):
@@ -286,7 +311,7 @@ def verify_conversation(
             covered = [fold.entries[p].message for p in span if p in fold.entries]
             # A summary re-folds the layers before it (single mode, consolidation), never
             # those after it (a gap an invalidation reopened between layers).
-            folds = event.covers_from == 0 and all(t < event.from_position for _, t, _ in layers)
+            folds = event.covers_from == start_position and all(t < event.from_position for _, t, _ in layers)
             prev = "\n\n".join(text for _, _, text in layers) if folds and layers else None
             if summary_source_digest(prev, covered) != event.source_digest:
                 problems.append(
@@ -318,6 +343,51 @@ def verify_conversation(
             layers = [(x.from_position, x.through_position, x.text) for x in event.layers]
         fold.apply(event)
     return len(events), n_messages, n_summaries, problems
+
+
+def verify_remainder(
+    rest: Remainder, unverified: list[VerifyProblem]
+) -> tuple[int, int, int, list[VerifyProblem]]:
+    """Verify what is readable of a fork whose inherited history was erased: its digest
+    chain from its second own link on (the first continues the erased inherited
+    digest), its summaries and its seals. What cannot be verified goes to
+    ``unverified``: the erased records, and the chain's first link after them."""
+    cid = rest.conversation_id
+    stored = [r for r in rest.records if isinstance(r, ConversationEvent)]
+    erased = rest.erased_versions
+    unverified.append(
+        VerifyProblem(
+            cid,
+            1,
+            f"erased with its source's data subject: the inherited history (positions before "
+            f"{rest.erased_before}; versions {', '.join(map(str, erased))})",
+        )
+    )
+    linked = (MessageAppended, MessageEdited, MessagesRetracted, SystemPromptChanged)
+    first_link = next((e for e in stored if isinstance(e, linked)), None)
+    if first_link is not None:
+        unverified.append(
+            VerifyProblem(
+                cid,
+                first_link.originator_version,
+                "not verifiable past the erasure: this link of the digest chain continues "
+                "the erased inherited history's digest",
+            )
+        )
+    inherited_edits = {
+        e.originator_version
+        for e in stored
+        if isinstance(e, MessageEdited) and e.position < rest.erased_before
+    }
+    found = verify_conversation(cid, stored, unreadable=frozenset(erased), start_position=rest.erased_before)
+    problems = [
+        p
+        for p in found[3]
+        if not (p.version in inherited_edits and p.problem.startswith("edit of a retracted or unknown"))
+    ]
+    problems += check_seals(cid, stored)
+    problems.sort(key=lambda p: p.version)
+    return found[0] + len(erased), found[1], found[2], problems
 
 
 def _gaps(cid: UUID, versions: list[int]) -> list[VerifyProblem]:

@@ -13,9 +13,10 @@ Every event and snapshot of a conversation is encrypted under its data subject's
 
 Afterwards reading one of those conversations raises ``ConversationErasedError``
 (with ``erased_at`` and ``reason``); followers go past its records (``ErasedEvent``);
-``verify`` lists it as erased. Erasing again returns the first erasure's report with
-``already_erased=True``. With several stores, each store's key is destroyed and each
-gets its record.
+``verify`` lists it as erased. A fork of another subject whose inherited history went
+with it reads as what is its own (``domain/remainder.py``, ``remainders.py``).
+Erasing again returns the first erasure's report with ``already_erased=True``. With
+several stores, each store's key is destroyed and each gets its record.
 
 The keys are reached through ``SubjectKeyPort`` (the infrastructure's ``SubjectKeys``
 satisfies it), the snapshots through an adapter named by topic: the application

@@ -24,7 +24,8 @@ from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
 from contextledger.application.subjects import Subjects
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import DuplicateConversationError
+from contextledger.domain.erasure import ErasedEvent
+from contextledger.domain.errors import ConversationErasedError, DuplicateConversationError
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
 from contextledger.domain.validation import check_position, check_text
@@ -167,12 +168,16 @@ class LedgerEdits:
         touch the other. The fork belongs to the source's data subject (encrypted under
         its key) unless given another ``subject``; what it inherits is under the keys of
         every subject whose content it holds (erasing any of them erases the fork's
-        inherited part too), its own later records under its own (``docs/privacy.md``)."""
+        inherited part too), its own later records under its own (``docs/privacy.md``).
+        A fork whose inherited part was erased cannot be forked in turn (its history
+        would be written under the erased key): ``ConversationErasedError``."""
         conversation_id = resolve(conversation_id)
         if key is not None:
             key = check_key(key)
         subject = self.subjects.checked(subject)
         source = self.conversation(conversation_id, version=version)
+        if source.state.inherited_erased:
+            raise _unforkable(self.store, conversation_id)
         fork = Conversation.fork(
             source, id_for_key(key) if key is not None else uuid4(), key=key, at=self.clock()
         )
@@ -211,3 +216,21 @@ class LedgerEdits:
     def transcript_items(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
         """Every item ever appended, oldest first (chat messages converted to items)."""
         return items_module.transcript_items(self, resolve(conversation_id))
+
+
+def _unforkable(store: ConversationStore, conversation_id: UUID) -> ConversationErasedError:
+    """The error forking a fork whose inherited history was erased raises."""
+    message = (
+        "the conversation's inherited history was erased with its source's data subject: "
+        "a fork of it would hold that history, which can no longer be written"
+    )
+    first = store.records(conversation_id)[0]
+    if not isinstance(first, ErasedEvent):  # pragma: no cover - read as a remainder, so erased
+        return ConversationErasedError(message, conversation_id=conversation_id)
+    return ConversationErasedError(
+        message,
+        conversation_id=conversation_id,
+        subject=first.subject,
+        erased_at=first.erased_at,
+        reason=first.reason,
+    )

@@ -33,8 +33,9 @@ class LedgerPrivacy:
         (crypto-shredding; ``application/erasure.py``): exactly one of ``subject`` and
         ``conversation`` (a conversation that is its own subject, or its subject's only
         one). Needs a cipher key. Afterwards their reads raise
-        ``ConversationErasedError``; erasing again returns the report with
-        ``already_erased=True``."""
+        ``ConversationErasedError`` (a fork of another subject that inherited their
+        history reads as what is its own, ``domain/remainder.py``); erasing again
+        returns the report with ``already_erased=True``."""
         return self.erasures.erase(subject, conversation, reason)
 
     def subject_of(self, conversation_id: ConversationRef) -> str:

@@ -303,7 +303,7 @@ class TokenTotals:
         context_tokens, error_bound = calibrated_tokens(conversation, conversation.context_tokens())
         full = conversation.full_history_tokens + s.live_tokens_delta
         return cls(
-            messages=s.next_position,
+            messages=s.next_position - s.erased_before,
             appended_tokens=s.appended_tokens,
             context_tokens=context_tokens,
             full_history_tokens=full,
@@ -435,6 +435,13 @@ class VerifyReport:
     #: Conversations whose content was erased (crypto-shredded): not verified, and
     #: not a problem.
     erased: tuple[UUID, ...] = ()
+    #: Forks whose inherited history was erased with their source's data subject:
+    #: their own records are verified where they can be, the rest is in ``unverified``.
+    partly_erased: tuple[UUID, ...] = ()
+    #: What could not be verified, and why (not a problem): a fork's erased records,
+    #: and the first link of its digest chain after them ("not verifiable past the
+    #: erasure": it continues a digest that was erased).
+    unverified: tuple[VerifyProblem, ...] = ()
 
     @property
     def ok(self) -> bool:

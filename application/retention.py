@@ -5,9 +5,9 @@ summary, usage recorded ...) is older than ``now - days``. The time is read from
 log itself: the newest event of each conversation, one indexed read per conversation
 (``events.get(id, desc=True, limit=1)``), so the answer never depends on a read
 model being up to date. Conversations already erased are left out (their records read
-as ``ErasedEvent``, or their subject has a tombstone), and so are forks whose inherited
-history was erased with their source (their first record reads as ``ErasedEvent``):
-they can no longer be read.
+as ``ErasedEvent``, or their subject has a tombstone); a fork whose inherited history
+was erased with its source is in: what is its own can still be read
+(``domain/remainder.py``), its newest record tells when it was last used.
 
 Retention (``Settings.retention_idle_days``, enforced by ``contextledger worker``)
 erases a data subject once **all** its conversations are idle: a subject with one
@@ -167,15 +167,12 @@ def _subject(host: RetentionHost, conversation_id: UUID) -> tuple[str, bool]:
 
 def idle_conversations(host: RetentionHost, days: object, now: datetime | None = None) -> list[UUID]:
     """The conversations whose last event is older than ``days`` before ``now``
-    (default: the ledger's clock), in the order they were started; erased ones left out,
-    and forks whose inherited history was erased with their source (unreadable)."""
+    (default: the ledger's clock), in the order they were started; erased ones left out
+    (a fork whose inherited history was erased with its source is in: what is its own
+    is still there)."""
     cutoff = _cutoff(host, days, now)
     scanned = _scan(host, host.conversation_ids())
-    return [
-        cid
-        for cid, (at, first) in scanned.items()
-        if at < cutoff and not isinstance(first, ErasedEvent) and not _subject(host, cid)[1]
-    ]
+    return [cid for cid, (at, _) in scanned.items() if at < cutoff and not _subject(host, cid)[1]]
 
 
 def retention_plan(host: RetentionHost, days: object, now: datetime | None = None) -> list[RetentionDue]:

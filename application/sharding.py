@@ -215,6 +215,9 @@ class ShardedStore(ConversationStore):
     def events(self, conversation_id: UUID) -> list[Any]:
         return self.store_for(conversation_id).events(conversation_id)
 
+    def records(self, conversation_id: UUID) -> list[Any]:
+        return self.store_for(conversation_id).records(conversation_id)
+
     def client_position(self, conversation_id: UUID, client_message_id: str) -> int | None:
         return self.store_for(conversation_id).client_position(conversation_id, client_message_id)
 

@@ -24,6 +24,7 @@ from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.persistence import EventStore, IntegrityError, OperationalError, PersistenceError
 
 from contextledger.application.outage import Outages
+from contextledger.application.remainders import load_remainder, remainder
 from contextledger.application.settings import Settings
 from contextledger.application.store_failures import failure_cause, store_error, store_errors
 from contextledger.domain.client_ids import ClientMessageId
@@ -31,6 +32,7 @@ from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import (
     ConcurrencyError,
+    ConversationErasedError,
     ConversationNotFoundError,
     LogDamagedError,
     StoreError,
@@ -313,6 +315,8 @@ class ConversationStore:
                 snapshots.put([ConversationSnapshot.take(conversation)])
             except IntegrityError:  # another writer took the same one
                 pass
+            except ConversationErasedError:  # a fork's remainder: folded from its records
+                pass
             except PersistenceError as exc:  # the events are saved; the next boundary takes one
                 log.warning("no snapshot of %s at version %s: %s", conversation.id, conversation.version, exc)
         if self._on_saved is not None:
@@ -351,6 +355,8 @@ class ConversationStore:
                 conversation: Conversation = self.app.repository.get(conversation_id)
         except AggregateNotFoundError:
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id) from None
+        except ConversationErasedError:  # all of it, or a fork's inherited part (a remainder)
+            conversation = load_remainder(self.app.events, conversation_id)
         if not isinstance(conversation, Conversation):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         self._cache_put(conversation)
@@ -390,6 +396,8 @@ class ConversationStore:
             raise ConversationNotFoundError(
                 "no such conversation", conversation_id=conversation_id, version=version
             ) from None
+        except ConversationErasedError:
+            conversation = load_remainder(self.app.events, conversation_id, version)
         if conversation.version != version:
             raise ConversationNotFoundError(
                 f"the conversation has only {conversation.version} versions",
@@ -399,11 +407,13 @@ class ConversationStore:
         return conversation
 
     def events(self, conversation_id: UUID) -> list[DomainEvent]:
-        """Every stored event of the conversation, oldest first."""
+        """Every stored event of the conversation, oldest first (of a fork whose
+        inherited history was erased, its own events about its own part: they begin
+        after version 1, ``domain/remainder.py``)."""
         with store_errors(conversation_id):
             events = list(self.app.events.get(conversation_id))
         if events and isinstance(events[0], ErasedEvent):
-            raise events[0].error()
+            return list(remainder(self.app.events, conversation_id).own)
         if not events or not isinstance(events[0], ConversationEvent):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         if not isinstance(events[0], (Started, Forked)) or events[0].originator_version != 1:
@@ -415,6 +425,16 @@ class ConversationStore:
                 version=first.originator_version,
             )
         return events  # type: ignore[return-value]
+
+    def records(self, conversation_id: UUID) -> list[DomainEvent | ErasedEvent]:
+        """Every stored record of the conversation as ``events``, but a fork whose
+        inherited history was erased has them all, those holding inherited content as
+        ``ErasedEvent`` (``replay``)."""
+        with store_errors(conversation_id):
+            first = list(self.app.events.get(conversation_id, lte=1))
+        if first and isinstance(first[0], ErasedEvent):
+            return list(remainder(self.app.events, conversation_id).records)
+        return list(self.events(conversation_id))
 
     def client_position(self, conversation_id: UUID, client_message_id: str) -> int | None:
         """The position an append with this client message id got (None: none yet)."""

@@ -101,7 +101,7 @@ class EditCommands(ConversationRoot):
         for a, b in reversed(s.retracted):
             if a <= newest <= b:
                 newest = a - 1
-        if newest < 0:
+        if newest < s.erased_before:  # (0 but in a fork whose inherited part was erased)
             raise InvalidEditError("there is no message left to pop", conversation_id=self.id)
         group = self._group_of(newest, history)
         self._retract(
@@ -263,6 +263,14 @@ class EditCommands(ConversationRoot):
         if not 0 <= position < s.next_position:
             raise UnknownPositionError(
                 "no message was appended at that position",
+                conversation_id=self.id,
+                position=position,
+                next_position=s.next_position,
+            )
+        if position < s.erased_before:
+            raise UnknownPositionError(
+                "nothing is left of the message at that position: the fork inherited it, and "
+                "its source's data subject was erased",
                 conversation_id=self.id,
                 position=position,
                 next_position=s.next_position,

@@ -90,7 +90,7 @@ def layers_after(
 ) -> list[SummaryLayer]:
     """The summary layers that stand once this summary is recorded."""
     single = folds_previous(s, pending)
-    covers_from = 0 if single else from_position
+    covers_from = s.erased_before if single else from_position
     link = SummaryLink(
         version=version,
         from_position=covers_from,
@@ -103,7 +103,7 @@ def layers_after(
         if (
             previous is not None
             and previous.link is not None
-            and previous.from_position == 0
+            and previous.from_position == s.erased_before
             and not (pending is not None and pending.consolidate)
         ):
             chain = (*previous.chain, previous.link)

@@ -97,6 +97,12 @@ class ConversationState(BaseModel):
     summaries_invalidated: int = 0
     #: Set in a forked conversation: where its shared history lives.
     fork_of: ForkOrigin | None = None
+    #: In a fork whose inherited history was erased (``domain/remainder.py``): the
+    #: positions before it were inherited, and nothing is left of them. Never stored:
+    #: such a state is folded from the fork's own records on every load.
+    erased_before: int = Field(default=0, exclude=True)
+    #: Whether this is such a fork's remainder (never stored either).
+    inherited_erased: bool = Field(default=False, exclude=True)
 
     # Not state (never stored, never compared): running sums over the window by name,
     # so that folding an append does not pass over every unsummarized message (see

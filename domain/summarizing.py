@@ -126,7 +126,8 @@ class SummaryCommands(ConversationRoot):
                     f"with this summary the context cannot fit max_context_tokens ({cap})",
                     conversation_id=self.id,
                 )
-        covers_from = 0 if folds_previous(s, pending) else from_position
+        # a re-folding summary covers all there is (of a fork's remainder, its own part)
+        covers_from = s.erased_before if folds_previous(s, pending) else from_position
         self._trigger(
             SummaryCreated,
             at,

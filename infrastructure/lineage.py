@@ -14,9 +14,16 @@ under, or None for its conversation's subject alone:
   fork's (one subject: a fork of its source's subject inheriting nothing else);
 - in a conversation that inherits: a ``SummaryCreated`` whose window reaches back into
   the inherited part (``covers_from`` at or before the fork's last shared position), a
-  ``SummaryInvalidated`` (it carries restored summaries and reopened messages) and a
+  ``SummaryInvalidated`` reaching back into it (it carries restored summaries and
+  reopened messages: one that carries only the fork's own, or none, does not) and a
   snapshot (the whole state): its own subject and the inherited ones;
 - anything else: None.
+
+Once the inherited part is erased, the fork's first record no longer tells the last
+position it shares: the position before its first own message stands for it
+(``first_own_position``), so that what the fork writes of its own part afterwards --
+the summaries and invalidations of its remainder (``domain/remainder.py``) -- goes
+under its own key; what reaches back still names the erased key, and is refused.
 
 What a conversation inherits never changes once its first record is written, so it is
 cached (bounded) for the process's life.
@@ -32,6 +39,7 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.domain.conversation import ConversationSnapshot
+from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.events import Forked, SummaryCreated, SummaryInvalidated
 from contextledger.infrastructure.subject_keys import SubjectKeys
 
@@ -56,9 +64,15 @@ class Lineage:
     """The subjects each record goes under (see the module doc). ``first_record`` reads
     a conversation's first stored record (None: the conversation has none yet)."""
 
-    def __init__(self, keys: SubjectKeys, first_record: Callable[[UUID], FirstRecord | None]) -> None:
+    def __init__(
+        self,
+        keys: SubjectKeys,
+        first_record: Callable[[UUID], FirstRecord | None],
+        first_own_position: Callable[[UUID], int | None] | None = None,
+    ) -> None:
         self._keys = keys
         self._first_record = first_record
+        self._first_own_position = first_own_position
         self._lock = threading.Lock()
         self._cache: dict[UUID, Inherited | None] = {}
 
@@ -73,6 +87,8 @@ class Lineage:
         if inherited is None:
             return None
         if isinstance(event, SummaryCreated) and event.covers_from > inherited.through_position:
+            return None
+        if isinstance(event, SummaryInvalidated) and _own_only(event, inherited.through_position):
             return None
         return (self._keys.subject_of(event.originator_id), *inherited.subjects)
 
@@ -98,9 +114,26 @@ class Lineage:
             subjects = tuple(dict.fromkeys(k.subject for k in named if k is not None and k.subject != own))
             if subjects:
                 through = event.origin.through_position if isinstance(event, Forked) else sys.maxsize
+                if isinstance(event, ErasedEvent) and self._first_own_position is not None:
+                    position = self._first_own_position(conversation_id)
+                    if position is None:  # none yet: look again next time
+                        return Inherited(subjects, through)
+                    through = position - 1
                 found = Inherited(subjects, through)
         with self._lock:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[conversation_id] = found
         return found
+
+
+def _own_only(event: SummaryInvalidated, through_position: int) -> bool:
+    """Whether an invalidation carries only what the fork wrote after its shared
+    history: no inherited summary, and restored layers and reopened messages past it."""
+    if event.invalidated_inherited:
+        return False
+    starts = [e.position for e in event.reopened]
+    for layer in event.layers:
+        starts.append(layer.from_position)
+        starts.extend(link.from_position for link in layer.chain)
+    return all(p > through_position for p in starts)

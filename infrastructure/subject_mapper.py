@@ -69,6 +69,7 @@ from contextledger.domain.errors import (
     LogDamagedError,
     StoreError,
 )
+from contextledger.domain.events import MessageAppended
 from contextledger.infrastructure.aead import OVERHEAD
 from contextledger.infrastructure.key_tables import KeyTable, MemoryKeyTable, PostgresKeyTable, SQLiteKeyTable
 from contextledger.infrastructure.lineage import FirstRecord, Lineage
@@ -96,6 +97,8 @@ MAX_KEYS = 255
 #: The first bytes of a record stored in clear (an erasure's record).
 CLEAR_MARK = b"CLC\x01"
 _HEADER = len(MARK) + KEY_ID_SIZE
+#: Records read at a time looking for a fork's first own message.
+_PAGE = 100
 #: The subjects whose keys the record being written goes under, when they are not
 #: its conversation's subject alone (see ``lineage.py``).
 _SUBJECTS: ContextVar[tuple[str, ...] | None] = ContextVar("contextledger_record_subjects", default=None)
@@ -152,7 +155,7 @@ class SubjectMapper(PydanticMapper):
         found = self._lineage
         if found is None:
             assert self.keys is not None
-            found = self._lineage = Lineage(self.keys, self._first_record)
+            found = self._lineage = Lineage(self.keys, self._first_record, self._first_own_position)
         return found
 
     def _first_record(self, conversation_id: UUID) -> FirstRecord | None:
@@ -165,6 +168,23 @@ class SubjectMapper(PydanticMapper):
             return None
         stored = found[0]
         return stored.topic, key_ids_of(bytes(stored.state)) or (), self.to_domain_event(stored)
+
+    def _first_own_position(self, conversation_id: UUID) -> int | None:
+        """The position of the first message the conversation appended itself (None:
+        none readable yet): read for a fork whose first record was erased."""
+        if self.recorder is None:
+            return None
+        after = 1
+        while True:
+            page = self.recorder.select_events(conversation_id, gt=after, limit=_PAGE)
+            if not page:
+                return None
+            for stored in page:
+                if stored.topic == MessageAppended.TOPIC:
+                    event = self.to_domain_event(stored)
+                    if isinstance(event, MessageAppended):
+                        return event.position
+            after = page[-1].originator_version
 
     def encrypt_state(self, originator_id: UUID, originator_version: int, data: bytes) -> bytes:
         if self.keys is None or not self.per_subject:

@@ -129,7 +129,7 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
         assert report.reason == "erasure request 17" and not report.already_erased
         assert ledger.wait_idle(60)
 
-        for cid in (a, same_fork, own_fork, grand_fork):
+        for cid in (a, same_fork):
             for read in (
                 ledger.context,
                 ledger.transcript,
@@ -142,10 +142,16 @@ def plant_and_erase(settings: Settings) -> tuple[UUID, UUID]:
                     read(cid)
                 assert caught.value.erased_at == report.erased_at
                 assert caught.value.reason == "erasure request 17"
+        # The forks of another subject keep what is their own (test_fork_remainder.py).
+        for cid in (own_fork, grand_fork):
+            context = ledger.context(cid)
+            assert context and MARK_A not in str(context) and MARK_F in str(context)
+            assert MARK_A not in str(ledger.transcript(cid))
         assert audit(ledger, b) == before
         verified = ledger.verify()
-        assert verified.ok and set(verified.erased) == {a, same_fork, own_fork, grand_fork}
-        assert ledger.totals().conversations == 1
+        assert verified.ok and set(verified.erased) == {a, same_fork}
+        assert set(verified.partly_erased) == {own_fork, grand_fork}
+        assert ledger.totals().conversations == 3
         assert models.transcript.transcript(a) == [] and models.summaries.summaries(a) == []
         assert models.transcript.transcript(own_fork) == []
         assert models.transcript.transcript(grand_fork) == []

@@ -231,7 +231,7 @@ def test_a_source_is_kept_while_a_fork_of_another_subject_holding_its_content_is
         assert ledger.idle_conversations(1, now=later + timedelta(days=10)) == []
 
 
-def test_a_fork_whose_source_was_erased_is_not_idle_but_its_subject_still_goes(shared_url: str) -> None:
+def test_a_fork_whose_source_was_erased_is_idle_as_any_other_and_its_subject_goes(shared_url: str) -> None:
     clock = Clock()
     with open_ledger(shared_url, clock) as ledger:
         source = ledger.start(policy=POLICY, subject="user-1")
@@ -241,12 +241,11 @@ def test_a_fork_whose_source_was_erased_is_not_idle_but_its_subject_still_goes(s
         kept = ledger.start(policy=POLICY, subject="user-3")
         say(ledger, kept)
         ledger.erase(subject="user-1", reason="asked")
-        with pytest.raises(cl.ConversationErasedError):
-            ledger.context(fork)
+        # The fork keeps what is its own: it is listed as idle as any other ...
+        assert ledger.context(fork) == [{"role": "user", "content": "the fork's own words"}]
         later = T0 + timedelta(days=100)
-        # The fork cannot be read any more: it is not listed as idle ...
-        assert ledger.idle_conversations(30, now=later) == [kept]
-        # ... yet its own records are team-2's, which retention erases once idle.
+        assert ledger.idle_conversations(30, now=later) == [fork, kept]
+        # ... and its own records are team-2's, which retention erases once idle.
         assert {due.subject for due in retention_plan(ledger, 30, later)} == {"team-2", "user-3"}
         clock.now = later
         reports = enforce_retention(ledger, ledger.erase, 30)
