@@ -2,20 +2,20 @@
 
 A thin façade: commands go to the ``Conversation`` aggregate through
 ``commands.py`` and the conversation store (``store.py``), edits through
-``ledger_edits.py``, queries and audits to ``queries.py``, summaries through the
-summary service (``summary_service.py``); ``opening.py`` opens the store, and the
-followers of the log (the summarization policy, read models) are started, awaited
-and stopped by ``background.py``. Each collaborator takes the small port it needs,
+``ledger_edits.py``, queries and audits through ``ledger_reads.py`` to ``queries.py``,
+summaries through the summary service (``summary_service.py``); ``opening.py`` opens
+the store, and the followers of the log (the summarization policy, read models) are
+started, awaited and stopped by ``background.py``. Each collaborator takes the small port it needs,
 which the ledger satisfies. ``context()`` costs O(window), not O(history), and always
 shows the caller's writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.utils import Environment, EnvType
@@ -29,6 +29,7 @@ from contextledger.application.erasure import DELETE_SNAPSHOTS_TOPIC, Erasures
 from contextledger.application.history import HistoryCache
 from contextledger.application.ledger_edits import LedgerEdits
 from contextledger.application.ledger_privacy import LedgerPrivacy
+from contextledger.application.ledger_reads import LedgerReads
 from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, Tracer
 from contextledger.application.opening import (
@@ -43,22 +44,13 @@ from contextledger.application.opening import (
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.queries import ConversationQueries
 from contextledger.application.read_only import refuse_writes
-from contextledger.application.results import (
-    AuditEvent,
-    SummaryInfo,
-    TokenTotals,
-    TranscriptEntry,
-    VerifyReport,
-    WorkingMemory,
-)
 from contextledger.application.saving import ConversationApplication
 from contextledger.application.settings import Settings, masked_url
 from contextledger.application.store import ConversationStore
 from contextledger.application.subjects import Subjects
 from contextledger.application.summary_service import SummaryService
-from contextledger.application.whatif_results import WhatIfReport
-from contextledger.application.wire import ContextMessage, ToolDefinition
-from contextledger.domain.conversation import Conversation, ConversationSnapshot, SummaryFailure
+from contextledger.application.wire import ToolDefinition
+from contextledger.domain.conversation import ConversationSnapshot, SummaryFailure
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 
@@ -72,7 +64,7 @@ def _utc_now() -> datetime:
 
 
 @name_keys_in_errors
-class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
+class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
     """Conversations as event-sourced aggregates, with working memory and audit."""
 
     name = "contextledger"
@@ -357,123 +349,6 @@ class Ledger(LedgerEdits, LedgerPrivacy, ConversationApplication):
     def record_summary_failure(self, request: SummaryRequest, failure: SummaryFailure) -> int:
         """Record a failed attempt at ``request``'s range; returns the attempt number."""
         return self.summary_service.record_failure(request, failure)
-
-    # ------------------------------------------------------------------ queries
-
-    @overload
-    def context(
-        self,
-        conversation_id: ConversationRef,
-        *,
-        version: int | None = None,
-        format: Literal["openai"] = "openai",
-        cache: Literal[False] = False,
-        summary: Literal["system"] = "system",
-    ) -> list[ContextMessage]: ...
-
-    @overload
-    def context(
-        self,
-        conversation_id: ConversationRef,
-        *,
-        version: int | None = None,
-        format: Literal["anthropic", "gemini"],
-        cache: bool = False,
-        summary: Literal["system", "user"] = "system",
-    ) -> dict[str, Any]: ...
-
-    def context(
-        self,
-        conversation_id: ConversationRef,
-        *,
-        version: int | None = None,
-        format: str = "openai",
-        cache: bool = False,
-        summary: str = "system",
-    ) -> list[ContextMessage] | dict[str, Any]:
-        """What the model is sent next (or was sent at aggregate ``version``).
-
-        ``format="openai"`` (the default): OpenAI chat messages, typed as the openai
-        SDK's ``ChatCompletionMessageParam``. ``format="anthropic"``: ``{"system": [...],
-        "messages": [...]}`` for ``client.messages.create(**ctx, model=..., max_tokens=...)``;
-        ``cache=True`` marks prompt-cache breakpoints (``docs/providers.md``).
-        ``format="gemini"``: ``{"system_instruction": ..., "contents": [...]}`` for
-        ``generate_content``. ``summary="user"`` (Anthropic, Gemini) sends summaries as
-        user turns instead of system text. Messages appended in another format are
-        converted (what cannot cross is dropped: ``docs/providers.md``). An unknown
-        format or a combination it cannot take (``cache=True`` but not Anthropic) is an
-        ``InvalidArgumentError``.
-        """
-        if format == "openai" and cache is False and summary == "system":
-            return self.queries.working_memory(conversation_id, version).messages
-        rendered: list[ContextMessage] | dict[str, Any] = self.queries.rendered(
-            conversation_id, version, format, cache, summary
-        )
-        return rendered
-
-    def tools(self, conversation_id: ConversationRef, *, version: int | None = None) -> list[ToolDefinition]:
-        """The tool definitions to send with the next model call (empty: none)."""
-        return self.queries.tools(conversation_id, version)
-
-    def working_memory(
-        self, conversation_id: ConversationRef, *, version: int | None = None
-    ) -> WorkingMemory:
-        """The context and its token cost read together (a summary landing in the
-        background cannot fall between them)."""
-        return self.queries.working_memory(conversation_id, version)
-
-    def conversation(self, conversation_id: ConversationRef, *, version: int | None = None) -> Conversation:
-        """A private copy of the aggregate, as it is now or was at ``version`` (audits)."""
-        return self.queries.conversation(conversation_id, version)
-
-    def totals(self, conversation_id: ConversationRef | None = None) -> TokenTotals:
-        """Token accounting for one conversation, or summed over all of them.
-
-        A fork's own totals count the history it shares with its source (its prompts
-        carry it); the sum counts each stored message once: ``messages``,
-        ``appended_tokens``, ``retracted_messages`` and ``edited_messages`` leave out
-        what forks inherited."""
-        return self.queries.totals(conversation_id)
-
-    def transcript(self, conversation_id: ConversationRef) -> list[TranscriptEntry]:
-        """Every message ever appended and every edited version, oldest first (a fork
-        starts with the history it shares). Retracted entries are marked
-        ``retracted``; an edited version names the version it replaced."""
-        return self.queries.transcript(conversation_id)
-
-    def summaries(self, conversation_id: ConversationRef) -> list[SummaryInfo]:
-        """Every summary recorded, oldest first, with ranges and provenance; one that a
-        retraction or an edit invalidated is marked ``valid=False``."""
-        return self.queries.summaries(conversation_id)
-
-    def simulate(
-        self,
-        policy: ReductionPolicy | Mapping[str, Any],
-        conversations: Iterable[ConversationRef] | ConversationRef | None = None,
-        summarizer: Summarizer | str | None = None,
-        *,
-        budget_calls: int | None = None,
-        prices: Mapping[str, Any] | None = None,
-    ) -> WhatIfReport:
-        """What ``policy`` would have sent, turn by turn, against what the log recorded:
-        an in-memory replay that writes nothing (see ``contextledger.application.whatif``).
-        ``summarizer``: None or "offline" (no network), "openai", or a ``Summarizer``."""
-        return self.queries.simulate(policy, conversations, summarizer, budget_calls, prices)
-
-    # -------------------------------------------------------------------- audit
-
-    def replay(self, conversation_id: ConversationRef) -> Iterator[AuditEvent]:
-        """Every stored event of the conversation, in order, for audits."""
-        return self.queries.replay(conversation_id)
-
-    def conversation_ids(self) -> list[UUID]:
-        """Ids of every conversation, in the order they were started (with several
-        stores: store by store, each in that order)."""
-        return self.queries.conversation_ids()
-
-    def verify(self, conversation_id: ConversationRef | None = None) -> VerifyReport:
-        """Recompute every digest chain and summary digest; report what does not match."""
-        return self.queries.verify(conversation_id)
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
         """Block until the summarization policy has caught up with the log and has no

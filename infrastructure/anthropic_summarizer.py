@@ -15,29 +15,21 @@ turn) and maps every SDK exception here, at the adapter boundary:
 
 ``temperature`` is sent only when given (the model's default otherwise). Retries with
 backoff are the summarization policy's job: the SDK's are off unless asked for. The
-SDK is imported when a summarizer is made, never by ``import contextledger``; the API
-key is never part of an error message, a log line or a repr.
+SDK is imported when a summarizer is made, never by ``import contextledger``. The
+errors are made by ``summarizer_base.ModelSummarizer``; the API key is never part of an
+error message, a log line or a repr.
 Needs the ``anthropic`` extra.
 """
 
 from __future__ import annotations
 
-import time
 from importlib import import_module
 from typing import Any
 
-from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
-from contextledger.domain.errors import (
-    ConfigurationError,
-    SummarizerAuthenticationError,
-    SummarizerOutputError,
-    SummarizerRateLimitedError,
-    SummarizerRequestError,
-    SummarizerTimeoutError,
-    SummarizerUnavailableError,
-)
-from contextledger.domain.redaction import provider_text
-from contextledger.infrastructure.summary_prompt import PROMPT_VERSION, summary_prompt
+from contextledger.application.ports import SummaryRequest, SummaryResult
+from contextledger.domain.errors import ConfigurationError, SummarizerError, SummarizerOutputError
+from contextledger.infrastructure.summarizer_base import ModelSummarizer, summary_result
+from contextledger.infrastructure.summary_prompt import summary_prompt
 
 __all__ = ["AnthropicSummarizer"]
 
@@ -51,8 +43,11 @@ def _sdk() -> Any:
         ) from exc
 
 
-class AnthropicSummarizer(Summarizer):
+class AnthropicSummarizer(ModelSummarizer):
     """Summarizes through Anthropic's Messages API (or a compatible server at ``base_url``)."""
+
+    provider = "Anthropic"
+    key_variable = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -64,22 +59,12 @@ class AnthropicSummarizer(Summarizer):
         max_retries: int = 0,
         temperature: float | None = None,
     ) -> None:
-        if not api_key:
-            raise ConfigurationError("the Anthropic summarizer needs an API key (ANTHROPIC_API_KEY)")
-        if timeout <= 0:
-            raise ConfigurationError("timeout must be positive")
+        super().__init__(model=model, api_key=api_key, base_url=base_url, timeout=timeout)
         self._sdk = _sdk()
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
         self.temperature = temperature
-        self._api_key = api_key
         self._client = self._sdk.Anthropic(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
         )
-
-    def __repr__(self) -> str:
-        return f"AnthropicSummarizer(model={self.model!r}, base_url={self.base_url!r}, api_key=***)"
 
     def request_for(self, request: SummaryRequest) -> dict[str, Any]:
         """The ``messages.create`` arguments (without ``model``) for ``request``."""
@@ -93,103 +78,41 @@ class AnthropicSummarizer(Summarizer):
             arguments["extra_body"] = {"temperature": self.temperature}
         return arguments
 
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        model = request.model or self.model
-        sdk = self._sdk
-        started = time.perf_counter()
-        try:
-            response = self._client.messages.create(
-                model=model,
-                extra_headers={"Idempotency-Key": request.idempotency_key},
-                **self.request_for(request),
-            )
-        except sdk.APITimeoutError as exc:
-            raise SummarizerTimeoutError(
-                f"the summarizer did not answer within {self.timeout:g} s", model=model
-            ) from exc
-        except sdk.RateLimitError as exc:
-            raise SummarizerRateLimitedError(
-                "the provider is rate limiting (429)",
-                model=model,
-                retry_after=_retry_after(exc.response.headers.get("retry-after")),
-            ) from exc
-        except sdk.APIConnectionError as exc:
-            raise SummarizerUnavailableError(
-                f"cannot reach the summarizer: {type(exc.__cause__ or exc).__name__}", model=model
-            ) from exc
-        except sdk.APIStatusError as exc:
-            status = exc.status_code
-            if status >= 500:
-                reason = "overloaded" if status == 529 else f"answered {status}"
-                raise SummarizerUnavailableError(
-                    f"the provider {reason} ({status})", model=model, status=status
-                ) from exc
-            if status in (401, 403):
-                raise SummarizerAuthenticationError(
-                    f"the provider refused the API key or its permissions ({status}): "
-                    "check ANTHROPIC_API_KEY and the model's access",
-                    model=model,
-                    status=status,
-                ) from exc
-            raise SummarizerRequestError(
-                f"the provider rejected the request ({status}): {_error_text(exc, self._api_key)}",
-                model=model,
-                status=status,
-            ) from exc
-        except sdk.APIResponseValidationError as exc:
-            raise SummarizerOutputError("the provider's answer is not a message", model=model) from exc
-        except ValueError as exc:  # JSON decoding of a malformed body
-            raise SummarizerOutputError(f"malformed answer from the provider: {exc}", model=model) from exc
-        latency_ms = (time.perf_counter() - started) * 1000
-        return _result(response, model, latency_ms)
-
-
-def _result(response: Any, model: str, latency_ms: float) -> SummaryResult:
-    blocks = getattr(response, "content", None)
-    if not isinstance(blocks, list):
-        raise SummarizerOutputError("the answer has no content", model=model)
-    stop = getattr(response, "stop_reason", None)
-    if stop == "refusal":
-        raise SummarizerOutputError("the model refused to summarize", model=model)
-    if stop == "max_tokens":
-        raise SummarizerOutputError("the summary was cut off at max_summary_tokens", model=model)
-    text = "".join(str(getattr(b, "text", "")) for b in blocks if getattr(b, "type", None) == "text").strip()
-    if not text:
-        raise SummarizerOutputError("the summary is empty", model=model)
-    usage = getattr(response, "usage", None)
-    prompt = None
-    if usage is not None and isinstance(getattr(usage, "input_tokens", None), int):
-        prompt = usage.input_tokens + sum(
-            getattr(usage, key, None) or 0
-            for key in ("cache_creation_input_tokens", "cache_read_input_tokens")
+    def _send(self, request: SummaryRequest, model: str) -> Any:
+        return self._client.messages.create(
+            model=model,
+            extra_headers={"Idempotency-Key": request.idempotency_key},
+            **self.request_for(request),
         )
-    return SummaryResult(
-        text=text,
-        model=getattr(response, "model", None) or model,
-        prompt_version=PROMPT_VERSION,
-        input_tokens=prompt,
-        output_tokens=getattr(usage, "output_tokens", None),
-        latency_ms=latency_ms,
-    )
 
+    def _mapped(self, exc: Exception, model: str) -> SummarizerError | None:
+        return self.sdk_error(self._sdk, exc, model, "a message")
 
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
+    def server_error(self, status: int) -> str:
+        reason = "overloaded" if status == 529 else f"answered {status}"
+        return f"the provider {reason} ({status})"
 
-
-def _error_text(exc: Any, api_key: str) -> str:
-    """The provider's one-line reason, if its error body gives one: never the key,
-    control characters escaped (``redaction.provider_text``)."""
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        message = body.get("message") or (error.get("message") if isinstance(error, dict) else None)
-        if isinstance(message, str) and message:
-            return provider_text(message.replace(api_key, "***"), limit=300)
-    return type(exc).__name__
+    def _result(self, response: Any, model: str, latency_ms: float) -> SummaryResult:
+        blocks = getattr(response, "content", None)
+        if not isinstance(blocks, list):
+            raise SummarizerOutputError("the answer has no content", model=model)
+        stop = getattr(response, "stop_reason", None)
+        if stop == "refusal":
+            raise SummarizerOutputError("the model refused to summarize", model=model)
+        text = "".join(str(getattr(b, "text", "")) for b in blocks if getattr(b, "type", None) == "text")
+        usage = getattr(response, "usage", None)
+        prompt = None
+        if usage is not None and isinstance(getattr(usage, "input_tokens", None), int):
+            prompt = usage.input_tokens + sum(
+                getattr(usage, key, None) or 0
+                for key in ("cache_creation_input_tokens", "cache_read_input_tokens")
+            )
+        return summary_result(
+            text.strip(),
+            model,
+            latency_ms,
+            answered_by=getattr(response, "model", None),
+            input_tokens=prompt,
+            output_tokens=getattr(usage, "output_tokens", None),
+            cut_off=stop == "max_tokens",
+        )

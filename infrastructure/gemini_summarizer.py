@@ -18,38 +18,31 @@ exception is mapped here, at the adapter boundary:
 (1) ``retry_after`` from Google's ``RetryInfo.retryDelay``, else ``Retry-After``.
 
 Retries with backoff are the summarization policy's job: the SDK retries only when
-``max_retries`` asks for it. The API key is never part of an error message, a log
-line or a repr.
+``max_retries`` asks for it. The errors are made by ``summarizer_base.ModelSummarizer``;
+the API key is never part of an error message, a log line or a repr.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
-from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
-from contextledger.domain.errors import (
-    ConfigurationError,
-    SummarizerAuthenticationError,
-    SummarizerError,
-    SummarizerOutputError,
-    SummarizerRateLimitedError,
-    SummarizerRequestError,
-    SummarizerTimeoutError,
-    SummarizerUnavailableError,
-)
-from contextledger.domain.redaction import provider_text
-from contextledger.infrastructure.openai_summarizer import PROMPT_VERSION, SYSTEM_PROMPT, render_transcript
+from contextledger.application.ports import SummaryRequest, SummaryResult
+from contextledger.domain.errors import ConfigurationError, SummarizerError, SummarizerOutputError
+from contextledger.infrastructure.summarizer_base import ModelSummarizer, retry_after_seconds, summary_result
+from contextledger.infrastructure.summary_prompt import summary_prompt
 
 __all__ = ["GeminiSummarizer"]
 
 _SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
-class GeminiSummarizer(Summarizer):
+class GeminiSummarizer(ModelSummarizer):
     """Summarizes through Gemini's ``generateContent`` (``base_url``: another endpoint,
     such as a local test server)."""
+
+    provider = "Gemini"
+    key_variable = "GEMINI_API_KEY"
 
     def __init__(
         self,
@@ -61,10 +54,7 @@ class GeminiSummarizer(Summarizer):
         max_retries: int = 0,
         temperature: float = 0.0,
     ) -> None:
-        if not api_key:
-            raise ConfigurationError("the Gemini summarizer needs an API key (GEMINI_API_KEY)")
-        if timeout <= 0:
-            raise ConfigurationError("timeout must be positive")
+        super().__init__(model=model, api_key=api_key, base_url=base_url, timeout=timeout)
         if max_retries < 0:
             raise ConfigurationError("max_retries must not be negative")
         try:
@@ -74,50 +64,28 @@ class GeminiSummarizer(Summarizer):
             raise ConfigurationError(
                 "the Gemini summarizer needs google-genai: pip install 'contextledger[gemini]'"
             ) from exc
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
         self.temperature = temperature
-        self._api_key = api_key
         retry = types.HttpRetryOptions(attempts=max_retries + 1) if max_retries else None
         options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000), retry_options=retry)
         self._client = genai.Client(api_key=api_key, http_options=options)
 
-    def __repr__(self) -> str:
-        return f"GeminiSummarizer(model={self.model!r}, base_url={self.base_url!r}, api_key=***)"
-
     def prompt_for(self, request: SummaryRequest) -> tuple[str, str]:
         """The system instruction and the user turn: the previous summary plus only the
         newly covered messages (what ``OpenAISummarizer.messages_for`` sends)."""
-        positions = tuple(position for position, _ in request.positioned())
-        user = (
-            f"Current summary:\n{request.previous_summary or '(none)'}\n\n"
-            f"New messages ({request.from_position}-{request.through_position}):\n"
-            f"{render_transcript(request.messages, request.from_position, positions=positions)}"
-        )
-        return SYSTEM_PROMPT.format(max_tokens=request.max_summary_tokens), user
+        return summary_prompt(request)
 
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        model = request.model or self.model
+    def _send(self, request: SummaryRequest, model: str) -> Any:
         system, user = self.prompt_for(request)
         config = {
             "system_instruction": system,
             "max_output_tokens": request.max_summary_tokens,
             "temperature": self.temperature,
         }
-        started = time.perf_counter()
-        try:
-            response = self._client.models.generate_content(
-                model=model,
-                contents=[{"role": "user", "parts": [{"text": user}]}],
-                config=config,  # type: ignore[arg-type]
-            )
-        except Exception as exc:  # every failure the SDK reports is mapped, or raised as is
-            mapped = self._mapped(exc, model)
-            if mapped is None:
-                raise
-            raise mapped from exc
-        return _result(response, model, (time.perf_counter() - started) * 1000)
+        return self._client.models.generate_content(
+            model=model,
+            contents=[{"role": "user", "parts": [{"text": user}]}],
+            config=config,  # type: ignore[arg-type]
+        )
 
     def _mapped(self, exc: Exception, model: str) -> SummarizerError | None:
         """The contextledger error for an exception the SDK call raised."""
@@ -127,70 +95,39 @@ class GeminiSummarizer(Summarizer):
         # httpx, 3.x through its fork httpx2 (same classes, another module).
         names = {cls.__name__ for cls in type(exc).__mro__}
         if "TimeoutException" in names or isinstance(exc, TimeoutError):
-            return SummarizerTimeoutError(
-                f"the summarizer did not answer within {self.timeout:g} s", model=model
-            )
+            return self.timed_out(model)
         if "TransportError" in names or isinstance(exc, ConnectionError):
-            return SummarizerUnavailableError(
-                f"cannot reach the summarizer: {type(exc).__name__}", model=model
-            )
+            return self.unreachable(model, exc)
         if isinstance(exc, errors.APIError):
             code = int(exc.code or 0)
             if code == 429:
-                return SummarizerRateLimitedError(
-                    "the provider is rate limiting (429)",
-                    model=model,
-                    status=code,
-                    retry_after=_retry_after(exc),
-                )
-            if code >= 500:
-                return SummarizerUnavailableError(f"the provider answered {code}", model=model, status=code)
-            if code in (401, 403):
-                return SummarizerAuthenticationError(
-                    f"the provider refused the API key or its permissions ({code}): "
-                    "check GEMINI_API_KEY and the model's access",
-                    model=model,
-                    status=code,
-                )
-            reason = provider_text(
-                str(exc.message or exc.status or "").replace(self._api_key, "***"), limit=300
-            )
-            return SummarizerRequestError(
-                f"the provider rejected the request ({code}): {reason or type(exc).__name__}",
-                model=model,
-                status=code,
-            )
+                return self.rate_limited(model, _retry_after(exc), status=code)
+            reason = self.redacted(str(exc.message or exc.status or ""))
+            return self.refused(model, code, reason or type(exc).__name__)
         if isinstance(exc, ValueError):  # JSON decoding of a malformed body, pydantic validation
-            return SummarizerOutputError(
-                f"malformed answer from the provider: {type(exc).__name__}", model=model
-            )
+            return self.malformed(model, type(exc).__name__)
         return None
 
-
-def _result(response: Any, model: str, latency_ms: float) -> SummaryResult:
-    candidates = getattr(response, "candidates", None)
-    if not candidates:
-        raise SummarizerOutputError("the answer has no candidates", model=model)
-    candidate = candidates[0]
-    content = getattr(candidate, "content", None)
-    parts = getattr(content, "parts", None) or []
-    text = "".join(
-        p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", None)
-    ).strip()
-    finish = str(getattr(candidate, "finish_reason", "") or "")
-    if finish.endswith("MAX_TOKENS"):
-        raise SummarizerOutputError("the summary was cut off at max_summary_tokens", model=model)
-    if not text:
-        raise SummarizerOutputError(f"the summary is empty (finish_reason {finish or None})", model=model)
-    usage = getattr(response, "usage_metadata", None)
-    return SummaryResult(
-        text=text,
-        model=getattr(response, "model_version", None) or model,
-        prompt_version=PROMPT_VERSION,
-        input_tokens=getattr(usage, "prompt_token_count", None),
-        output_tokens=getattr(usage, "candidates_token_count", None),
-        latency_ms=latency_ms,
-    )
+    def _result(self, response: Any, model: str, latency_ms: float) -> SummaryResult:
+        candidates = getattr(response, "candidates", None)
+        if not candidates:
+            raise SummarizerOutputError("the answer has no candidates", model=model)
+        candidate = candidates[0]
+        content = getattr(candidate, "content", None)
+        parts = getattr(content, "parts", None) or []
+        text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", None))
+        finish = str(getattr(candidate, "finish_reason", "") or "")
+        usage = getattr(response, "usage_metadata", None)
+        return summary_result(
+            text.strip(),
+            model,
+            latency_ms,
+            answered_by=getattr(response, "model_version", None),
+            input_tokens=getattr(usage, "prompt_token_count", None),
+            output_tokens=getattr(usage, "candidates_token_count", None),
+            cut_off=finish.endswith("MAX_TOKENS"),
+            empty=f"the summary is empty (finish_reason {finish or None})",
+        )
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -204,10 +141,5 @@ def _retry_after(exc: Any) -> float | None:
         match = _SECONDS.match(delay) if isinstance(delay, str) else None
         if match:
             return float(match.group(1))
-    response = getattr(exc, "response", None)
-    value = getattr(response, "headers", {}).get("retry-after") if response is not None else None
-    try:
-        seconds = float(value) if value else None
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    return retry_after_seconds(headers.get("retry-after"))
