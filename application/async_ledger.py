@@ -303,14 +303,17 @@ class AsyncLedger:
 
     async def erase(
         self,
+        subject_or_conversation: str | UUID | None = None,
+        reason: str | None = None,
         *,
         subject: str | None = None,
         conversation: ConversationRef | None = None,
-        reason: str,
     ) -> ErasureReport:
         """Erase a data subject's conversations (see ``Ledger.erase``)."""
         return await self.run(
-            functools.partial(self.sync.erase, subject=subject, conversation=conversation, reason=reason)
+            functools.partial(
+                self.sync.erase, subject_or_conversation, reason, subject=subject, conversation=conversation
+            )
         )
 
     async def subject_of(self, conversation_id: ConversationRef) -> str:

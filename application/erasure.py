@@ -115,7 +115,37 @@ class Erasures:
                 return str(cid)
         raise ConversationNotFoundError("no such conversation", conversation_id=cid)
 
-    def erase(self, subject: str | None, conversation: ConversationRef | None, reason: str) -> ErasureReport:
+    def target(self, given: str | UUID) -> tuple[str | None, ConversationRef | None]:
+        """``erase(target, reason)``'s first argument as ``(subject, conversation)``: a
+        ``UUID`` is a conversation; a string is the data subject of that name when a
+        store knows the subject, else the conversation it names (an id or a key)."""
+        if isinstance(given, UUID):
+            return None, given
+        if not isinstance(given, str) or not given:
+            raise InvalidArgumentError(
+                "erase's first argument is a data subject or a conversation (an id or a key)",
+                argument="subject_or_conversation",
+                value=repr(given)[:80],
+            )
+        for shard in self._shards():
+            keys = keys_of(shard)
+            if keys is not None and (keys.conversations_of(given) or keys.tombstone_of(given)):
+                return given, None
+        try:
+            cid = resolve(given)
+        except InvalidArgumentError:
+            cid = None
+        if cid is not None and any(_has_records(shard, cid) for shard in self._shards()):
+            return None, cid
+        raise InvalidArgumentError(
+            f"no data subject or conversation is named {given!r}",
+            argument="subject_or_conversation",
+            value=given[:80],
+        )
+
+    def erase(
+        self, subject: str | None, conversation: ConversationRef | None, reason: str | None
+    ) -> ErasureReport:
         if (subject is None) == (conversation is None):
             raise InvalidArgumentError(
                 "erase takes exactly one of subject= and conversation=", argument="subject"

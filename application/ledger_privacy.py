@@ -13,6 +13,7 @@ from uuid import UUID
 from contextledger.application.addressing import ConversationRef
 from contextledger.application.erasure import ErasureReport, Erasures
 from contextledger.application.retention import RetentionHost, idle_conversations
+from contextledger.domain.errors import InvalidArgumentError
 
 __all__ = ["LedgerPrivacy"]
 
@@ -24,18 +25,28 @@ class LedgerPrivacy:
 
     def erase(
         self,
+        subject_or_conversation: str | UUID | None = None,
+        reason: str | None = None,
         *,
         subject: str | None = None,
         conversation: ConversationRef | None = None,
-        reason: str,
     ) -> ErasureReport:
         """Erase a data subject's conversations by destroying the subject's key
         (crypto-shredding; ``application/erasure.py``): exactly one of ``subject`` and
         ``conversation`` (a conversation that is its own subject, or its subject's only
-        one). Needs a cipher key. Afterwards their reads raise
-        ``ConversationErasedError`` (a fork of another subject that inherited their
-        history reads as what is its own, ``domain/remainder.py``); erasing again
-        returns the report with ``already_erased=True``."""
+        one), or ``erase(subject_or_conversation, reason)`` (a string names a subject
+        when a store knows it, else a conversation's id or key). Needs a cipher key.
+        Afterwards their reads raise ``ConversationErasedError`` (a fork of another
+        subject that inherited their history reads as what is its own,
+        ``domain/remainder.py``); erasing again returns the report with
+        ``already_erased=True``."""
+        if subject_or_conversation is not None:
+            if subject is not None or conversation is not None:
+                raise InvalidArgumentError(
+                    "erase takes a subject or a conversation once: positionally or by keyword",
+                    argument="subject_or_conversation",
+                )
+            subject, conversation = self.erasures.target(subject_or_conversation)
         return self.erasures.erase(subject, conversation, reason)
 
     def subject_of(self, conversation_id: ConversationRef) -> str:

@@ -395,3 +395,30 @@ def test_the_viewer_and_the_command_line_show_an_erased_conversation_as_erased(
     assert f"ERASED conversation {gone}" in out and "1 erased" in out
     assert main(["verify", "--database", settings.database_url, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["erased"] == [str(gone)]
+
+
+def test_erase_takes_its_target_positionally_as_the_design_names_it(tmp_path: Path) -> None:
+    # erase(subject_or_conversation, reason): a string a store knows as a subject is the
+    # subject; otherwise a conversation's id or key.
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key(), run_policy=False
+    )
+    with Ledger.open(settings=settings) as ledger:
+        shared = [ledger.start("x", subject="user-42"), ledger.start("y", subject="user-42")]
+        keyed = ledger.start("z", key="support-7")
+        by_id = ledger.start("w")
+        kept = ledger.start("v")
+        with pytest.raises(cl.InvalidArgumentError, match="nobody"):
+            ledger.erase("nobody", "no such subject or conversation")
+        with pytest.raises(cl.InvalidArgumentError):
+            ledger.erase("user-42", "twice", subject="user-42")
+        with pytest.raises(cl.InvalidArgumentError, match="reason"):
+            ledger.erase("user-42")
+        report = ledger.erase("user-42", "the person asked")
+        assert report.subject == "user-42" and set(report.conversations) == set(shared)
+        assert ledger.erase("support-7", "by key").conversations == (keyed,)
+        assert ledger.erase(by_id, "by id").conversations == (by_id,)
+        assert ledger.erase(str(kept), "by id as text").conversations == (kept,)
+        for cid in (*shared, keyed, by_id, kept):
+            with pytest.raises(cl.ConversationErasedError):
+                ledger.context(cid)
