@@ -23,9 +23,9 @@ from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.counting import TokenCounters
-from contextledger.application.formats.base import ProviderUsage
+from contextledger.application.formats.base import InboundAdapter, ProviderUsage
 from contextledger.application.formats.gemini import OpenCall, open_calls_of
-from contextledger.application.formats.inbound import ANTHROPIC, GEMINI, decode
+from contextledger.application.formats.inbound import ANTHROPIC, GEMINI
 from contextledger.application.idempotency import (
     check_client_message_id,
     check_client_message_ids,
@@ -68,9 +68,15 @@ class _Piece:
     client_id: str | None
 
 
-def _is_wire(obj: Any) -> bool:
-    """True for what the Anthropic or Gemini adapter decodes (several messages, originals)."""
-    return ANTHROPIC.accepts(obj) or GEMINI.accepts(obj)
+def _wire_adapter(obj: Any) -> InboundAdapter | None:
+    """The Anthropic or Gemini adapter when one claims ``obj`` (its messages come with
+    originals, maybe several to one object); None for what ``inbound`` takes. Asked
+    once per object: the answer travels with it to the decoding."""
+    if ANTHROPIC.accepts(obj):
+        return ANTHROPIC
+    if GEMINI.accepts(obj):
+        return GEMINI
+    return None
 
 
 def _follow_calls(open_calls: list[OpenCall], message: Message) -> None:
@@ -214,9 +220,10 @@ class ConversationCommands:
     ) -> int:
         cid = resolve(conversation_id)
         with self._host.tracer.span("append", conversation_id=cid) as span:
-            if _is_wire(message):
+            adapter = _wire_adapter(message)
+            if adapter is not None:
                 checked = [None if client_message_id is None else check_client_message_id(client_message_id)]
-                pieces, usage = self._decode_wire(cid, [message], checked)
+                pieces, usage = self._decode_wire(cid, [message], [adapter], checked)
                 position = self._append_pieces(cid, pieces, usage, hidden)[0]
                 role = pieces[0].message.role
             else:
@@ -253,8 +260,9 @@ class ConversationCommands:
             )
         given = list(messages)
         ids = check_client_message_ids(client_message_ids, len(given))
-        if any(_is_wire(m) for m in given):
-            pieces, _ = self._decode_wire(conversation_id, given, ids)
+        adapters = [_wire_adapter(m) for m in given]
+        if any(a is not None for a in adapters):
+            pieces, _ = self._decode_wire(conversation_id, given, adapters, ids)
             return self._append_pieces(conversation_id, pieces, None, False)
         msgs = [inbound(m).message for m in given]
         if not msgs:
@@ -267,24 +275,32 @@ class ConversationCommands:
         return execute_once(self._host.store, conversation_id, command, ids, msgs)
 
     def _decode_wire(
-        self, conversation_id: UUID, objs: Sequence[Any], ids: Sequence[str | None]
+        self,
+        conversation_id: UUID,
+        objs: Sequence[Any],
+        adapters: Sequence[InboundAdapter | None],
+        ids: Sequence[str | None],
     ) -> tuple[list[_Piece], ProviderUsage | None]:
         """Every chat message ``objs`` stand for, in order, with its original and
         client id (an object's id goes with its first message), and the usage the
         last of them reported. Gemini function responses without an id answer the
         conversation's open calls, and the calls decoded before them."""
         open_calls: list[OpenCall] = []
-        if any(GEMINI.accepts(obj) for obj in objs):
+        if GEMINI in adapters:
             open_calls = self._host.store.read(conversation_id, open_calls_of)
         limit = self._settings.max_message_bytes
         pieces: list[_Piece] = []
         usage: ProviderUsage | None = None
-        for obj, client_id in zip(objs, ids, strict=True):
-            if not _is_wire(obj):  # as a plain append or extend takes it (its usage unrecorded)
+        for obj, adapter, client_id in zip(objs, adapters, ids, strict=True):
+            if adapter is None:  # as a plain append or extend takes it (its usage unrecorded)
                 pieces.append(_Piece(inbound(obj).message, None, client_id))
                 _follow_calls(open_calls, pieces[-1].message)
                 continue
-            decoded = decode(obj, open_calls=open_calls, new_id=_id_maker(conversation_id, client_id))
+            if adapter is GEMINI:
+                new_id = _id_maker(conversation_id, client_id)
+                decoded = GEMINI.decode(obj, open_calls=open_calls, new_id=new_id)
+            else:
+                decoded = adapter.decode(obj)
             usage = decoded.usage or usage
             for index, (message, original) in enumerate(
                 zip(decoded.messages, decoded.originals, strict=True)

@@ -18,7 +18,7 @@ from contextledger.application.formats.gemini import GeminiAdapter, OpenCall
 from contextledger.application.formats.openai_chat import OPENAI_CHAT, plain_text_message
 from contextledger.application.formats.responses import RESPONSES
 
-__all__ = ["ADAPTERS", "ANTHROPIC", "DEFAULT", "GEMINI", "adapter_for", "decode"]
+__all__ = ["ADAPTERS", "ANTHROPIC", "DEFAULT", "GEMINI", "decode"]
 
 #: The Anthropic Messages adapter (ahead of Responses: a reply's dump has a ``type``).
 ANTHROPIC = AnthropicAdapter()
@@ -36,17 +36,6 @@ ADAPTERS: list[InboundAdapter] = [
 
 #: What decodes (or refuses) whatever no adapter of ``ADAPTERS`` accepts.
 DEFAULT: InboundAdapter = OPENAI_CHAT
-
-
-def adapter_for(obj: Any) -> InboundAdapter | None:
-    """The adapter of ``ADAPTERS`` that claims ``obj`` (None: the usual turn, or
-    nothing claims it and the default decodes it)."""
-    if plain_text_message(obj) is not None:
-        return None
-    for adapter in ADAPTERS:
-        if adapter.accepts(obj):
-            return adapter
-    return None
 
 
 def decode(
