@@ -4,8 +4,9 @@ summarization policy, and the followers of the log (read models among them).
     from contextledger.application import Ledger, ReductionPolicy
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from contextledger._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
@@ -87,19 +88,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'contextledger.application' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "KEY_NAMESPACE",
     "AsyncLedger",
@@ -138,3 +126,5 @@ __all__ = [
     "VerifyReport",
     "WorkingMemory",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -3,8 +3,9 @@
 Nothing here does I/O; token counts and summaries arrive as values.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from contextledger._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from contextledger.domain.client_ids import ClientMessageId
@@ -110,19 +111,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'contextledger.domain' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "ClientMessageId",
     "ConcurrencyError",
@@ -176,3 +164,5 @@ __all__ = [
     "UnknownReadModelError",
     "UsageError",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -2,8 +2,9 @@
 Anthropic and Gemini ones load their SDK only when made), the SQL read models and
 the command line."""
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from contextledger._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
@@ -34,19 +35,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'contextledger.infrastructure' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "READ_MODEL_NAMES",
     "AnthropicCountingCounter",
@@ -62,3 +50,5 @@ __all__ = [
     "attach_read_models",
     "encoding_for_model",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

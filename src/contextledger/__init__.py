@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from contextledger._lazy import lazy_exports
+
 if TYPE_CHECKING:
     from contextledger.application.addressing import (
         KEY_NAMESPACE,
@@ -222,20 +224,12 @@ _WITH = dict.fromkeys(("Ledger", "AsyncLedger"), "contextledger.infrastructure.d
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        value: Any = _package_version()
-    else:
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module 'contextledger' has no attribute {name!r}")
-        value = getattr(import_module(module), name)
-        if name in _WITH:
-            import_module(_WITH[name])
-    globals()[name] = value
+        value = globals()["__version__"] = _package_version()
+        return value
+    value = _exported(name)
+    if name in _WITH:
+        import_module(_WITH[name])
     return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
 
 
 def _package_version() -> str:
@@ -341,3 +335,5 @@ __all__ = [
     "attach_read_models",
     "main",
 ]
+
+_exported, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
