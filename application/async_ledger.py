@@ -34,6 +34,7 @@ from contextledger.application.addressing import ConversationRef
 from contextledger.application.erasure import ErasureReport
 from contextledger.application.ledger import Clock, Ledger
 from contextledger.application.lifecycle import check_timeout
+from contextledger.application.limits import DEFAULT_MODEL
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.results import (
     AuditEvent,
@@ -168,7 +169,7 @@ class AsyncLedger:
         self,
         system_prompt: str | None = None,
         *,
-        model: str = "gpt-4o-mini",
+        model: str = DEFAULT_MODEL,
         policy: ReductionPolicy | None = None,
         conversation_id: ConversationRef | None = None,
         key: str | None = None,

@@ -33,7 +33,12 @@ from contextledger.application.idempotency import (
     id_records,
 )
 from contextledger.application.inbound import Inbound, inbound
-from contextledger.application.limits import check_message_bytes, check_message_tokens, with_default_cap
+from contextledger.application.limits import (
+    DEFAULT_POLICY,
+    check_message_bytes,
+    check_message_tokens,
+    with_default_cap,
+)
 from contextledger.application.observability import Tracer, log
 from contextledger.application.originals import check_original
 from contextledger.application.settings import Settings
@@ -56,7 +61,6 @@ from contextledger.domain.validation import check_text, shown
 __all__ = ["DEFAULT_POLICY", "CommandHost", "ConversationCommands"]
 
 #: The reduction policy of a conversation started without one.
-DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
 
 
 @dataclass(frozen=True)

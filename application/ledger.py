@@ -31,6 +31,7 @@ from contextledger.application.ledger_edits import LedgerEdits
 from contextledger.application.ledger_privacy import LedgerPrivacy
 from contextledger.application.ledger_reads import LedgerReads
 from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods
+from contextledger.application.limits import DEFAULT_MODEL
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, Tracer
 from contextledger.application.opening import (
     build_summarizer,
@@ -223,7 +224,7 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
         self,
         system_prompt: str | None = None,
         *,
-        model: str = "gpt-4o-mini",
+        model: str = DEFAULT_MODEL,
         policy: ReductionPolicy | None = None,
         conversation_id: ConversationRef | None = None,
         key: str | None = None,

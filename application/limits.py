@@ -1,5 +1,6 @@
-"""Limits on what a ledger accepts: message size (bytes and tokens) and the default
-context cap of a policy that sets none (see ``contextledger.domain.windows``)."""
+"""Limits on what a ledger accepts: message size (bytes and tokens), the default
+context cap of a policy that sets none (see ``contextledger.domain.windows``), and the
+model and policy a conversation gets when ``start`` is given none."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.windows import default_context_cap
 
-__all__ = ["check_message_bytes", "check_message_tokens", "message_bytes", "with_default_cap"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_POLICY",
+    "check_message_bytes",
+    "check_message_tokens",
+    "message_bytes",
+    "with_default_cap",
+]
+
+#: The model ``start`` counts a conversation with when given none.
+DEFAULT_MODEL = "gpt-4o-mini"
+#: The policy ``start`` gives a conversation when given none.
+DEFAULT_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
 
 
 def message_bytes(message: Message) -> int:

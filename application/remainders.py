@@ -19,20 +19,15 @@ from uuid import UUID
 
 from eventsourcing.persistence import EventStore
 
-from contextledger.application.limits import with_default_cap
+from contextledger.application.limits import DEFAULT_MODEL, DEFAULT_POLICY, with_default_cap
 from contextledger.application.store_failures import store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import ConversationNotFoundError
-from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.remainder import Remainder, fold_remainder, remainder_of
 
-__all__ = ["REMAINDER_MODEL", "REMAINDER_POLICY", "load_remainder", "remainder"]
+__all__ = ["load_remainder", "remainder"]
 
-#: The model a remainder is counted with (``Ledger.start``'s default).
-REMAINDER_MODEL = "gpt-4o-mini"
-#: The policy a remainder runs under until it changes its own (``Ledger.start``'s default).
-REMAINDER_POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10)
 
 
 def remainder(events: EventStore[UUID], conversation_id: UUID, version: int | None = None) -> Remainder:
@@ -55,5 +50,5 @@ def load_remainder(
     """The fork as what is left of it (see the module doc)."""
     found = remainder(events, conversation_id, version)
     return fold_remainder(
-        found, model=REMAINDER_MODEL, policy=with_default_cap(REMAINDER_POLICY, REMAINDER_MODEL)
+        found, model=DEFAULT_MODEL, policy=with_default_cap(DEFAULT_POLICY, DEFAULT_MODEL)
     )
