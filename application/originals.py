@@ -145,8 +145,11 @@ def extend_with_originals(
     return ledger.store.execute(cid, command)
 
 
-def entries_of(conversation: Conversation) -> WorkingEntries:
-    """The working memory of ``conversation`` with each message's original."""
+def entries_of(conversation: Conversation, *, pending: bool = False) -> WorkingEntries:
+    """The working memory of ``conversation`` with each message's original; with
+    ``pending``, followed by the open tool-call group (the assistant's calls not all
+    answered yet, and the answers so far), as a run that stopped for an approval
+    leaves it."""
     messages, _ = conversation.working_memory()
     visible = conversation.visible_entries()
     # By object, in order: one Message object may stand at several positions.
@@ -170,18 +173,28 @@ def entries_of(conversation: Conversation) -> WorkingEntries:
         else:
             original = copy.deepcopy(entry.original)
             out.append(ContextEntry(message.to_openai(), original, reduced, entry.position))
+    s = conversation.state
+    if pending and s.open_group_index is not None:
+        for waiting in s.window[s.open_group_index :]:
+            original = copy.deepcopy(waiting.original)
+            out.append(ContextEntry(waiting.message.to_openai(), original, False, waiting.position))
     return WorkingEntries(out, conversation.version)
 
 
 def context_entries(
-    ledger: OriginalsHost, conversation_id: ConversationRef, *, version: int | None = None
+    ledger: OriginalsHost,
+    conversation_id: ConversationRef,
+    *,
+    version: int | None = None,
+    pending: bool = False,
 ) -> WorkingEntries:
     """What the model is sent next (or was sent at aggregate ``version``), each message
-    with its original: the messages are exactly ``ledger.context(cid, version=...)``."""
+    with its original: the messages are exactly ``ledger.context(cid, version=...)``,
+    followed with ``pending`` by the open tool-call group (see ``entries_of``)."""
     cid = resolve(conversation_id)
     if version is not None:
-        return entries_of(ledger.conversation(cid, version=version))
-    return ledger.store.read(cid, entries_of)
+        return entries_of(ledger.conversation(cid, version=version), pending=pending)
+    return ledger.store.read(cid, lambda conversation: entries_of(conversation, pending=pending))
 
 
 def transcript_originals(

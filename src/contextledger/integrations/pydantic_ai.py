@@ -327,8 +327,10 @@ class LedgerHistory(SessionBinding):
 
     def messages(self, *, version: int | None = None) -> list[ModelMessage]:
         """The working memory (now, or at aggregate ``version``): pass it as
-        ``message_history``."""
-        memory = context_entries(self.ledger, self.conversation_id, version=version)
+        ``message_history``. Tool calls still waiting for their results (a run that
+        ended in ``DeferredToolRequests``) follow it, as the run that answers them with
+        ``deferred_tool_results`` needs them."""
+        memory = context_entries(self.ledger, self.conversation_id, version=version, pending=True)
         return _memory_messages(memory.entries)
 
     def extend(self, messages: Sequence[ModelMessage]) -> list[int]:

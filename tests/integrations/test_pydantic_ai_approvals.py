@@ -1,0 +1,123 @@
+"""A real ``pydantic_ai.Agent`` whose run ends in ``DeferredToolRequests`` (a tool that
+needs approval) resumes from ``LedgerHistory.messages()`` with ``deferred_tool_results``,
+over HTTP against the local Chat Completions server, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+import contextledger as cl
+from contextledger.integrations.pydantic_ai import LedgerHistory
+from contextledger.testing import (
+    Call,
+    FakeOpenAIServer,
+    Func,
+    RecordedRequest,
+    Reply,
+    openai_context_violations,
+)
+
+
+def scripted_model(request: RecordedRequest) -> Reply:
+    """A parallel call (one tool runs at once, one needs approval), then an answer."""
+    last = request.body["messages"][-1]
+    if last["role"] == "tool":
+        results = [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
+        return Reply("Done: " + " | ".join(str(r) for r in results))
+    text = str(last["content"])
+    return Reply(
+        tool_calls=(
+            Call("weather", {"city": "Oslo"}, call_id=f"w-{text}"),
+            Call("delete_file", {"path": f"{text}.txt"}, call_id=f"d-{text}"),
+        )
+    )
+
+
+def _agent(server: FakeOpenAIServer, history: LedgerHistory) -> Agent[None, str | DeferredToolRequests]:
+    model = OpenAIChatModel(
+        "gpt-4o-mini", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-test")
+    )
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        model, output_type=[str, DeferredToolRequests], capabilities=[history.capability]
+    )
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    @agent.tool_plain(requires_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        return f"deleted {path}"
+
+    return agent
+
+
+def _approve_then_deny(url: str) -> None:
+    with FakeOpenAIServer(default=Func(scripted_model)) as server, cl.Ledger.open(url) as ledger:
+        history = LedgerHistory("approver", ledger, system_prompt="You manage files.")
+        agent = _agent(server, history)
+        added: list[Any] = []
+        for prompt, approved in (("first", True), ("second", False)):
+            asked = agent.run_sync(prompt, message_history=history.messages())
+            assert isinstance(asked.output, DeferredToolRequests)
+            assert [c.tool_call_id for c in asked.output.approvals] == [f"d-{prompt}"]
+            history.extend(asked.new_messages())
+            added.extend(asked.new_messages())
+
+            # The pending calls are in the working memory the resuming run is given.
+            memory = history.messages()
+            assert isinstance(memory[-1], ModelResponse) or isinstance(memory[-2], ModelResponse)
+            pending = [
+                p.tool_call_id
+                for m in memory
+                if isinstance(m, ModelResponse)
+                for p in m.parts
+                if isinstance(p, ToolCallPart)
+            ]
+            assert f"d-{prompt}" in pending
+
+            answer = True if approved else ToolDenied("not allowed")
+            resumed = agent.run_sync(
+                message_history=memory,
+                deferred_tool_results=DeferredToolResults(approvals={f"d-{prompt}": answer}),
+            )
+            expected = f"deleted {prompt}.txt" if approved else "not allowed"
+            assert isinstance(resumed.output, str) and expected in resumed.output
+            history.extend(resumed.new_messages())
+            added.extend(resumed.new_messages())
+
+        # The model saw each call group whole: the assistant's calls, then both results.
+        for request in server.requests_to("chat"):
+            assert openai_context_violations(request.body["messages"]) == []
+        last = server.requests_to("chat")[-1].body["messages"]
+        assert [m["tool_call_id"] for m in last if m["role"] == "tool"][-2:] == ["w-second", "d-second"]
+        # Nothing is left open, the log holds every message exactly, and it verifies.
+        context = ledger.context(history.conversation_id)
+        assert context[-1] == {
+            "role": "assistant",
+            "content": "Done: sunny in Oslo | deleted first.txt | sunny in Oslo | not allowed",
+        }
+        assert ModelMessagesTypeAdapter.dump_json(
+            history.all_messages()
+        ) == ModelMessagesTypeAdapter.dump_json(added)
+        assert ledger.verify(history.conversation_id).ok
+
+
+def test_a_deferred_approval_resumes_from_the_history_on_sqlite(sqlite_url: str) -> None:
+    _approve_then_deny(sqlite_url)
+
+
+@pytest.mark.postgres
+def test_a_deferred_approval_resumes_from_the_history_on_postgresql(postgres_url: str) -> None:
+    _approve_then_deny(postgres_url)
