@@ -5,6 +5,7 @@
     ContextLedgerError
     ├── UsageError                      the caller asked for something invalid
     │   ├── InvalidArgumentError        an argument of the wrong type or out of range
+    │   │   └── InvalidArgumentTypeError  where a framework's own class raises TypeError
     │   ├── InvalidMessageError         malformed message or broken tool-call order
     │   │   └── MessageTooLargeError    over max_message_bytes, max_message_tokens or max_tools_bytes
     │   ├── InvalidPolicyError          a ReductionPolicy that cannot work
@@ -66,6 +67,7 @@ __all__ = [
     "DuplicateConversationError",
     "IdempotencyConflictError",
     "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "InvalidEditError",
     "InvalidMessageError",
     "InvalidPolicyError",
@@ -170,6 +172,12 @@ class InvalidArgumentError(UsageError):
 
     #: What the argument was given (shortened in messages, never a secret).
     value: str | None = None
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument a framework's own class refuses with ``TypeError`` (an unknown
+    settings field, a value of the wrong type): raised where contextledger stands in
+    for that class, so code written for it catches it as a ``TypeError`` too."""
 
 
 class InvalidMessageError(UsageError):

@@ -459,6 +459,22 @@ def test_a_bad_argument_is_refused_before_anything_is_opened(
     assert list(tmp_path.iterdir()) == []  # no database file was even created
 
 
+@pytest.mark.parametrize("settings", [{"limitt": 1}, {"limit": 3, "offset": 2}, 3, "limit=3"])
+def test_session_settings_the_sdk_refuses_with_type_error_raise_type_error_here_too(
+    settings: Any, tmp_path: Path
+) -> None:
+    # The SDK's own session first: what it raises is what code written for it catches.
+    with pytest.raises(TypeError) as sdk:
+        SQLiteSession("s", str(tmp_path / "sdk.db"), session_settings=settings)
+    with pytest.raises(TypeError) as ours:
+        LedgerSession("s", "memory://", session_settings=settings)
+    assert isinstance(ours.value, cl.InvalidArgumentTypeError)
+    assert isinstance(ours.value, InvalidArgumentError)
+    assert ours.value.argument == "session_settings"
+    if isinstance(settings, dict):
+        assert str(sdk.value) in str(ours.value)  # "Unknown session settings: limitt"
+
+
 def test_a_failed_construction_leaves_an_existing_database_free(tmp_path: Path) -> None:
     path = tmp_path / "chat.db"
     with cl.Ledger.open(f"sqlite:///{path}") as ledger:

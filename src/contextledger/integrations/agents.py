@@ -33,7 +33,7 @@ from contextledger.application.session_items import (
     pop_session_item,
     session_items,
 )
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.errors import InvalidArgumentError, InvalidArgumentTypeError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import shown
 from contextledger.integrations._keys import SessionBinding
@@ -71,17 +71,26 @@ def _store_url(db: str | os.PathLike[str]) -> str:
 
 
 def _settings(given: Any) -> SessionSettings:
+    """``given`` checked as the SDK's own sessions check it: what they refuse with
+    ``TypeError`` (an unknown field, not a SessionSettings or dict) is an
+    ``InvalidArgumentTypeError``, a ``TypeError`` too."""
     if given is None:
         return SessionSettings()
     if not isinstance(given, SessionSettings | dict):
-        raise InvalidArgumentError(
+        raise InvalidArgumentTypeError(
             "session_settings must be a SessionSettings, a dict or None",
             argument="session_settings",
             value=shown(given),
         )
     try:
         return SessionSettings().resolve(given)
-    except Exception as exc:  # the SDK's own validation (pydantic, TypeError)
+    except TypeError as exc:  # the SDK's: "Unknown session settings: limitt"
+        raise InvalidArgumentTypeError(
+            f"session_settings are not valid: {exc}".splitlines()[0],
+            argument="session_settings",
+            value=shown(given),
+        ) from None
+    except Exception as exc:  # the SDK's pydantic validation of the values
         raise InvalidArgumentError(
             f"session_settings are not valid: {exc}".splitlines()[0],
             argument="session_settings",
