@@ -13,6 +13,8 @@ Needs the ``langchain`` extra (``pip install contextledger[langchain]``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -23,6 +25,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     ChatMessage,
+    FunctionMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
@@ -54,6 +57,7 @@ FORMAT = "langchain"
 _ENVELOPE_VERSION = 1
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _USER_PARTS = ("image_url", "input_audio", "file")
+_CHAT_ROLES = ("system", "developer", "user", "assistant")
 #: Ids of the messages the ledger makes itself (system prompt, summaries) start so.
 LEDGER_ID_PREFIX = "contextledger-"
 #: The ``response_metadata`` key that marks a ``ToolMessage`` as filtered from the model.
@@ -77,10 +81,61 @@ def _parts(role: str, content: list[Any]) -> str | list[dict[str, Any]]:
     return parts if parts else ""
 
 
+def _plain_text(block: Mapping[str, Any]) -> str:
+    """A ``text-plain`` block's text: its ``text`` (or its base64 data decoded), under
+    its ``title``; a block that only points at a file (``url``, ``file_id``) says so."""
+    text = block.get("text")
+    if not isinstance(text, str) and isinstance(block.get("base64"), str):
+        try:
+            text = base64.b64decode(block["base64"], validate=True).decode("utf-8", errors="replace")
+        except (binascii.Error, ValueError):
+            text = None
+    if not isinstance(text, str):
+        where = block.get("url") or block.get("file_id") or block.get("id") or "no source"
+        text = f"[text/plain file: {where}]"
+    title = block.get("title")
+    return f"{title}\n\n{text}" if isinstance(title, str) and title else text
+
+
+def _is_plain(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "text-plain"
+
+
+def _labelled(label: str, content: str | list[Any]) -> str | list[Any]:
+    if isinstance(content, str):
+        return f"{label}\n{content}"
+    return [{"type": "text", "text": label}, *content]
+
+
+def _sendable(message: BaseMessage) -> BaseMessage:
+    """``message`` as a message the chat format takes: ``text-plain`` blocks as text
+    blocks; a ``FunctionMessage`` (legacy function result, no call to answer) and a
+    ``ChatMessage`` of a role the format lacks as a user message labelled with the
+    function or the role."""
+    content = message.content
+    if isinstance(content, list) and any(_is_plain(b) for b in content):
+        content = [{"type": "text", "text": _plain_text(b)} if _is_plain(b) else b for b in content]
+        message = message.model_copy(update={"content": content})
+    if isinstance(message, FunctionMessage):
+        return HumanMessage(content=_labelled(f"[result of function {message.name}]", content))
+    if isinstance(message, ChatMessage) and message.role not in _CHAT_ROLES:
+        return HumanMessage(content=_labelled(f"[{message.role}]", content))
+    return message
+
+
 def from_langchain(message: BaseMessage) -> Message:
-    """A LangChain message as the chat-completions ``Message`` the model is sent."""
+    """A LangChain message as the chat-completions ``Message`` the model is sent.
+
+    As ``langchain-openai`` sends them, an ``AIMessage``'s ``invalid_tool_calls`` (a
+    call whose arguments did not parse) follow its tool calls with their arguments
+    verbatim, so that a ``ToolMessage`` can answer them. ``text-plain`` blocks are sent
+    as text, a ``FunctionMessage`` and a ``ChatMessage`` of a role other than system,
+    developer, user and assistant as a user message labelled ``[result of function
+    NAME]`` or ``[ROLE]`` (the original keeps the message as it was)."""
     if not isinstance(message, BaseMessage):
         raise InvalidMessageError(f"a LangChain message is a BaseMessage, not {type(message).__name__}")
+    source = message
+    message = _sendable(message)
     try:
         data = convert_to_openai_messages(message)
     except (ValueError, TypeError, KeyError) as exc:
@@ -96,7 +151,17 @@ def from_langchain(message: BaseMessage) -> Message:
     if isinstance(content, list):
         content = _parts(str(role), content)
     out: dict[str, Any] = {"role": role, "content": content}
-    calls = data.get("tool_calls")
+    calls = list(data.get("tool_calls") or ())
+    if isinstance(source, AIMessage):
+        calls.extend(
+            {
+                "type": "function",
+                "id": call["id"],
+                "function": {"name": call.get("name") or "", "arguments": call.get("args") or ""},
+            }
+            for call in source.invalid_tool_calls
+            if call.get("id")
+        )
     if role == "assistant" and calls:
         out["tool_calls"] = calls
         if not content:

@@ -36,7 +36,7 @@ from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
@@ -45,7 +45,7 @@ from contextledger.application.ledger import Ledger
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.integrations._keys import conversation_for_session
-from contextledger.integrations.langchain_messages import append_langchain, langchain_memory
+from contextledger.integrations.langchain_messages import LEDGER_ID_PREFIX, append_langchain, langchain_memory
 
 __all__ = ["LedgerMiddleware", "LedgerState"]
 
@@ -127,7 +127,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerState, Any, Any]):
                 if messages[index].id == mark:
                     start = index + 1
                     break
-        new = list(messages[start:])
+        new = _with_invalid_calls_answered(list(messages[start:]))
         if new:
             append_langchain(self.ledger, cid, new, self.hide_output)
         return list(messages)
@@ -167,6 +167,40 @@ class LedgerMiddleware(AgentMiddleware[LedgerState, Any, Any]):
     async def aafter_agent(self, state: LedgerState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """``after_agent``, without blocking the event loop."""
         return await _in_thread(self.after_agent, state, runtime)
+
+
+def _invalid_call_answer(call: dict[str, Any]) -> ToolMessage:
+    """The error ``create_agent`` sends the model for a call whose arguments did not
+    parse (it adds it to each model request, never to the state), with an id made
+    from the call's, so that the ledger can hold it in the call's group."""
+    name = call.get("name") or "unknown"
+    call_id = str(call["id"])
+    return ToolMessage(
+        content=(
+            f"Tool call {name} with id {call_id} could not be executed - "
+            "arguments were malformed or truncated."
+        ),
+        name=name,
+        tool_call_id=call_id,
+        status="error",
+        id=f"{LEDGER_ID_PREFIX}invalid-call-{call_id}",
+    )
+
+
+def _with_invalid_calls_answered(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with an answer after each ``AIMessage``'s invalid tool calls that
+    none of them answers: the agent never runs such calls (its run ends, or goes on
+    with the valid calls), so the ledger records the answer the model is sent."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    out: list[BaseMessage] = []
+    for message in messages:
+        out.append(message)
+        if isinstance(message, AIMessage):
+            for call in message.invalid_tool_calls:
+                if call.get("id") and call["id"] not in answered:
+                    out.append(_invalid_call_answer(dict(call)))
+                    answered.add(call["id"])
+    return out
 
 
 async def _in_thread(hook: Any, state: LedgerState, runtime: Runtime[Any]) -> dict[str, Any] | None:
