@@ -9,13 +9,18 @@ gives ``{"system": [...blocks], "messages": [...]}``:
   parallel ``tool_use``, images, ``cache_control``, citations). A reduced tool result
   (an old one, or a hidden one) becomes its placeholder text inside the same
   ``tool_result`` block; the rest of the wire message is kept.
-- Everything else is converted from its chat form: the system prompt and system or
-  developer messages become ``system`` text blocks; a summary becomes a ``system``
+- Everything else is converted from its chat form: the system prompt and the system or
+  developer messages before the first other message become ``system`` text blocks (a
+  later one stays in its place, as a user turn's text block ``[system] ...`` or
+  ``[developer] ...``: ``system`` is not part of the turns); a summary becomes a ``system``
   text block (``summary="system"``) or a leading user turn (``summary="user"``); a user
   message becomes text and image blocks (``image_url`` parts as ``base64`` or ``url``
-  image sources); an assistant message becomes a text block and one ``tool_use``
-  block per call (``input=json.loads(arguments)``); a tool message becomes a
-  ``tool_result`` block in a user turn.
+  image sources) and document blocks (a ``file`` part holding a PDF as a ``base64``
+  source, plain text as a ``text`` source; other files named in a text block); text
+  that is only whitespace is left out (the API refuses it); an assistant message
+  becomes a text block and one ``tool_use`` block per call
+  (``input=json.loads(arguments)``); a tool message becomes a ``tool_result`` block in
+  a user turn.
 - The result obeys the API's rules: adjacent turns of one role are merged (a user
   turn's ``tool_result`` blocks first), the first message is from the user (a short
   user turn is put first when needed), a ``tool_use`` left without a ``tool_result``
@@ -31,6 +36,8 @@ gives ``{"system": [...blocks], "messages": [...]}``:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import json
 import re
@@ -38,6 +45,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from contextledger.application.formats.anthropic import chat_messages, describe, is_head, is_part
+from contextledger.application.formats.base import labelled_instruction
 from contextledger.application.originals import ContextEntry
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.messages import Message
@@ -84,11 +92,11 @@ def render_anthropic(
                 system.append({"type": "text", "text": text})
             elif text:
                 summaries.append({"type": "text", "text": text})
-        elif role in ("system", "developer"):
+        elif role in ("system", "developer") and not body:
             text = Message.from_openai(entry.message).text
-            if text:
+            if text.strip():
                 system.append({"type": "text", "text": text})
-        else:
+        else:  # a system message inside the conversation stays where it is (see _from_chat)
             body.append(entry)
     turns = _turns(body)
     if summary == "system":
@@ -188,11 +196,40 @@ def _input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"arguments": value}
 
 
+def _file_block(file: dict[str, Any]) -> Block:
+    """An OpenAI ``file`` part as a ``document`` block: a PDF (a data URI, or bare
+    base64 named ``*.pdf``) as a base64 source, plain text as a text source; a file
+    Anthropic cannot be given (an OpenAI ``file_id``, another type) as a line naming it."""
+    data = str(file.get("file_data") or "")
+    name = file.get("filename")
+    found = re.match(r"data:([^;,]+);base64,(.*)", data, re.DOTALL)
+    media, payload = (found.group(1), found.group(2)) if found else (None, data)
+    if media is None and payload and isinstance(name, str) and name.lower().endswith(".pdf"):
+        media = "application/pdf"
+    block: Block | None = None
+    if media == "application/pdf" and payload:
+        block = {"type": "document", "source": {"type": "base64", "media_type": media, "data": payload}}
+    elif media == "text/plain" and payload:
+        try:
+            text = base64.b64decode(payload, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            text = ""
+        if text.strip():
+            block = {"type": "document", "source": {"type": "text", "media_type": media, "data": text}}
+    if block is None:
+        return {"type": "text", "text": f"[file: {name or file.get('file_id') or media or 'file'}]"}
+    if isinstance(name, str) and name:
+        block["title"] = name
+    return block
+
+
 def _part_block(part: dict[str, Any]) -> Block | None:
     kind = part.get("type")
     if kind == "text":
         text = str(part.get("text") or "")
-        return {"type": "text", "text": text} if text else None
+        return {"type": "text", "text": text} if text.strip() else None
+    if kind == "file" and isinstance(part.get("file"), dict):
+        return _file_block(part["file"])
     if kind == "image_url":
         url = str((part.get("image_url") or {}).get("url") or "")
         found = re.match(r"data:([^;,]+);base64,(.*)", url, re.DOTALL)
@@ -210,11 +247,14 @@ def _from_chat(message: dict[str, Any]) -> Turn:
     blocks: list[Block] = []
     if chat.role == "tool":
         block: Block = {"type": "tool_result", "tool_use_id": _tool_id(chat.tool_call_id or "")}
-        if chat.text:
+        if chat.text.strip():
             block["content"] = chat.text
         return {"role": "user", "content": [block]}
+    if chat.role in ("system", "developer"):
+        text = labelled_instruction(chat.role, chat.text)
+        return {"role": "user", "content": [{"type": "text", "text": text}] if text else []}
     if chat.role == "assistant":
-        if chat.text:
+        if chat.text.strip():  # the API refuses whitespace-only text blocks
             blocks.append({"type": "text", "text": chat.text})
         for call in chat.tool_calls or ():
             blocks.append(
@@ -228,7 +268,7 @@ def _from_chat(message: dict[str, Any]) -> Turn:
         return {"role": "assistant", "content": blocks}
     if isinstance(chat.content, tuple):
         blocks = [b for b in (_part_block(dict(p)) for p in chat.content) if b is not None]
-    elif chat.text:
+    elif chat.text.strip():
         blocks = [{"type": "text", "text": chat.text}]
     return {"role": "user", "content": blocks}
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.messages import Message
 
-__all__ = ["Decoded", "InboundAdapter", "ProviderUsage", "sdk_dump"]
+__all__ = ["Decoded", "InboundAdapter", "ProviderUsage", "labelled_instruction", "sdk_dump"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,10 @@ def sdk_dump(obj: Any, *, keep: type | tuple[type, ...] = (), **options: Any) ->
         return dump(mode="json", **options)
     except TypeError:
         return dump()
+
+
+def labelled_instruction(role: str, text: str) -> str:
+    """The text a system or developer message inside a conversation is rendered as for
+    a provider whose turns have no such role (Anthropic, Gemini): in its place, in a
+    user turn, marked ``[system]`` or ``[developer]`` ("" for a message of no text)."""
+    return f"[{role}] {text}" if text.strip() else ""

@@ -19,9 +19,12 @@ How each ``ContextEntry`` is rendered:
 - Messages appended in chat form become parts: assistant text and tool calls a model
   turn (``function_call`` with the call's id and parsed arguments); tool results
   ``function_response`` parts (a JSON object result as the response, other text as
-  ``{"output": text}``); user text, data-URI images, audio and files a user turn;
-  consecutive chat messages of one role share a turn. A system or developer message
-  inside the conversation is a user turn.
+  ``{"output": text}``; an Anthropic ``tool_result`` with ``is_error`` as
+  ``{"error": text}``, its images and PDF documents as the response's ``parts``); user
+  text, data-URI images, audio and files a user turn; consecutive chat messages of one
+  role share a turn. System and developer messages before the first other message
+  join the system instruction; a later one stays in its place, a ``[system] ...`` or
+  ``[developer] ...`` text part of a user turn.
 - The system prompt is the ``system_instruction``. Summaries go there too
   (``summary="system"``) or stand as user turns where the policy put them
   (``summary="user"``).
@@ -43,6 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from contextledger.application.formats.anthropic import describe, is_head
+from contextledger.application.formats.base import labelled_instruction
 from contextledger.application.formats.gemini import is_gemini_original
 from contextledger.application.originals import ContextEntry
 from contextledger.domain.errors import InvalidArgumentError
@@ -121,10 +126,61 @@ def _user_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
+def _anthropic_results(entries: Sequence[ContextEntry]) -> dict[str, dict[str, Any]]:
+    """The ``tool_result`` blocks of the Anthropic user turns appended whole, by call id."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not is_head(entry.original) or entry.original is None:
+            continue
+        message = entry.original["message"]
+        content = message.get("content") if message.get("role") == "user" else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                found[str(block.get("tool_use_id"))] = block
+    return found
+
+
+def _media_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An Anthropic image (or PDF document) block as a Gemini blob or file reference."""
+    raw = block.get("source")
+    source: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    kind = block.get("type")
+    if kind not in ("image", "document"):
+        return None
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        mime = str(source.get("media_type") or ("image/png" if kind == "image" else "application/pdf"))
+        return {"inline_data": {"mime_type": mime, "data": source["data"]}}
+    if kind == "image" and source.get("type") == "url" and isinstance(source.get("url"), str):
+        mime = mimetypes.guess_type(source["url"])[0] or "image/jpeg"
+        return {"file_data": {"mime_type": mime, "file_uri": source["url"]}}
+    return None
+
+
+def _anthropic_response(
+    block: Mapping[str, Any], text: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """An Anthropic ``tool_result`` as a Gemini function response and its media parts:
+    ``{"error": text}`` when it has ``is_error``, images and PDFs as the response's
+    ``parts``. None when the chat message no longer reads as the block (edited, or a
+    placeholder stands for it)."""
+    content = block.get("content")
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    whole = content if isinstance(content, str) else "\n".join(describe(b) for b in blocks)
+    if whole != text:
+        return None
+    media = [part for part in (_media_part(b) for b in blocks) if part is not None]
+    if media:
+        text = "\n".join(describe(b) for b in blocks if _media_part(b) is None)
+    response = {"error": text} if block.get("is_error") is True else _response_of(text)
+    return response, media
+
+
 class _Renderer:
-    def __init__(self) -> None:
+    def __init__(self, entries: Sequence[ContextEntry] = ()) -> None:
         #: chat call id -> (name, wire id) for every call seen so far.
         self.calls: dict[str, tuple[str, str | None]] = {}
+        #: Anthropic tool results appended whole, by call id.
+        self.anthropic = _anthropic_results(entries)
 
     # -- chat form -> parts ------------------------------------------------------
 
@@ -134,6 +190,12 @@ class _Renderer:
         call_id = message.tool_call_id or ""
         known_name, known_id = self.calls.get(call_id, ("tool", call_id))
         response: dict[str, Any] = {"name": name or known_name, "response": _response_of(message.text)}
+        block = self.anthropic.get(call_id) if name is None else None
+        crossed = _anthropic_response(block, message.text) if block is not None else None
+        if crossed is not None:
+            response["response"] = crossed[0]
+            if crossed[1]:
+                response["parts"] = crossed[1]
         wire = wire_id if name is not None else known_id
         if wire is not None:
             response = {"id": wire, **response}
@@ -207,6 +269,7 @@ class _Renderer:
     def pieces(self, entries: Sequence[ContextEntry], summary: str) -> tuple[list[str], list[_Turn]]:
         system: list[str] = []
         turns: list[_Turn] = []
+        seen = False  # a message of the conversation itself was rendered
         index = 0
         while index < len(entries):
             entry = entries[index]
@@ -220,6 +283,7 @@ class _Renderer:
                 continue
             original = entry.original
             if is_gemini_original(original) and original is not None and "content" in original:
+                seen = True
                 members = [entry]
                 start = entry.position
                 size = _group_size(original)
@@ -232,8 +296,12 @@ class _Renderer:
                 turns.extend(self.group(members))
                 continue
             if message.role in ("system", "developer"):
-                turns.append(_Turn("user", [{"text": message.text}]))
+                if not seen:  # before the conversation: an instruction like the system prompt
+                    system.append(message.text)
+                elif text := labelled_instruction(message.role, message.text):
+                    turns.append(_Turn("user", [{"text": text}]))
                 continue
+            seen = True
             turn = self.converted(message)
             if turn is not None:
                 turns.append(turn)
@@ -295,7 +363,7 @@ def render_gemini(
     ``{"system_instruction": {"parts": [...]} or None, "contents": [...]}``."""
     if summary not in ("system", "user"):
         raise InvalidArgumentError(f"summary must be 'system' or 'user', not {summary!r}", argument="summary")
-    renderer = _Renderer()
+    renderer = _Renderer(list(entries))
     system, pieces = renderer.pieces(list(entries), summary)
     turns = _assemble(pieces)
     if turns and turns[0].role != "user":

@@ -285,6 +285,8 @@ def test_bad_arguments_are_refused() -> None:
     ({"messages": [{"role": "assistant", "content": "x"}]}, "first message"),
     ({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]}, "alternate"),
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]}, "non-empty text"),
+    ({"messages": [ASK, {"role": "assistant", "content": [{"type": "text", "text": " \n"}]}]}, "non-whitespace"),
+    ({"messages": [{"role": "user", "content": "\t"}]}, "non-whitespace"),
     ({"messages": [ASK, {"role": "assistant", "content": [{**THINKING, "signature": ""}]}]}, "signature"),
     ({"messages": [ASK, CALLS]}, "never answered"),
     ({"messages": [ASK, CALLS, {"role": "user", "content": [RESULTS["content"][0]]}]}, "not answered"),
@@ -324,8 +326,15 @@ def conversations(draw: st.DrawFn) -> tuple[list[ContextEntry], str, bool]:
         out.append(ContextEntry({"role": role, "content": f"{SUMMARY} {layer}"}, None, False, None))
     position, calls = 1, 0
     for _ in range(draw(st.integers(1, 8))):
-        kind = draw(st.sampled_from(["user", "assistant", "tools"]))
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "chat"]))
         anthropic_form = draw(st.booleans())
+        if kind == "chat":  # chat form: whitespace-only text, system messages anywhere, then a question
+            role = draw(st.sampled_from(["assistant", "system", "developer"]))
+            text = draw(st.sampled_from(["", " ", "\n\t "]) | TEXT)
+            out.append(ContextEntry({"role": role, "content": text}, None, False, position))
+            out.append(ContextEntry({"role": "user", "content": "next"}, None, False, position + 1))
+            position += 2
+            continue
         if kind == "tools":
             ids = [f"toolu_{calls + i}" for i in range(draw(st.integers(1, 3)))]
             calls += len(ids)

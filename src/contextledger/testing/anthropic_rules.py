@@ -5,7 +5,8 @@ independently of the library: what a user asserts about whatever they are about 
 
 - ``messages`` is a non-empty list; each message is ``user`` or ``assistant`` with a
   string or a non-empty list of blocks; the first is from the user; roles alternate.
-- Text blocks carry non-empty text; ``system`` is a string or a list of text blocks.
+- Text blocks (and string contents) carry text that is not only whitespace; ``system``
+  is a string or a list of text blocks with non-empty text.
 - ``thinking`` blocks carry a non-empty ``signature``, ``redacted_thinking`` blocks
   non-empty ``data``, and both stand only in assistant turns.
 - Tool ids match ``^[A-Za-z0-9_-]+$`` and are unique; tool names match
@@ -67,6 +68,8 @@ def _check_block(block: Any, role: str, where: str, problems: list[str]) -> None
     kind = block["type"]
     if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
         problems.append(f"{where}: text blocks must have non-empty text")
+    elif kind == "text" and not block["text"].strip():
+        problems.append(f"{where}: text content blocks must contain non-whitespace text")
     if role == "assistant" and kind in _USER_ONLY:
         problems.append(f"{where}: {kind} blocks belong to user turns")
     if role == "user" and kind in _ASSISTANT_ONLY:
@@ -137,6 +140,8 @@ def anthropic_request_violations(request: Mapping[str, Any], *, count_tokens: bo
         if isinstance(content, str):
             if not content:
                 problems.append(f"{where}: content must not be empty")
+            elif not content.strip():
+                problems.append(f"{where}: text content blocks must contain non-whitespace text")
         elif not isinstance(content, list) or not content:
             problems.append(f"{where}: content must be a string or a non-empty list of blocks")
         blocks = _blocks_of(message)
