@@ -175,9 +175,9 @@ def entries_of(conversation: Conversation, *, pending: bool = False) -> WorkingE
             out.append(ContextEntry(message.to_openai(), original, reduced, entry.position))
     s = conversation.state
     if pending and s.open_group_index is not None:
-        for waiting in s.window[s.open_group_index :]:
-            original = copy.deepcopy(waiting.original)
-            out.append(ContextEntry(waiting.message.to_openai(), original, False, waiting.position))
+        for unanswered in s.window[s.open_group_index :]:
+            original = copy.deepcopy(unanswered.original)
+            out.append(ContextEntry(unanswered.message.to_openai(), original, False, unanswered.position))
     return WorkingEntries(out, conversation.version)
 
 
