@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from langchain_core.messages import (
     AIMessage,
@@ -97,7 +97,7 @@ def _plain_text(block: Mapping[str, Any]) -> str:
     return f"{title}\n\n{text}" if isinstance(title, str) and title else text
 
 
-def _is_plain(block: Any) -> bool:
+def _is_plain(block: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(block, dict) and block.get("type") == "text-plain"
 
 

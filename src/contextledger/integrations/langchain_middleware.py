@@ -197,9 +197,10 @@ def _with_invalid_calls_answered(messages: list[BaseMessage]) -> list[BaseMessag
         out.append(message)
         if isinstance(message, AIMessage):
             for call in message.invalid_tool_calls:
-                if call.get("id") and call["id"] not in answered:
+                call_id = call.get("id")
+                if call_id and call_id not in answered:
                     out.append(_invalid_call_answer(dict(call)))
-                    answered.add(call["id"])
+                    answered.add(call_id)
     return out
 
 
