@@ -10,8 +10,19 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -121,3 +132,76 @@ def test_a_deferred_approval_resumes_from_the_history_on_sqlite(sqlite_url: str)
 @pytest.mark.postgres
 def test_a_deferred_approval_resumes_from_the_history_on_postgresql(postgres_url: str) -> None:
     _approve_then_deny(postgres_url)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    turns=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(1, 2), st.lists(st.booleans(), min_size=2, max_size=2)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_any_mix_of_direct_and_deferred_calls_resumes_and_the_log_keeps_every_message(
+    sqlite_url: str, turns: list[tuple[int, int, list[bool]]]
+) -> None:
+    """Each turn: a response with ``direct`` calls run at once and ``deferred`` calls
+    needing approval (approved or denied); the next run resumes from ``messages()``."""
+    plan: dict[str, tuple[int, int]] = {}
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(isinstance(p, UserPromptPart) for p in last.parts):
+            prompt = next(p.content for p in last.parts if isinstance(p, UserPromptPart))
+            direct, deferred = plan[str(prompt)]
+            calls = [
+                ToolCallPart("weather", {"city": f"c{n}"}, tool_call_id=f"{prompt}-w{n}")
+                for n in range(direct)
+            ]
+            calls += [
+                ToolCallPart("delete_file", {"path": f"f{n}"}, tool_call_id=f"{prompt}-d{n}")
+                for n in range(deferred)
+            ]
+            return ModelResponse(parts=calls)
+        return ModelResponse(parts=[TextPart("done")])
+
+    with cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
+        history = LedgerHistory(f"mix-{len(plan)}-{id(turns)}", ledger)
+        agent: Agent[None, str | DeferredToolRequests] = Agent(
+            FunctionModel(model), output_type=[str, DeferredToolRequests], capabilities=[history.capability]
+        )
+
+        @agent.tool_plain
+        def weather(city: str) -> str:
+            return f"sunny in {city}"
+
+        @agent.tool_plain(requires_approval=True)
+        def delete_file(path: str) -> str:
+            return f"deleted {path}"
+
+        added: list[ModelMessage] = []
+        for number, (direct, deferred, answers) in enumerate(turns):
+            prompt = f"t{number}"
+            plan[prompt] = (direct, deferred)
+            asked = agent.run_sync(prompt, message_history=history.messages())
+            assert isinstance(asked.output, DeferredToolRequests)
+            history.extend(asked.new_messages())
+            added.extend(asked.new_messages())
+            approvals: dict[str, bool | ToolDenied] = {
+                c.tool_call_id: True if ok else ToolDenied("no")
+                for c, ok in zip(asked.output.approvals, answers, strict=False)
+            }
+            resumed = agent.run_sync(
+                message_history=history.messages(),
+                deferred_tool_results=DeferredToolResults(approvals=approvals),
+            )
+            assert resumed.output == "done"
+            history.extend(resumed.new_messages())
+            added.extend(resumed.new_messages())
+            # Nothing is left open: every call is answered in the context, the answer last.
+            assert ledger.context(history.conversation_id)[-1] == {"role": "assistant", "content": "done"}
+        assert ModelMessagesTypeAdapter.dump_json(
+            history.all_messages()
+        ) == ModelMessagesTypeAdapter.dump_json(added)
+        assert openai_context_violations(ledger.context(history.conversation_id)) == []
+        assert ledger.verify(history.conversation_id).ok
