@@ -73,6 +73,9 @@ class WorkingEntries:
 
     entries: list[ContextEntry]
     version: int
+    #: How many of the last ``entries`` are the open tool-call group (read with
+    #: ``pending=True``; 0 otherwise, or when no call is waiting).
+    pending: int = 0
 
 
 def check_original(original: Any, *, limit: int) -> dict[str, Any]:
@@ -174,11 +177,11 @@ def entries_of(conversation: Conversation, *, pending: bool = False) -> WorkingE
             original = copy.deepcopy(entry.original)
             out.append(ContextEntry(message.to_openai(), original, reduced, entry.position))
     s = conversation.state
-    if pending and s.open_group_index is not None:
-        for unanswered in s.window[s.open_group_index :]:
-            original = copy.deepcopy(unanswered.original)
-            out.append(ContextEntry(unanswered.message.to_openai(), original, False, unanswered.position))
-    return WorkingEntries(out, conversation.version)
+    group = s.window[s.open_group_index :] if pending and s.open_group_index is not None else []
+    for unanswered in group:
+        original = copy.deepcopy(unanswered.original)
+        out.append(ContextEntry(unanswered.message.to_openai(), original, False, unanswered.position))
+    return WorkingEntries(out, conversation.version, len(group))
 
 
 def context_entries(

@@ -20,7 +20,9 @@ from pydantic_ai.messages import (
     ModelResponse,
     TextPart,
     ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
+    repair_messages,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -45,6 +47,8 @@ def scripted_model(request: RecordedRequest) -> Reply:
         results = [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
         return Reply("Done: " + " | ".join(str(r) for r in results))
     text = str(last["content"])
+    if text.startswith("chat"):
+        return Reply(f"Answer to {text}")
     return Reply(
         tool_calls=(
             Call("weather", {"city": "Oslo"}, call_id=f"w-{text}"),
@@ -132,6 +136,44 @@ def test_a_deferred_approval_resumes_from_the_history_on_sqlite(sqlite_url: str)
 @pytest.mark.postgres
 def test_a_deferred_approval_resumes_from_the_history_on_postgresql(postgres_url: str) -> None:
     _approve_then_deny(postgres_url)
+
+
+def _give_up(url: str) -> None:
+    with FakeOpenAIServer(default=Func(scripted_model)) as server, cl.Ledger.open(url) as ledger:
+        history = LedgerHistory("quitter", ledger)
+        agent = _agent(server, history)
+        asked = agent.run_sync("first", message_history=history.messages())
+        history.extend(asked.new_messages())
+        # The conversation moves on: repair_messages() closes the waiting call (as
+        # Pydantic AI does before any request), extend stores the same return first.
+        repaired = repair_messages(history.messages())
+        went_on = agent.run_sync("chat 1", message_history=repaired)
+        history.extend(went_on.new_messages())
+        logged = history.all_messages()
+        closing = logged[-3]
+        assert isinstance(closing, ModelRequest)
+        assert [(p.tool_call_id, p.outcome) for p in closing.parts if isinstance(p, ToolReturnPart)] == [
+            ("d-first", "interrupted")
+        ]
+        # The model was sent exactly that, and the next turn goes on from the history.
+        sent = server.requests_to("chat")[-1].body["messages"]
+        assert sent == ledger.context(history.conversation_id)[:-1]
+        assert openai_context_violations(sent) == []
+        again = agent.run_sync("chat 2", message_history=history.messages())
+        assert again.output == "Answer to chat 2"
+        history.extend(again.new_messages())
+        assert ledger.verify(history.conversation_id).ok
+
+
+def test_an_approval_given_up_with_repair_messages_is_closed_in_the_log_on_sqlite(sqlite_url: str) -> None:
+    _give_up(sqlite_url)
+
+
+@pytest.mark.postgres
+def test_an_approval_given_up_with_repair_messages_is_closed_in_the_log_on_postgresql(
+    postgres_url: str,
+) -> None:
+    _give_up(postgres_url)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -45,6 +45,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+    repair_messages,
 )
 from pydantic_ai.tools import RunContext
 
@@ -335,11 +336,53 @@ class LedgerHistory(SessionBinding):
 
     def extend(self, messages: Sequence[ModelMessage]) -> list[int]:
         """Append ``messages`` (e.g. ``result.new_messages()``) to the log in one
-        transaction, losslessly; returns the positions of the chat messages stored."""
+        transaction, losslessly; returns the positions of the chat messages stored.
+
+        Tool calls still waiting for their returns (an approval given up: the run went
+        on from ``repair_messages(history.messages())``) are answered first, when
+        ``messages`` do not start with their returns, by the returns Pydantic AI's
+        ``repair_messages`` makes for them (``outcome="interrupted"``, marked
+        ``pydantic_ai_synthesized_tool_return``)."""
         if isinstance(messages, ModelRequest | ModelResponse):
             messages = [messages]
         records = chat_records(messages) if messages else []
+        if records:
+            records = self._interrupted(records[0][0]) + records
         return extend_with_originals(self.ledger, self.conversation_id, records) if records else []
+
+    def _interrupted(self, first: Message) -> list[Record]:
+        """The returns that close the waiting calls when ``first`` does not answer one."""
+        memory = context_entries(self.ledger, self.conversation_id, pending=True)
+        if not memory.pending:
+            return []
+        waiting = _memory_messages(memory.entries[-memory.pending :])
+        called = {
+            p.tool_call_id
+            for m in waiting
+            if isinstance(m, ModelResponse)
+            for p in m.parts
+            if isinstance(p, ToolCallPart)
+        }
+        answered = {
+            p.tool_call_id
+            for m in waiting
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart | RetryPromptPart)
+        }
+        if first.role == "tool" and first.tool_call_id in called - answered:
+            return []
+        repaired = repair_messages(waiting)[-1]
+        synthesized = (
+            [
+                p
+                for p in repaired.parts
+                if isinstance(p, ToolReturnPart) and p.tool_call_id in called - answered
+            ]
+            if isinstance(repaired, ModelRequest)
+            else []
+        )
+        return chat_records([ModelRequest(parts=synthesized)]) if synthesized else []
 
     async def amessages(self, *, version: int | None = None) -> list[ModelMessage]:
         """``messages()`` off the event loop (the ledger's reads are blocking I/O)."""
