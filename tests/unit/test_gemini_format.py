@@ -312,6 +312,8 @@ def working_memories(draw: st.DrawFn) -> tuple[list[ContextEntry], list[dict[str
 
     for turn in range(draw(st.integers(1, 4))):
         starts.append(len(entries))
+        if draw(st.booleans()):  # an instruction in the middle of the conversation, or before it
+            add_chat({"role": draw(st.sampled_from(["system", "developer"])), "content": f"rule {turn}"})
         if draw(st.booleans()):
             add_gemini({"role": "user", "parts": [{"text": f"question {turn}"}]}, [])
         else:
@@ -390,3 +392,22 @@ def test_render_gemini_never_breaks_gemini_rules(
     )
     for content in whole:
         assert content in request["contents"]
+    # A system or developer message stays where it was: in the system instruction before
+    # the conversation, else as a labelled text just before the question that followed it.
+    texts = [(n, part.get("text")) for n, c in enumerate(request["contents"]) for part in c["parts"]]
+    started = False
+    for entry in entries:
+        role, text = entry.message["role"], entry.message.get("content")
+        if entry.position is None:
+            continue
+        if role not in ("system", "developer"):
+            started = True
+            continue
+        if not started:
+            assert text in request["system_instruction"]["parts"][0]["text"]
+            continue
+        label = f"[{role}] {text}"
+        assert [t for _, t in texts].count(label) == 1
+        at = [t for _, t in texts].index(label)
+        question = f"question {str(text).split()[-1]}"
+        assert [t for _, t in texts][at + 1] == question
