@@ -133,3 +133,40 @@ def test_create_agent_answers_a_malformed_call_with_the_ledger_as_its_memory(sha
             isinstance(answer, ToolMessage) and answer.tool_call_id == "call_9" and answer.status == "error"
         )
         assert ledger.verify(cid).ok
+
+
+def _mixed(request: RecordedRequest) -> Reply:
+    """A valid call and a malformed one at once; once both are answered, text."""
+    messages = request.body["messages"]
+    if messages[-1]["role"] == "user":
+        return Reply(
+            tool_calls=(
+                Call("weather", {"city": "Oslo"}, call_id="ok_1"),
+                Call("weather", MALFORMED, call_id="bad_1"),
+            )
+        )
+    said = sorted(str(m["content"])[:16] for m in messages if m["role"] == "tool")
+    return Reply("Seen: " + " | ".join(said))
+
+
+def test_create_agent_runs_the_valid_call_beside_a_malformed_one_with_the_ledger_as_its_memory(
+    shared_url: str,
+) -> None:
+    with FakeOpenAIServer(default=Func(_mixed)) as plain:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=plain.base_url, api_key="sk-test", max_retries=0)
+        agent = create_agent(model, [weather], system_prompt="Use the tools.", checkpointer=InMemorySaver())
+        expected = agent.invoke(
+            {"messages": [HumanMessage("weather?")]}, {"configurable": {"thread_id": "t"}}
+        )
+    with FakeOpenAIServer(default=Func(_mixed)) as server, cl.Ledger.open(shared_url) as ledger:
+        memory = LedgerMiddleware(ledger)
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="sk-test", max_retries=0)
+        agent = create_agent(model, [weather], system_prompt="Use the tools.", middleware=[memory])
+        result = agent.invoke({"messages": [HumanMessage("weather?")]}, {"configurable": {"thread_id": "t"}})
+        assert result["messages"][-1].content == expected["messages"][-1].content
+        assert "sunny in Oslo" in result["messages"][-1].content
+        requests = [r.body["messages"] for r in server.requests_to("chat")]
+        assert len(requests) == 2 and all(violations(m) == [] for m in requests)
+        cid = memory.conversation_id("t")
+        assert [m.get("tool_call_id") for m in ledger.context(cid)[2:4]] == ["bad_1", "ok_1"]
+        assert ledger.verify(cid).ok
