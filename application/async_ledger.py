@@ -309,11 +309,17 @@ class AsyncLedger:
         *,
         subject: str | None = None,
         conversation: ConversationRef | None = None,
+        force: bool = False,
     ) -> ErasureReport:
         """Erase a data subject's conversations (see ``Ledger.erase``)."""
         return await self.run(
             functools.partial(
-                self.sync.erase, subject_or_conversation, reason, subject=subject, conversation=conversation
+                self.sync.erase,
+                subject_or_conversation,
+                reason,
+                subject=subject,
+                conversation=conversation,
+                force=force,
             )
         )
 

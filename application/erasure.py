@@ -15,7 +15,8 @@ Afterwards reading one of those conversations raises ``ConversationErasedError``
 (with ``erased_at`` and ``reason``); followers go past its records (``ErasedEvent``);
 ``verify`` lists it as erased. A fork of another subject whose inherited history went
 with it reads as what is its own (``domain/remainder.py``, ``remainders.py``).
-Erasing again returns the first erasure's report with ``already_erased=True``. With
+Erasing again returns the first erasure's report with ``already_erased=True``, and so
+does the loser of two erasures of one subject at once (one records it). With
 several stores, each store's key is destroyed and each gets its record.
 
 The keys are reached through ``SubjectKeyPort`` (the infrastructure's ``SubjectKeys``
@@ -38,14 +39,19 @@ from contextledger.application.addressing import ConversationRef, resolve
 from contextledger.application.notifications import read_notifications
 from contextledger.application.store import store_errors
 from contextledger.domain.erasure import ContentErased, ErasedEvent, Erasure
-from contextledger.domain.errors import ConfigurationError, ConversationNotFoundError, InvalidArgumentError
+from contextledger.domain.errors import (
+    ConfigurationError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+    StoreError,
+)
 from contextledger.domain.events import Forked
+from contextledger.domain.validation import MAX_SUBJECT_CHARS, check_reason, check_subject, check_text
 
 __all__ = ["DELETE_SNAPSHOTS_TOPIC", "ErasureReport", "Erasures", "SubjectKeyPort", "TombstoneInfo"]
 
 #: The infrastructure's snapshot deleter (``infrastructure/erasure_store.py``).
 DELETE_SNAPSHOTS_TOPIC = "contextledger.infrastructure.erasure_store:delete_snapshots"
-MAX_REASON = 2000
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,10 @@ class SubjectKeyPort(Protocol):
 
     def tombstone_of(self, subject: str) -> TombstoneInfo | None: ...
 
+    def check_master(self) -> None:
+        """``ConfigurationError`` unless the master key is the store's current one."""
+        ...
+
 
 def keys_of(shard: Any) -> SubjectKeyPort | None:
     """The store's per-subject keys (None: records are not under per-subject keys)."""
@@ -115,10 +125,11 @@ class Erasures:
                 return str(cid)
         raise ConversationNotFoundError("no such conversation", conversation_id=cid)
 
-    def target(self, given: str | UUID) -> tuple[str | None, ConversationRef | None]:
+    def target(self, given: str | UUID, *, force: bool = False) -> tuple[str | None, ConversationRef | None]:
         """``erase(target, reason)``'s first argument as ``(subject, conversation)``: a
         ``UUID`` is a conversation; a string is the data subject of that name when a
-        store knows the subject, else the conversation it names (an id or a key)."""
+        store knows the subject, else the conversation it names (an id or a key), else
+        (``force``) the subject of that name, unknown yet."""
         if isinstance(given, UUID):
             return None, given
         if not isinstance(given, str) or not given:
@@ -127,35 +138,55 @@ class Erasures:
                 argument="subject_or_conversation",
                 value=repr(given)[:80],
             )
-        for shard in self._shards():
-            keys = keys_of(shard)
-            if keys is not None and (keys.conversations_of(given) or keys.tombstone_of(given)):
-                return given, None
+        check_text(given, "subject_or_conversation")
+        if self._known(given):
+            return given, None
         try:
             cid = resolve(given)
         except InvalidArgumentError:
             cid = None
         if cid is not None and any(_has_records(shard, cid) for shard in self._shards()):
             return None, cid
+        if force:
+            return check_subject(given, "subject_or_conversation"), None
         raise InvalidArgumentError(
-            f"no data subject or conversation is named {given!r}",
+            f"no data subject or conversation is named {given!r} (force=True erases the "
+            "name anyway, so that no conversation can ever be started under it)",
             argument="subject_or_conversation",
             value=given[:80],
         )
 
+    def _known(self, subject: str) -> bool:
+        """Whether a store knows ``subject``: a conversation names it, or it was erased."""
+        if len(subject) > MAX_SUBJECT_CHARS or "\x00" in subject or not subject.strip():
+            return False
+        for shard in self._shards():
+            keys = keys_of(shard)
+            if keys is not None and (keys.conversations_of(subject) or keys.tombstone_of(subject)):
+                return True
+        return False
+
     def erase(
-        self, subject: str | None, conversation: ConversationRef | None, reason: str | None
+        self,
+        subject: str | None,
+        conversation: ConversationRef | None,
+        reason: str | None,
+        *,
+        force: bool = False,
     ) -> ErasureReport:
+        """Erase one subject (see the module doc). Everything is checked before anything
+        changes: the arguments, the master key against every store's key table, and
+        that a store knows the subject (a conversation names it, or it is a
+        conversation's own id): erasing a name nothing knows (a typo) would block it
+        for ever, so it needs ``force`` (to pre-empt a subject)."""
         if (subject is None) == (conversation is None):
             raise InvalidArgumentError(
                 "erase takes exactly one of subject= and conversation=", argument="subject"
             )
-        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
-            raise InvalidArgumentError(
-                f"an erasure's reason is a non-empty string of at most {MAX_REASON} characters",
-                argument="reason",
-                value=repr(reason)[:80],
-            )
+        if subject is not None:
+            check_subject(subject)
+        check_reason(reason)
+        assert isinstance(reason, str)
         shards = list(self._shards())
         keys = [keys_of(shard) for shard in shards]
         if any(k is None for k in keys):
@@ -165,17 +196,31 @@ class Erasures:
                 setting="cipher_key",
             )
         ready = [(shard, k) for shard, k in zip(shards, keys, strict=True) if k is not None]
+        for _, k in ready:
+            k.check_master()
         if conversation is not None:
             subject = self._subject_of_one(ready, resolve(conversation))
-        elif not isinstance(subject, str):
-            raise InvalidArgumentError("a data subject is a non-empty string", argument="subject")
         assert subject is not None
-        before = [k.tombstone_of(subject) for _, k in ready]
-        already = any(t is not None for t in before)
-        reports = [self._erase_in(shard, k, subject, reason, already) for shard, k in ready]
+        if not force and not self._known(subject) and not self._is_conversation(subject):
+            raise InvalidArgumentError(
+                f"no conversation names data subject {subject!r}, and it was never erased: "
+                "nothing was erased (a typo would block the name for ever; force=True, or "
+                "--force, erases it anyway, so that no conversation can be started under it)",
+                argument="subject",
+                value=subject[:80],
+            )
+        reports = [self._erase_in(shard, k, subject, reason) for shard, k in ready]
         first = reports[0]
         conversations = tuple(dict.fromkeys(c for r in reports for c in r.conversations))
         return ErasureReport(subject, conversations, first.erased_at, first.reason, first.already_erased)
+
+    def _is_conversation(self, subject: str) -> bool:
+        """Whether ``subject`` is the id of a conversation that is its own subject."""
+        try:
+            cid = UUID(subject)
+        except ValueError:
+            return False
+        return any(_has_records(shard, cid) for shard in self._shards())
 
     def _subject_of_one(self, ready: list[tuple[Any, SubjectKeyPort]], cid: UUID) -> str:
         """The subject ``conversation=`` erases: the conversation's, when the
@@ -198,9 +243,7 @@ class Erasures:
             return subject
         raise ConversationNotFoundError("no such conversation", conversation_id=cid)
 
-    def _erase_in(
-        self, shard: Any, keys: SubjectKeyPort, subject: str, reason: str, already: bool
-    ) -> ErasureReport:
+    def _erase_in(self, shard: Any, keys: SubjectKeyPort, subject: str, reason: str) -> ErasureReport:
         """Erase ``subject`` in one store (see the module doc)."""
         found = self._record(shard, subject)
         if found is not None:
@@ -221,20 +264,27 @@ class Erasures:
             at=tomb.erased_at,
             reason=tomb.reason or reason,
         )
-        try:
-            with store_errors():
+        raced = False
+        with store_errors():
+            try:
                 shard.save(erasure)
-        except IntegrityError:  # erased at the same time by another caller
+            except IntegrityError:  # erased at the same time by another caller
+                raced = True
+        if raced:
             found = self._record(shard, subject)
-            if found is not None:
-                return _report(found, already_erased=True)
-            raise
+            if found is None:
+                raise StoreError(
+                    f"the erasure of subject {subject!r} conflicted with another write, and no "
+                    "record of another erasure is there: erase it again",
+                    cause="conflict",
+                )
+            return _report(found, already_erased=True)
         gone = [*conversations, *forks]
         for cid in gone:
             shard.local_store._cache_evict(cid)
             shard.history_cache.forget(cid)
         self._delete_snapshots()(shard, gone)
-        return _report(erasure.record, already_erased=already)
+        return _report(erasure.record, already_erased=False)  # this call recorded it
 
     @staticmethod
     def _record(shard: Any, subject: str) -> ContentErased | None:

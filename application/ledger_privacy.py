@@ -30,6 +30,7 @@ class LedgerPrivacy:
         *,
         subject: str | None = None,
         conversation: ConversationRef | None = None,
+        force: bool = False,
     ) -> ErasureReport:
         """Erase a data subject's conversations by destroying the subject's key
         (crypto-shredding; ``application/erasure.py``): exactly one of ``subject`` and
@@ -39,15 +40,19 @@ class LedgerPrivacy:
         Afterwards their reads raise ``ConversationErasedError`` (a fork of another
         subject that inherited their history reads as what is its own,
         ``domain/remainder.py``); erasing again returns the report with
-        ``already_erased=True``."""
+        ``already_erased=True``. The master key is checked against each store's key
+        table first (``ConfigurationError``, nothing changed); a subject no
+        conversation names and never erased is refused (``InvalidArgumentError``)
+        unless ``force`` (to pre-empt a subject: no conversation can be started under
+        it afterwards)."""
         if subject_or_conversation is not None:
             if subject is not None or conversation is not None:
                 raise InvalidArgumentError(
                     "erase takes a subject or a conversation once: positionally or by keyword",
                     argument="subject_or_conversation",
                 )
-            subject, conversation = self.erasures.target(subject_or_conversation)
-        return self.erasures.erase(subject, conversation, reason)
+            subject, conversation = self.erasures.target(subject_or_conversation, force=force)
+        return self.erasures.erase(subject, conversation, reason, force=force)
 
     def subject_of(self, conversation_id: ConversationRef) -> str:
         """The data subject the conversation's content belongs to (its own id, as text,

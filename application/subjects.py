@@ -27,7 +27,7 @@ from contextledger.application.settings import Settings
 from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
 from contextledger.domain.errors import ConfigurationError, InvalidArgumentError
-from contextledger.domain.validation import shown
+from contextledger.domain.validation import MAX_SUBJECT_CHARS, check_subject
 
 __all__ = [
     "MAX_SUBJECT_CHARS",
@@ -39,8 +39,6 @@ __all__ = [
 
 #: The function giving an application's data keys (None without a cipher key).
 SUBJECT_KEYS_TOPIC = "contextledger.infrastructure.subject_mapper:subject_keys_of"
-#: The longest data subject accepted, in characters.
-MAX_SUBJECT_CHARS = 200
 
 
 class SubjectKeysPort(Protocol):
@@ -55,24 +53,6 @@ class SubjectKeysPort(Protocol):
         ...
 
     def is_erased(self, subject: str) -> bool: ...
-
-
-def check_subject(subject: object) -> str:
-    """``subject`` if it is a data subject: a non-empty string of at most
-    ``MAX_SUBJECT_CHARS`` characters, no NUL (``InvalidArgumentError`` otherwise)."""
-    if not isinstance(subject, str) or not subject.strip():
-        raise InvalidArgumentError(
-            "subject must be a non-empty string (a person's or tenant's opaque id)",
-            argument="subject",
-            value=shown(subject),
-        )
-    if len(subject) > MAX_SUBJECT_CHARS or "\x00" in subject:
-        raise InvalidArgumentError(
-            f"subject holds at most {MAX_SUBJECT_CHARS} characters and no NUL, not {len(subject)} characters",
-            argument="subject",
-            value=shown(subject),
-        )
-    return subject
 
 
 def keys_of(app: Any) -> SubjectKeysPort | None:

@@ -8,10 +8,26 @@ from pydantic import BaseModel, SecretStr
 
 from contextledger.domain.errors import InvalidArgumentError
 
-__all__ = ["MAX_COUNT", "check_count", "check_position", "check_text", "check_unicode_fields", "shown"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_REASON_CHARS",
+    "MAX_SUBJECT_CHARS",
+    "check_count",
+    "check_position",
+    "check_reason",
+    "check_subject",
+    "check_text",
+    "check_unicode_fields",
+    "shown",
+]
 
 #: The largest count or version any store can hold (a signed 64-bit integer).
 MAX_COUNT = 2**63 - 1
+#: The longest data subject accepted, in characters: by ``start``, ``fork``, ``erase``
+#: and the key table alike.
+MAX_SUBJECT_CHARS = 200
+#: The longest erasure reason accepted, in characters.
+MAX_REASON_CHARS = 2000
 
 
 def shown(value: Any, width: int = 60) -> str:
@@ -76,6 +92,43 @@ def check_text(
             **context,
         ) from None
     return value
+
+
+def check_subject(subject: object, argument: str = "subject") -> str:
+    """``subject`` if it is a data subject: a non-blank string of valid Unicode, at
+    most ``MAX_SUBJECT_CHARS`` characters, no NUL (``InvalidArgumentError`` otherwise)."""
+    if not isinstance(subject, str) or not subject.strip():
+        raise InvalidArgumentError(
+            "subject must be a non-empty string (a person's or tenant's opaque id)",
+            argument=argument,
+            value=shown(subject),
+        )
+    if len(subject) > MAX_SUBJECT_CHARS or "\x00" in subject:
+        raise InvalidArgumentError(
+            f"subject holds at most {MAX_SUBJECT_CHARS} characters and no NUL, not {len(subject)} characters",
+            argument=argument,
+            value=shown(subject),
+        )
+    check_text(subject, argument)
+    return subject
+
+
+def check_reason(reason: object, argument: str = "reason") -> str:
+    """``reason`` if it is an erasure's reason: a non-blank string of valid Unicode, at
+    most ``MAX_REASON_CHARS`` characters, no NUL (``InvalidArgumentError`` otherwise)."""
+    if (
+        not isinstance(reason, str)
+        or not reason.strip()
+        or len(reason) > MAX_REASON_CHARS
+        or "\x00" in reason
+    ):
+        raise InvalidArgumentError(
+            f"an erasure's reason is a non-empty string of at most {MAX_REASON_CHARS} characters, no NUL",
+            argument=argument,
+            value=shown(reason),
+        )
+    check_text(reason, argument)
+    return reason
 
 
 def check_unicode_fields(model: BaseModel) -> None:

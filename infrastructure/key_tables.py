@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import unquote
 from uuid import UUID
 
 import psycopg
@@ -77,6 +78,9 @@ class KeyRow:
 
 class KeyTable(Protocol):
     """The key table of one store (see the module doc)."""
+
+    #: The store, as a URL without its password (for messages).
+    where: str
 
     def create_tables(self) -> None: ...
 
@@ -120,6 +124,8 @@ _COLUMNS = "key_id, subject, wrapped_key, master_id, created_at, erased_at, eras
 
 class _SQLKeyTable:
     """The statements of both SQL stores, written with ``?`` placeholders."""
+
+    where = ""
 
     def __init__(self, keys: str, subjects: str) -> None:
         self.keys = keys
@@ -337,6 +343,9 @@ class SQLiteKeyTable(_SQLKeyTable):
     def __init__(self, datastore: Any, prefix: str = "stored") -> None:
         super().__init__(f"{prefix}_subject_keys", f"{prefix}_conversation_subjects")
         self.datastore = datastore
+        name = str(getattr(getattr(datastore, "pool", None), "db_name", "") or "")
+        path = name.removeprefix("file:").split("?", 1)[0] if name.startswith("file:") else name
+        self.where = f"sqlite:///{unquote(path)}"
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
@@ -395,6 +404,11 @@ class PostgresKeyTable(_SQLKeyTable):
             f"{schema}.{_quoted(prefix + '_conversation_subjects')}",
         )
         self.table_name = f"{prefix}_subject_keys"
+        said: dict[str, Any] = dict(getattr(getattr(datastore, "pool", None), "kwargs", None) or {})
+        self.where = (
+            f"postgresql://{said.get('user') or ''}@{said.get('host') or ''}:{said.get('port') or ''}"
+            f"/{said.get('dbname') or ''}?schema={datastore.schema or 'public'}"
+        )
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
@@ -420,6 +434,8 @@ class PostgresKeyTable(_SQLKeyTable):
 
 class MemoryKeyTable:
     """The key table of an in-memory store."""
+
+    where = "memory://"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -46,14 +46,20 @@ from contextledger.domain.errors import (
     InvalidArgumentError,
     StoreError,
 )
+from contextledger.domain.validation import check_reason, check_subject
 from contextledger.infrastructure.aead import AESGCMCipher, decode_key
 from contextledger.infrastructure.key_tables import KeyRow, KeyTable
 
 __all__ = ["DataKey", "SubjectKeys", "Tombstone", "master_key_id"]
 
 KEY_ID_SIZE = 16
-MAX_SUBJECT = 256
-MAX_REASON = 2000
+#: The master key's check row of the key table: no data subject is named "" (a subject
+#: is never blank), so no subject's key can take its place.
+CHECK_SUBJECT = ""
+#: What the check row holds, wrapped under the master key.
+_CHECK_TOKEN = b"contextledger master key check v1"
+#: The length of a master key ``keys rotate`` makes current (a new data key's too).
+MASTER_KEY_SIZE = 32
 _WRAP_CONTEXT = b"contextledger data key v1\x00"
 _MASTER_ID_CONTEXT = b"contextledger master key id v1"
 
@@ -90,17 +96,27 @@ def _aad(key_id: bytes, subject: str) -> bytes:
 
 
 def _check_subject(subject: object) -> str:
-    if not isinstance(subject, str) or not subject.strip():
-        raise InvalidArgumentError(
-            "a data subject is a non-empty string", argument="subject", value=repr(subject)[:80]
-        )
-    if len(subject) > MAX_SUBJECT or "\x00" in subject:
-        raise InvalidArgumentError(
-            f"a data subject holds at most {MAX_SUBJECT} characters and no NUL",
-            argument="subject",
-            value=repr(subject)[:80],
-        )
-    return subject
+    return check_subject(subject)
+
+
+def _check_row(master: AESGCMCipher, master_id: str, now: datetime) -> KeyRow:
+    """A new check row: the check token wrapped under ``master``."""
+    key_id = os.urandom(KEY_ID_SIZE)
+    wrapped = master.encrypt(_CHECK_TOKEN, _aad(key_id, CHECK_SUBJECT))
+    return KeyRow(
+        key_id=key_id, subject=CHECK_SUBJECT, wrapped_key=wrapped, master_id=master_id, created_at=now
+    )
+
+
+def _opens(master: AESGCMCipher, row: KeyRow, *, check: bool = False) -> bool:
+    """Whether ``row``'s wrapped key unwraps under ``master`` (``check``: to the check token)."""
+    if row.wrapped_key is None:
+        return False
+    try:
+        raw = master.decrypt(row.wrapped_key, _aad(row.key_id, row.subject))
+    except ValueError:
+        return False
+    return raw == _CHECK_TOKEN if check else True
 
 
 class SubjectKeys:
@@ -144,6 +160,7 @@ class SubjectKeys:
         _check_subject(subject)
         row = self.table.by_subject(subject)
         if row is None:
+            self.check_master()  # never a key under a master key the table no longer uses
             key = os.urandom(32)
             key_id = os.urandom(KEY_ID_SIZE)
             row = self.table.insert(
@@ -205,6 +222,37 @@ class SubjectKeys:
             reason=tomb.reason,
         )
 
+    # -- the master key ---------------------------------------------------------------
+
+    def check_master(self) -> None:
+        """``ConfigurationError`` unless this process's master key is the key table's
+        current one: the one its check row (``CHECK_SUBJECT``) is wrapped under. A table
+        without the row gets it, once this key unwraps a data key the table holds (or
+        the table holds none). Asked before a key is made, a subject erased or the keys
+        re-wrapped: a wrong key, or the old one after ``keys rotate``, changes nothing."""
+        row = self.table.by_subject(CHECK_SUBJECT)
+        if row is None:
+            row = self._make_check()
+        if row.master_id != self.master_id or not _opens(self._master, row, check=True):
+            raise self._not_current()
+
+    def _make_check(self) -> KeyRow:
+        """The check row, made under this master key if it opens the table's keys."""
+        held = self.table.wrapped()
+        if held and not any(r.master_id == self.master_id and _opens(self._master, r) for r in held):
+            raise self._not_current()
+        return self.table.insert(_check_row(self._master, self.master_id, self._clock()))
+
+    def _not_current(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"the master key (cipher key) is not the current master key of the store {self.table.where}: "
+            "its data keys are wrapped under another one, and nothing was changed. Give the "
+            "store's master key (CONTEXTLEDGER_CIPHER_KEY); after 'contextledger keys rotate', "
+            "restart every process with the new key",
+            setting="cipher_key",
+            url=self.table.where,
+        )
+
     # -- conversations --------------------------------------------------------------
 
     def subject_of(self, conversation_id: UUID) -> str:
@@ -249,6 +297,8 @@ class SubjectKeys:
                     argument="subject",
                 )
             row = self.table.by_subject(subject)
+            if row is None:
+                self.check_master()  # its key is made next: refused before anything is named
             entry = None if row is None else self._entry(row)
             if isinstance(entry, Tombstone):
                 raise self._erased(entry, conversation_id)
@@ -269,12 +319,8 @@ class SubjectKeys:
         Erasing again keeps the first tombstone; a subject without a key yet gets one,
         so that no key is ever made for it."""
         _check_subject(subject)
-        if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
-            raise InvalidArgumentError(
-                f"an erasure's reason is a string of at most {MAX_REASON} characters",
-                argument="reason",
-                value=repr(reason)[:80],
-            )
+        if reason is not None:
+            check_reason(reason)
         now = self._clock()
         row = self.table.tombstone(
             KeyRow(
@@ -325,13 +371,39 @@ class SubjectKeys:
 
 def rewrap_keys(table: KeyTable, old_master: str | bytes, new_master: str | bytes) -> int:
     """Master-key rotation: every data key of ``table`` wrapped under ``old_master`` is
-    unwrapped and wrapped again under ``new_master``, in one transaction; keys already
-    under ``new_master`` are left alone, so an interrupted rotation is run again to
-    finish. Records written before per-subject keys (no key header) stay encrypted
-    under the old master key itself. Returns how many keys were re-wrapped."""
-    old_raw, new_raw = decode_key(old_master), decode_key(new_master)
+    unwrapped and wrapped again under ``new_master``, in one transaction, the table's
+    check row with them; keys already under ``new_master`` are left alone, so running
+    it again re-wraps whatever a process still on the old key wrote meanwhile. Records
+    written before per-subject keys (no key header) stay encrypted under the old master
+    key itself. ``old_master`` must be the table's current master key and
+    ``new_master`` a 32-byte key (``ConfigurationError``, nothing changed). Returns how
+    many data keys were re-wrapped."""
+    old_raw, new_raw = decode_key(old_master), decode_key(new_master, setting="new_key")
+    if len(new_raw) != MASTER_KEY_SIZE:
+        raise ConfigurationError(
+            f"the new master key holds {len(new_raw)} bytes; a master key made current holds "
+            f"{MASTER_KEY_SIZE} (base64 of 32 random bytes)",
+            setting="new_key",
+        )
     old_id, new_id = master_key_id(old_raw), master_key_id(new_raw)
     old, new = AESGCMCipher.from_key(old_raw), AESGCMCipher.from_key(new_raw)
+    check = table.by_subject(CHECK_SUBJECT)
+    if check is None or check.master_id != new_id or not _opens(new, check, check=True):
+        SubjectKeys(table, old_raw).check_master()  # the table's current key, else nothing changes
+    count = 0
+    for _ in range(3):  # again for keys made under the old key while this ran
+        changes = _rewrapped(table, old, old_id, new, new_id)
+        if not changes:
+            break
+        data_keys = sum(1 for row, _, _ in changes if row.subject != CHECK_SUBJECT)
+        count += table.replace_wrapped(changes) - (len(changes) - data_keys)
+    return max(count, 0)
+
+
+def _rewrapped(
+    table: KeyTable, old: AESGCMCipher, old_id: str, new: AESGCMCipher, new_id: str
+) -> list[tuple[KeyRow, bytes, str]]:
+    """Each row of ``table`` still under the old master key, wrapped under the new one."""
     changes: list[tuple[KeyRow, bytes, str]] = []
     for row in table.wrapped():
         if row.master_id == new_id or row.wrapped_key is None:
@@ -350,4 +422,4 @@ def rewrap_keys(table: KeyTable, old_master: str | bytes, new_master: str | byte
                 cause="key_damaged",
             ) from exc
         changes.append((row, new.encrypt(raw, aad), new_id))
-    return table.replace_wrapped(changes) if changes else 0
+    return changes

@@ -37,7 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "subject of CID when CID is its only conversation (or its own subject); "
         "--idle-days N every subject whose conversations all had no event for N days (the "
         "worker's retention, reason 'retention: idle N days'). --dry-run lists what would "
-        "go and erases nothing. Needs the master key ($CONTEXTLEDGER_CIPHER_KEY).",
+        "go and erases nothing. Needs the store's master key ($CONTEXTLEDGER_CIPHER_KEY): "
+        "another key is refused before anything changes. A subject no conversation names "
+        "(a typo) is refused unless --force, which erases the name anyway to pre-empt the "
+        "subject: no conversation can be started under it afterwards.",
     )
     which = erase.add_mutually_exclusive_group(required=True)
     which.add_argument("--subject", metavar="S", help="the data subject to erase")
@@ -58,6 +61,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--reason",
         metavar="TEXT",
         help="why (recorded with the erasure; required with --subject and --conversation)",
+    )
+    erase.add_argument(
+        "--force",
+        action="store_true",
+        help="erase --subject S even though no conversation names S (pre-empts the subject)",
     )
     erase.add_argument(
         "--dry-run", action="store_true", dest="dry_run", help="list what would be erased, erase nothing"
@@ -87,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
             reports = enforce_retention(ledger, erase, args.idle_days)
         elif args.subject is not None:
-            reports = [erase(subject=args.subject, reason=args.reason)]
+            reports = [erase(subject=args.subject, reason=args.reason, force=args.force)]
         else:
             reports = [erase(conversation=args.conversation, reason=args.reason)]
     return _show_reports(args, reports)

@@ -22,8 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "($CONTEXTLEDGER_CIPHER_KEY). 'keys rotate --new-key KEY' re-wraps every one of them "
         "under KEY, in one transaction per store; no record is rewritten, and an interrupted "
         "rotation is finished by running it again. Then set $CONTEXTLEDGER_CIPHER_KEY to KEY "
-        "everywhere. Records written before per-subject keys (or with key_scope=store) stay "
-        "under the old master key itself: keep it while the store holds any (docs/privacy.md).",
+        "everywhere and restart every process: one still on the old key refuses to make data "
+        "keys. The master key in use must be the store's current one and KEY 32 bytes, or "
+        "nothing changes. Records written before per-subject keys (or with key_scope=store) "
+        "stay under the old master key itself: keep it while the store holds any "
+        "(docs/privacy.md).",
     )
     actions = keys.add_subparsers(dest="keys_action", metavar="ACTION", required=True, parser_class=Parser)
     rotate = actions.add_parser(
@@ -46,10 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     """``keys rotate --new-key KEY``."""
     from contextledger.infrastructure.aead import decode_key
+    from contextledger.infrastructure.subject_keys import MASTER_KEY_SIZE
     from contextledger.infrastructure.subject_mapper import subject_keys_of
 
     new_key = sys.stdin.readline().strip() if args.new_key == "-" else args.new_key
-    decode_key(new_key)  # ConfigurationError (exit 1) before anything is opened
+    if len(decode_key(new_key, setting="new_key")) != MASTER_KEY_SIZE:  # before anything is opened
+        raise Failure(f"--new-key must be {MASTER_KEY_SIZE} bytes in base64, as the help says", code=2)
     counts: list[int] = []
     with open_ledger(args) as ledger:
         old = ledger.settings.cipher_key
