@@ -41,7 +41,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
-from urllib.parse import unquote
 from uuid import UUID
 
 import psycopg
@@ -125,6 +124,7 @@ _COLUMNS = "key_id, subject, wrapped_key, master_id, created_at, erased_at, eras
 class _SQLKeyTable:
     """The statements of both SQL stores, written with ``?`` placeholders."""
 
+    #: The store, as a URL without its password (set by the factory that makes it).
     where = ""
 
     def __init__(self, keys: str, subjects: str) -> None:
@@ -219,6 +219,11 @@ class _SQLKeyTable:
             lambda c: self._select(c, "subject", subject), commit=False, reading=True
         )
         return found
+
+    def exists(self) -> bool:
+        """Whether the store has a key table: it was opened with a cipher key."""
+        work = lambda c: c.execute(self._sql(f"SELECT 1 FROM {self.keys} WHERE 1 = 0")) is not None  # noqa: E731
+        return self._run(work, commit=False, reading=True) is not None
 
     def by_id(self, key_id: bytes) -> KeyRow | None:
         found: KeyRow | None = self._run(
@@ -343,9 +348,6 @@ class SQLiteKeyTable(_SQLKeyTable):
     def __init__(self, datastore: Any, prefix: str = "stored") -> None:
         super().__init__(f"{prefix}_subject_keys", f"{prefix}_conversation_subjects")
         self.datastore = datastore
-        name = str(getattr(getattr(datastore, "pool", None), "db_name", "") or "")
-        path = name.removeprefix("file:").split("?", 1)[0] if name.startswith("file:") else name
-        self.where = f"sqlite:///{unquote(path)}"
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
@@ -404,11 +406,6 @@ class PostgresKeyTable(_SQLKeyTable):
             f"{schema}.{_quoted(prefix + '_conversation_subjects')}",
         )
         self.table_name = f"{prefix}_subject_keys"
-        said: dict[str, Any] = dict(getattr(getattr(datastore, "pool", None), "kwargs", None) or {})
-        self.where = (
-            f"postgresql://{said.get('user') or ''}@{said.get('host') or ''}:{said.get('port') or ''}"
-            f"/{said.get('dbname') or ''}?schema={datastore.schema or 'public'}"
-        )
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
