@@ -124,8 +124,8 @@ _COLUMNS = "key_id, subject, wrapped_key, master_id, created_at, erased_at, eras
 class _SQLKeyTable:
     """The statements of both SQL stores, written with ``?`` placeholders."""
 
-    #: The store, as a URL without its password (set by the factory that makes it).
     where = ""
+    _EXISTS = ""
 
     def __init__(self, keys: str, subjects: str) -> None:
         self.keys = keys
@@ -222,8 +222,12 @@ class _SQLKeyTable:
 
     def exists(self) -> bool:
         """Whether the store has a key table: it was opened with a cipher key."""
-        work = lambda c: c.execute(self._sql(f"SELECT 1 FROM {self.keys} WHERE 1 = 0")) is not None  # noqa: E731
-        return self._run(work, commit=False, reading=True) is not None
+
+        def work(cursor: Any) -> bool:
+            cursor.execute(self._sql(self._EXISTS), (self.keys,))
+            return cursor.fetchone() is not None
+
+        return bool(self._run(work, commit=False, reading=True))
 
     def by_id(self, key_id: bytes) -> KeyRow | None:
         found: KeyRow | None = self._run(
@@ -345,6 +349,8 @@ class SQLiteKeyTable(_SQLKeyTable):
     of the wrapped key) and the write-ahead log is then checkpointed and truncated, so
     the destroyed key is left neither in the database file nor in its WAL."""
 
+    _EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+
     def __init__(self, datastore: Any, prefix: str = "stored") -> None:
         super().__init__(f"{prefix}_subject_keys", f"{prefix}_conversation_subjects")
         self.datastore = datastore
@@ -397,6 +403,8 @@ class PostgresKeyTable(_SQLKeyTable):
     ``VACUUM <prefix>_subject_keys`` after an erasure so that the destroyed wrapped key
     leaves the table's pages as well (backups and WAL archives keep it as long as
     they are kept; it opens nothing without the master key)."""
+
+    _EXISTS = "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
 
     def __init__(self, datastore: Any, prefix: str) -> None:
         self.datastore = datastore
