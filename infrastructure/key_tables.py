@@ -78,8 +78,7 @@ class KeyRow:
 class KeyTable(Protocol):
     """The key table of one store (see the module doc)."""
 
-    #: The store, as a URL without its password (for messages).
-    where: str
+    where: str  #: the store, as a URL without its password (for messages)
 
     def create_tables(self) -> None: ...
 
@@ -124,8 +123,7 @@ _COLUMNS = "key_id, subject, wrapped_key, master_id, created_at, erased_at, eras
 class _SQLKeyTable:
     """The statements of both SQL stores, written with ``?`` placeholders."""
 
-    where = ""
-    _EXISTS = ""
+    where, _EXISTS = "", ""
 
     def __init__(self, keys: str, subjects: str) -> None:
         self.keys = keys
@@ -349,11 +347,10 @@ class SQLiteKeyTable(_SQLKeyTable):
     of the wrapped key) and the write-ahead log is then checkpointed and truncated, so
     the destroyed key is left neither in the database file nor in its WAL."""
 
-    _EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-
     def __init__(self, datastore: Any, prefix: str = "stored") -> None:
         super().__init__(f"{prefix}_subject_keys", f"{prefix}_conversation_subjects")
         self.datastore = datastore
+        self._EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
@@ -404,10 +401,9 @@ class PostgresKeyTable(_SQLKeyTable):
     leaves the table's pages as well (backups and WAL archives keep it as long as
     they are kept; it opens nothing without the master key)."""
 
-    _EXISTS = "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
-
     def __init__(self, datastore: Any, prefix: str) -> None:
         self.datastore = datastore
+        self._EXISTS = "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
         schema = _quoted(datastore.schema or "public")
         super().__init__(
             f"{schema}.{_quoted(prefix + '_subject_keys')}",
