@@ -367,7 +367,7 @@ class SubjectKeysFactory:
         mapper: Mapper[Any] = parent.mapper(transcoder, mapper_class)
         if getattr(mapper, "cipher", None) is None:
             table = self.key_table()  # only a store opened with a cipher key has one
-            if not isinstance(table, MemoryKeyTable) and table.exists():
+            if isinstance(table, SQLiteKeyTable | PostgresKeyTable) and table.exists():
                 raise _no_key(table.where)
             return mapper
         if not isinstance(mapper, SubjectMapper):
