@@ -26,6 +26,12 @@ What is where:
 Keys are cached in memory (``cache_seconds``, 60 s by default): a subject erased by
 another process stops being readable here within that time; erased here, at once.
 Rotating the master key (``rewrap``) re-wraps every data key; no record is rewritten.
+
+The key table's **check row** (subject ``""``, which no data subject can be) holds a
+known token wrapped under the table's current master key (``check_master``): a key
+is made, a subject erased or the keys re-wrapped only by a process whose master key
+opens it, so a wrong key, or the old one after a rotation, changes nothing
+(``ConfigurationError`` naming the store).
 """
 
 from __future__ import annotations
