@@ -50,6 +50,7 @@ from contextledger.domain.errors import (
     ConfigurationError,
     ConversationErasedError,
     InvalidArgumentError,
+    KeyMissingError,
     StoreError,
 )
 from contextledger.domain.validation import check_reason, check_subject
@@ -189,10 +190,20 @@ class SubjectKeys:
         if hit is not None and (isinstance(hit[0], Tombstone) or hit[1] > time.monotonic()):
             return hit[0]
         row = self.table.by_id(key_id)
-        return None if row is None else self._entry(row)
+        if row is None or (row.wrapped_key is None and row.erased_at is None):
+            return None  # not in the table, or its key lost without a tombstone: KeyMissingError
+        return self._entry(row)
 
     def _entry(self, row: KeyRow) -> DataKey | Tombstone:
-        """The row unwrapped (or its tombstone), cached."""
+        """The row unwrapped (or its tombstone), cached. A row without its key and
+        without a tombstone is damaged, never an erasure: ``KeyMissingError``."""
+        if row.wrapped_key is None and row.erased_at is None:
+            raise KeyMissingError(
+                f"the data key of subject {row.subject!r} is missing from the key table (its "
+                "wrapped key is NULL and no tombstone says it was erased): restore the key table",
+                key_id=row.key_id.hex(),
+                subject=row.subject,
+            )
         if row.erased_at is not None or row.wrapped_key is None:
             tomb = Tombstone(row.key_id, row.subject, row.erased_at or row.created_at, row.erase_reason)
             with self._lock:
