@@ -39,7 +39,7 @@ from contextledger.domain.edits import (
     retraction_record,
     system_prompt_record,
 )
-from contextledger.domain.erasure import ErasedEvent
+from contextledger.domain.erasure import ErasedEvent, Erasure
 from contextledger.domain.errors import ContextLedgerError, ConversationErasedError, ConversationNotFoundError
 from contextledger.domain.events import (
     ConversationEvent,
@@ -109,7 +109,9 @@ class Audit:
         unverified: list[VerifyProblem] = []
         events = messages = summaries = 0
         for cid in ids:
-            if self._erased(cid):
+            gone = self._erased(cid)
+            if gone is not None:
+                problems.extend(self._unrecorded(cid, gone))
                 rest = self._remainder(cid)
                 if rest is None:
                     erased.append(cid)
@@ -143,17 +145,40 @@ class Audit:
         except ConversationErasedError:
             return None
 
-    def _erased(self, cid: UUID) -> bool:
-        """Whether the conversation's content was erased: its first record reads as an
+    def _erased(self, cid: UUID) -> ErasedEvent | None:
+        """The conversation's first record if its content was erased: it reads as an
         ``ErasedEvent`` (a fork's first record holds its inherited history)."""
         app_for = getattr(self.store, "app_for", None)
         app = app_for(cid) if app_for is not None else self.app
         try:
             with store_errors(cid):
                 first = app.recorder.select_events(cid, limit=1)
-                return bool(first) and isinstance(app.mapper.to_domain_event(first[0]), ErasedEvent)
+                event = app.mapper.to_domain_event(first[0]) if first else None
         except ContextLedgerError:  # damaged: verifying it says where
-            return False
+            return None
+        return event if isinstance(event, ErasedEvent) else None
+
+    def _unrecorded(self, cid: UUID, gone: ErasedEvent) -> list[VerifyProblem]:
+        """A problem for each subject whose key was destroyed (a tombstone) with no
+        ``ContentErased`` record of its erasure in the log: the record was deleted,
+        or the erasure stopped between the two (erasing again records it)."""
+        app_for = getattr(self.store, "app_for", None)
+        app = app_for(cid) if app_for is not None else self.app
+        problems: list[VerifyProblem] = []
+        for subject in dict.fromkeys((gone.subject, *gone.subjects)):
+            with store_errors(cid):
+                recorded = app.recorder.select_events(Erasure.id_for(subject), limit=1)
+            if not recorded:
+                problems.append(
+                    VerifyProblem(
+                        cid,
+                        gone.originator_version,
+                        f"data subject {subject!r} was erased (its key is a tombstone), but the "
+                        "log holds no ContentErased record of that erasure: it was deleted, or "
+                        "the erasure stopped before recording it (erase the subject again)",
+                    )
+                )
+        return problems
 
     def stored_conversation_ids(self) -> list[UUID]:
         """Ids of every conversation with an event in the log, in the order of their

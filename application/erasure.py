@@ -139,7 +139,7 @@ class Erasures:
                 value=repr(given)[:80],
             )
         check_text(given, "subject_or_conversation")
-        if self._known(given):
+        if self.knows(given):
             return given, None
         try:
             cid = resolve(given)
@@ -156,7 +156,7 @@ class Erasures:
             value=given[:80],
         )
 
-    def _known(self, subject: str) -> bool:
+    def knows(self, subject: str) -> bool:
         """Whether a store knows ``subject``: a conversation names it, or it was erased."""
         if len(subject) > MAX_SUBJECT_CHARS or "\x00" in subject or not subject.strip():
             return False
@@ -201,7 +201,7 @@ class Erasures:
         if conversation is not None:
             subject = self._subject_of_one(ready, resolve(conversation))
         assert subject is not None
-        if not force and not self._known(subject) and not self._is_conversation(subject):
+        if not force and not self.knows(subject) and not self._is_conversation(subject):
             raise InvalidArgumentError(
                 f"no conversation names data subject {subject!r}, and it was never erased: "
                 "nothing was erased (a typo would block the name for ever; force=True, or "

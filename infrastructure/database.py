@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import quote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from contextledger.application.settings import masked_url
 from contextledger.domain.errors import ConfigurationError
+from contextledger.infrastructure.sqlite_files import read_only_uri
 
 if TYPE_CHECKING:
     from contextledger.application.settings import Settings
@@ -43,7 +43,7 @@ _SUPPORTED = "use memory://, sqlite:///path.db or postgresql://user@host:5432/db
 
 def _read_only_uri(path: Path) -> str:
     """The ``file:`` URI that opens ``path`` read-only (never creating it)."""
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    return read_only_uri(path)
 
 
 def mask_url(url: str) -> str:

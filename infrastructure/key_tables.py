@@ -41,7 +41,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
-from urllib.parse import unquote
 from uuid import UUID
 
 import psycopg
@@ -79,8 +78,7 @@ class KeyRow:
 class KeyTable(Protocol):
     """The key table of one store (see the module doc)."""
 
-    #: The store, as a URL without its password (for messages).
-    where: str
+    where: str  #: the store, as a URL without its password (for messages)
 
     def create_tables(self) -> None: ...
 
@@ -125,7 +123,7 @@ _COLUMNS = "key_id, subject, wrapped_key, master_id, created_at, erased_at, eras
 class _SQLKeyTable:
     """The statements of both SQL stores, written with ``?`` placeholders."""
 
-    where = ""
+    where, _EXISTS = "", ""
 
     def __init__(self, keys: str, subjects: str) -> None:
         self.keys = keys
@@ -219,6 +217,15 @@ class _SQLKeyTable:
             lambda c: self._select(c, "subject", subject), commit=False, reading=True
         )
         return found
+
+    def exists(self) -> bool:
+        """Whether the store has a key table: it was opened with a cipher key."""
+
+        def work(cursor: Any) -> bool:
+            cursor.execute(self._sql(self._EXISTS), (self.keys,))
+            return cursor.fetchone() is not None
+
+        return bool(self._run(work, commit=False, reading=True))
 
     def by_id(self, key_id: bytes) -> KeyRow | None:
         found: KeyRow | None = self._run(
@@ -343,9 +350,7 @@ class SQLiteKeyTable(_SQLKeyTable):
     def __init__(self, datastore: Any, prefix: str = "stored") -> None:
         super().__init__(f"{prefix}_subject_keys", f"{prefix}_conversation_subjects")
         self.datastore = datastore
-        name = str(getattr(getattr(datastore, "pool", None), "db_name", "") or "")
-        path = name.removeprefix("file:").split("?", 1)[0] if name.startswith("file:") else name
-        self.where = f"sqlite:///{unquote(path)}"
+        self._EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
@@ -398,17 +403,13 @@ class PostgresKeyTable(_SQLKeyTable):
 
     def __init__(self, datastore: Any, prefix: str) -> None:
         self.datastore = datastore
+        self._EXISTS = "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
         schema = _quoted(datastore.schema or "public")
         super().__init__(
             f"{schema}.{_quoted(prefix + '_subject_keys')}",
             f"{schema}.{_quoted(prefix + '_conversation_subjects')}",
         )
         self.table_name = f"{prefix}_subject_keys"
-        said: dict[str, Any] = dict(getattr(getattr(datastore, "pool", None), "kwargs", None) or {})
-        self.where = (
-            f"postgresql://{said.get('user') or ''}@{said.get('host') or ''}:{said.get('port') or ''}"
-            f"/{said.get('dbname') or ''}?schema={datastore.schema or 'public'}"
-        )
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:

@@ -26,7 +26,7 @@ from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, Pe
 
 from contextledger.domain.errors import SchemaMissingError, StoreError
 from contextledger.infrastructure.pgrecorder import PostgresConversationFactory
-from contextledger.infrastructure.sqlite_files import check_sqlite_file
+from contextledger.infrastructure.sqlite_files import ReadOnlyLeftovers, check_sqlite_file
 from contextledger.infrastructure.sqlite_recorder import SQLiteConversationFactory
 from contextledger.infrastructure.subject_mapper import SubjectKeysFactory
 
@@ -98,6 +98,12 @@ class ReadOnlySQLiteFactory(SQLiteStoreFactory):
         # The library turns a file's journal to WAL on its first connection: a write.
         # A store made by contextledger is in WAL already; a read-only one stays as is.
         self.datastore.pool.is_journal_mode_wal = True
+        self.leftovers = ReadOnlyLeftovers(Path(self.path)) if self.path else None
+
+    def close(self) -> None:
+        super().close()
+        if self.leftovers is not None:
+            self.leftovers.tidy()
 
     def env_create_table(self) -> bool:
         return False

@@ -26,6 +26,12 @@ What is where:
 Keys are cached in memory (``cache_seconds``, 60 s by default): a subject erased by
 another process stops being readable here within that time; erased here, at once.
 Rotating the master key (``rewrap``) re-wraps every data key; no record is rewritten.
+
+The key table's **check row** (subject ``""``, which no data subject can be) holds a
+known token wrapped under the table's current master key (``check_master``): a key
+is made, a subject erased or the keys re-wrapped only by a process whose master key
+opens it, so a wrong key, or the old one after a rotation, changes nothing
+(``ConfigurationError`` naming the store).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from contextledger.domain.errors import (
     ConfigurationError,
     ConversationErasedError,
     InvalidArgumentError,
+    KeyMissingError,
     StoreError,
 )
 from contextledger.domain.validation import check_reason, check_subject
@@ -183,10 +190,20 @@ class SubjectKeys:
         if hit is not None and (isinstance(hit[0], Tombstone) or hit[1] > time.monotonic()):
             return hit[0]
         row = self.table.by_id(key_id)
-        return None if row is None else self._entry(row)
+        if row is None or (row.wrapped_key is None and row.erased_at is None):
+            return None  # not in the table, or its key lost without a tombstone: KeyMissingError
+        return self._entry(row)
 
     def _entry(self, row: KeyRow) -> DataKey | Tombstone:
-        """The row unwrapped (or its tombstone), cached."""
+        """The row unwrapped (or its tombstone), cached. A row without its key and
+        without a tombstone is damaged, never an erasure: ``KeyMissingError``."""
+        if row.wrapped_key is None and row.erased_at is None:
+            raise KeyMissingError(
+                f"the data key of subject {row.subject!r} is missing from the key table (its "
+                "wrapped key is NULL and no tombstone says it was erased): restore the key table",
+                key_id=row.key_id.hex(),
+                subject=row.subject,
+            )
         if row.erased_at is not None or row.wrapped_key is None:
             tomb = Tombstone(row.key_id, row.subject, row.erased_at or row.created_at, row.erase_reason)
             with self._lock:

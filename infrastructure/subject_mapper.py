@@ -318,6 +318,16 @@ def _erased(stored_event: StoredEvent, tombs: list[Tombstone]) -> ErasedEvent:
     )
 
 
+def _no_key(where: str) -> ConfigurationError:
+    """What opening an encrypted store without its master key is."""
+    return ConfigurationError(
+        f"the store {where} is encrypted: open it with its master key (Settings.cipher_key, "
+        "CONTEXTLEDGER_CIPHER_KEY)",
+        setting="cipher_key",
+        url=where,
+    )
+
+
 def subject_keys_of(app: Any) -> SubjectKeys | None:
     """The data keys of an eventsourcing application's store (a ``Ledger``, a shard),
     None if it has none (no cipher key)."""
@@ -336,18 +346,31 @@ class SubjectKeysFactory:
 
         datastore = getattr(self, "datastore", None)
         env: Any = getattr(self, "env", None)
+        said = env.get if env is not None else (lambda name: None)
+        table: KeyTable
         if isinstance(datastore, SQLiteDatastore):
-            return SQLiteKeyTable(datastore)
-        if isinstance(datastore, PostgresDatastore):
-            return PostgresKeyTable(
-                datastore, prefix=(env.name.lower() if env is not None else "") or "stored"
+            table = SQLiteKeyTable(datastore)
+            table.where = f"sqlite:///{said('CL_SQLITE_PATH') or said('SQLITE_DBNAME') or ''}"
+        elif isinstance(datastore, PostgresDatastore):
+            prefix = (env.name.lower() if env is not None else "") or "stored"
+            table = PostgresKeyTable(datastore, prefix=prefix)
+            table.where = (
+                f"postgresql://{said('POSTGRES_USER') or ''}@{said('POSTGRES_HOST') or ''}:"
+                f"{said('POSTGRES_PORT') or ''}/{said('POSTGRES_DBNAME') or ''}?schema={datastore.schema}"
             )
-        return MemoryKeyTable()
+        else:
+            table = MemoryKeyTable()
+        return table
 
     def mapper(self, transcoder: Transcoder | None = None, mapper_class: Any = None) -> Mapper[Any]:
         parent: Any = super()
         mapper: Mapper[Any] = parent.mapper(transcoder, mapper_class)
-        if not isinstance(mapper, SubjectMapper) or mapper.cipher is None:
+        if getattr(mapper, "cipher", None) is None:
+            table = self.key_table()  # only a store opened with a cipher key has one
+            if isinstance(table, SQLiteKeyTable | PostgresKeyTable) and table.exists():
+                raise _no_key(table.where)
+            return mapper
+        if not isinstance(mapper, SubjectMapper):
             return mapper
         env: Any = getattr(self, "env")  # noqa: B009 - set by the factory this is mixed into
         scope = env.get(KEY_SCOPE) or "subject"

@@ -126,12 +126,17 @@ def _rows(models: SQLReadModels, limit: int) -> list[dict[str, Any]]:
 
 def _rows_from_log(ledger: Ledger) -> list[dict[str, Any]]:
     """Every conversation of one store, from its log (its read models are missing or
-    behind, and a command that only reads does not bring them up to date)."""
+    behind, and a command that only reads does not bring them up to date). Erased
+    conversations are left out, as the read models leave them out."""
     from contextledger.application.results import TokenTotals
+    from contextledger.domain.errors import ConversationErasedError
 
     rows: list[dict[str, Any]] = []
     for cid in ledger.audit.conversation_ids():
-        conversation = ledger.conversation(cid)
+        try:
+            conversation = ledger.conversation(cid)
+        except ConversationErasedError:
+            continue
         totals = TokenTotals.of(conversation)
         origin = conversation.state.fork_of
         rows.append({

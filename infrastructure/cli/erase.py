@@ -143,6 +143,11 @@ def _one_plan(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
         "subjects": [{"subject": subject, "conversations": [str(c) for c in of_subject]}],
         "conversations": len(of_subject),
     }
+    if args.subject is not None and not of_subject and not args.force and not ledger.erasures.knows(subject):
+        plan["refused"] = (
+            f"no conversation names subject {subject!r} and it was never erased: "
+            "--force erases the name anyway (pre-empting it)"
+        )
     if args.conversation is not None and len(of_subject) > 1:
         plan["refused"] = (
             f"conversation {args.conversation} is one of {len(of_subject)} conversations "

@@ -20,7 +20,7 @@ from contextledger.application.projections import (
     TokenTotalsProjection,
     TranscriptProjection,
 )
-from contextledger.domain.errors import StoreError
+from contextledger.domain.errors import ReadOnlyError, StoreError
 from contextledger.infrastructure.database import Database, mask_url
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
@@ -31,6 +31,7 @@ from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
 from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
 from contextledger.infrastructure.readmodels.transcript import SQLTranscriptView
 from contextledger.infrastructure.readmodels.view import SQLView
+from contextledger.infrastructure.sqlite_files import ReadOnlyLeftovers
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -60,6 +61,8 @@ class SQLReadModels:
     ) -> None:
         self.engine = engine
         self.schema = schema
+        #: A read-only SQLite file's ``-wal``/``-shm`` to remove on closing (``for_url``).
+        self.leftovers: ReadOnlyLeftovers | None = None
         self.metadata = MetaData(schema=schema)
         #: Seals the content columns (None: stored in plaintext).
         self.codec = codec
@@ -90,19 +93,29 @@ class SQLReadModels:
         connect_timeout: float = 5.0,
         statement_timeout: float = 30.0,
         create: bool = True,
+        read_only: bool = False,
     ) -> SQLReadModels:
         """Read models for the event store at ``database_url`` (see the module doc),
         their content encrypted with ``cipher_key`` (the event store's key); without
-        ``create``, nothing is created (and a SQLite file of them must exist)."""
+        ``create``, nothing is created; ``read_only``: nothing is created or written
+        (a SQLite file of them must exist: ``SchemaMissingError``)."""
         database = Database.parse(database_url)
         codec = codec_for_key(cipher_key)
-        engine = engine_for(database, connect_timeout=connect_timeout, statement_timeout=statement_timeout)
-        return cls(engine, schema=database.schema, codec=codec, create=create)
+        engine = engine_for(
+            database,
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            read_only=read_only,
+        )
+        models = cls(engine, schema=database.schema, codec=codec, create=create and not read_only)
+        if read_only and database.views_path is not None:
+            models.leftovers = ReadOnlyLeftovers(database.views_path)
+        return models
 
     @classmethod
     def for_ledger(cls, ledger: Ledger, *, create: bool = True) -> SQLReadModels:
         """Read models for ``ledger``'s store, encrypted with its cipher key if it has
-        one, with its settings' timeouts."""
+        one, with its settings' timeouts; a read-only ledger's are opened read-only."""
         s = ledger.settings
         return cls.for_url(
             s.database_url,
@@ -110,6 +123,7 @@ class SQLReadModels:
             connect_timeout=s.connect_timeout,
             statement_timeout=s.statement_timeout,
             create=create,
+            read_only=s.read_only,
         )
 
     def projections(self) -> list[ReadModelProjection]:
@@ -142,6 +156,8 @@ class SQLReadModels:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.leftovers is not None:
+            self.leftovers.tidy()
 
     # -- transactions -------------------------------------------------------------
 
@@ -227,7 +243,15 @@ def attach_read_models(ledger: Ledger) -> SQLReadModels:
     date in a background thread (stopped and closed with the ledger). With several
     stores, each store's read models are kept beside it by a runner of its own log;
     the first store's are returned (``SQLReadModels.for_ledger(ledger.shards[j])``
-    opens store ``j``'s)."""
+    opens store ``j``'s). A read-only ledger: ``ReadOnlyError``, before anything is
+    created (the runner writes)."""
+    if ledger.settings.read_only:
+        raise ReadOnlyError(
+            "attach_read_models() keeps read models up to date, which writes, and the ledger "
+            "is open read-only: open it without read_only=True, or read existing read models "
+            "with SQLReadModels.for_ledger",
+            operation="attach_read_models",
+        )
     models = SQLReadModels.for_ledger(ledger)
     _attach(ledger, models)
     for shard in ledger.shards[1:]:

@@ -62,7 +62,7 @@ from sqlalchemy.pool import StaticPool
 from contextledger.domain.errors import ConfigurationError
 from contextledger.infrastructure.database import Database
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
-from contextledger.infrastructure.sqlite_files import check_sqlite_file
+from contextledger.infrastructure.sqlite_files import check_sqlite_file, read_only_uri
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 
@@ -216,13 +216,20 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
 
 
 def engine_for(
-    database: Database, *, connect_timeout: float = 5.0, statement_timeout: float = 30.0
+    database: Database,
+    *,
+    connect_timeout: float = 5.0,
+    statement_timeout: float = 30.0,
+    read_only: bool = False,
 ) -> Engine:
     """The engine of ``database``'s read models (see the module doc): PostgreSQL
     connections with libpq ``connect_timeout`` and a session ``statement_timeout``,
-    SQLite with a busy timeout of ``statement_timeout``."""
+    SQLite with a busy timeout of ``statement_timeout``. ``read_only``: nothing is
+    created (a SQLite file is opened ``mode=ro`` and must exist; a PostgreSQL session
+    is ``default_transaction_read_only``)."""
     if database.kind != "postgresql":
-        return sqlite_engine(database.views_path, busy_timeout=statement_timeout)
+        return sqlite_engine(database.views_path, busy_timeout=statement_timeout, read_only=read_only)
+    guard = " -c default_transaction_read_only=on" if read_only else ""
     return create_engine(
         database.sqlalchemy_url(),
         pool_size=2,
@@ -230,21 +237,24 @@ def engine_for(
         pool_pre_ping=True,
         connect_args={
             "connect_timeout": max(2, int(float(database.option("connect_timeout", str(connect_timeout))))),
-            "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+            "options": f"-c statement_timeout={int(statement_timeout * 1000)}{guard}",
         },
     )
 
 
-def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
-    """A SQLite engine on ``path`` (None: in memory) whose writes begin IMMEDIATE."""
+def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0, read_only: bool = False) -> Engine:
+    """A SQLite engine on ``path`` (None: in memory) whose writes begin IMMEDIATE
+    (``read_only``: the file opened ``mode=ro``, never created)."""
     if path is None:
         engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         if not path.parent.is_dir():
             raise ConfigurationError(f"the folder of the SQLite file does not exist: {path.parent}")
-        check_sqlite_file(path, must_exist=False, url=f"sqlite:///{path}")
+        check_sqlite_file(path, must_exist=read_only, url=f"sqlite:///{path}")
         engine = create_engine(
-            URL.create("sqlite", database=str(path)),
+            f"sqlite:///{read_only_uri(path)}&uri=true"
+            if read_only
+            else URL.create("sqlite", database=str(path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},
         )
 
@@ -253,7 +263,7 @@ def sqlite_engine(path: Path | None, *, busy_timeout: float = 30.0) -> Engine:
         # Let SQLAlchemy's "begin" event issue BEGIN, so DDL is transactional too.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        if path is not None:
+        if path is not None and not read_only:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         # 64 MiB of page cache (SQLite: 2 MiB) for the views: a rebuild or catch-up

@@ -96,6 +96,13 @@ def _when(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _load(index: ConversationIndex) -> None:
+    """Load the conversation list ahead of the first page. A store that fails here
+    fails that page too, which says why: the loading thread only stops."""
+    with contextlib.suppress(ContextLedgerError):
+        index.rows()
+
+
 def _looks_json(request: Request) -> bool:
     """For error pages: whether the request asked for JSON (never raises)."""
     return request.url.path.endswith(".json") or request.query_params.get("format") == "json"
@@ -244,7 +251,7 @@ def create_app(
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         # Load the conversation list while the first page is being asked for (a
         # request that comes sooner waits for it under the index's lock).
-        threading.Thread(target=index.rows, name="contextledger-viewer-index", daemon=True).start()
+        threading.Thread(target=_load, args=(index,), name="contextledger-viewer-index", daemon=True).start()
         try:
             yield
         finally:

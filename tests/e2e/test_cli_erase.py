@@ -272,3 +272,34 @@ def test_keys_rotate_rewraps_the_data_keys_under_the_new_master_key(
     assert "not base64" in capsys.readouterr().err
     assert main(["keys", "rotate", "--database", url]) == 2
     assert "--new-key" in capsys.readouterr().err
+
+
+def test_a_subject_no_conversation_names_is_refused_unless_forced(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = store
+    assert main(["erase", "--subject", "user-0ld", "--reason", "a typo", "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert "no conversation names data subject 'user-0ld'" in err and "--force" in err
+    plan = run_json(capsys, "erase", "--subject", "user-0ld", "--dry-run", "--json", "--database", url)
+    assert plan["conversations"] == 0 and "--force" in plan["refused"]
+    assert subjects_erased(url, "user-0ld", "user-old") == [False, False]
+    forced = ["erase", "--subject", "user-77", "--force", "--reason", "pre-empted", "--json"]
+    report = run_json(capsys, *forced, "--database", url)
+    assert report["subject"] == "user-77" and report["conversations"] == []
+    assert subjects_erased(url, "user-77", "user-old") == [True, False]
+    known = run_json(capsys, "erase", "--subject", "user-old", "--dry-run", "--json", "--database", url)
+    assert "refused" not in known
+
+
+def test_erase_with_another_master_key_is_refused_and_erases_nothing(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = store
+    right = os.environ["CONTEXTLEDGER_CIPHER_KEY"]
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", base64.b64encode(os.urandom(32)).decode())
+    assert main(["erase", "--subject", "user-old", "--reason", "wrong key", "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert "not the current master key of the store sqlite:///" in err and err.count("\n") == 1
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", right)
+    assert subjects_erased(url, "user-old") == [False]
