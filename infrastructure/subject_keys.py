@@ -35,15 +35,17 @@ import hmac
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
 from contextledger.domain.errors import (
     ConfigurationError,
+    ContextLedgerError,
     ConversationErasedError,
     InvalidArgumentError,
+    KeyMissingError,
     StoreError,
 )
 from contextledger.infrastructure.aead import AESGCMCipher, decode_key
@@ -291,8 +293,7 @@ class SubjectKeys:
         with self._lock:
             self._by_id[row.key_id] = (tomb, float("inf"))
             self._by_subject.pop(subject, None)
-            for cid in [c for c, (k, _) in self._by_conversation.items() if k.subject == subject]:
-                del self._by_conversation[cid]
+        self._drop_conversations_of(subject)
         return tomb
 
     def tombstone_of(self, subject: str) -> Tombstone | None:
@@ -305,6 +306,47 @@ class SubjectKeys:
 
     def is_erased(self, subject: str) -> bool:
         return self.tombstone_of(subject) is not None
+
+    def refused_write(self, conversation_id: UUID, key_ids: Sequence[bytes]) -> ContextLedgerError:
+        """The error of a write the key table refused (``key_fence``): the records named
+        ``key_ids`` and one of them is tombstoned (``ConversationErasedError``, and this
+        process's caches drop the subject's key) or not in the table at all
+        (``KeyMissingError``)."""
+        missing = None
+        for key_id in key_ids:
+            row = self.table.by_id(key_id)
+            if row is None:
+                missing = missing or key_id
+                continue
+            if row.erased_at is not None or row.wrapped_key is None:
+                entry = self._entry(row)
+                assert isinstance(entry, Tombstone)
+                self._drop_conversations_of(row.subject)
+                return self._erased(entry, conversation_id)
+        shown = (missing or (key_ids[0] if key_ids else b"")).hex()
+        return KeyMissingError(
+            f"a write names data key {shown}, which the store's key table does not hold "
+            "(and no tombstone says it was erased): nothing was written",
+            conversation_id=conversation_id,
+            key_id=shown,
+        )
+
+    def forget_subject(self, subject: str) -> None:
+        """Drop the subject's cached key (its next use reads the key table): called when
+        this process learns that the subject was erased elsewhere."""
+        with self._lock:
+            hit = self._by_subject.pop(subject, None)
+            if hit is None:
+                return
+            held = self._by_id.get(hit[0].key_id)
+            if held is not None and not isinstance(held[0], Tombstone):
+                del self._by_id[hit[0].key_id]
+        self._drop_conversations_of(subject)
+
+    def _drop_conversations_of(self, subject: str) -> None:
+        with self._lock:
+            for cid in [c for c, (k, _) in self._by_conversation.items() if k.subject == subject]:
+                del self._by_conversation[cid]
 
     def forget(self) -> None:
         """Drop every cached key (the next use reads the table)."""

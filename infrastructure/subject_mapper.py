@@ -71,6 +71,7 @@ from contextledger.domain.errors import (
 )
 from contextledger.domain.events import MessageAppended
 from contextledger.infrastructure.aead import OVERHEAD
+from contextledger.infrastructure.key_fence import KeyFence
 from contextledger.infrastructure.key_tables import KeyTable, MemoryKeyTable, PostgresKeyTable, SQLiteKeyTable
 from contextledger.infrastructure.lineage import FirstRecord, Lineage
 from contextledger.infrastructure.mapper import PydanticMapper
@@ -226,7 +227,10 @@ class SubjectMapper(PydanticMapper):
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         if stored_event.topic == ContentErased.TOPIC and bytes(stored_event.state[:4]) == CLEAR_MARK:
-            return _clear_record(stored_event)
+            record = _clear_record(stored_event)
+            if self.keys is not None:  # erased here or elsewhere: no cached key outlives it
+                self.keys.forget_subject(record.subject)
+            return record
         if self.cipher is not None:
             named = self._named_keys(bytes(stored_event.state))
             tombs = [k for k in named[2] if isinstance(k, Tombstone)] if named else []
@@ -364,12 +368,27 @@ class SubjectKeysFactory:
 
     def event_store(self, mapper: Any = None, recorder: Any = None) -> Any:
         """An event store; the subject mapper learns the store's event recorder (the
-        first application recorder it is used with), for ``Lineage``."""
+        first application recorder it is used with), for ``Lineage``; the recorder gets
+        the write fence of the store's key table (``key_fence``)."""
         if (
             isinstance(mapper, SubjectMapper)
             and mapper.recorder is None
             and isinstance(recorder, ApplicationRecorder)
         ):
             mapper.recorder = recorder
+        keys = mapper.keys if isinstance(mapper, SubjectMapper) else None
+        if keys is not None and isinstance(recorder, ApplicationRecorder) and hasattr(recorder, "fence"):
+            recorder.fence = _fence_of(keys)
         parent: Any = super()
         return parent.event_store(mapper=mapper, recorder=recorder)
+
+
+def _fence_of(keys: SubjectKeys) -> KeyFence:
+    """The write fence of the key table ``keys`` keeps (``key_fence``)."""
+    table = keys.table
+
+    def live(key_id: bytes) -> bool:
+        row = table.by_id(key_id)
+        return row is not None and row.wrapped_key is not None and row.erased_at is None
+
+    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live)
