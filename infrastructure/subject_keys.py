@@ -131,6 +131,9 @@ class SubjectKeys:
         self._by_subject: dict[str, tuple[DataKey, float]] = {}
         #: The write path: a conversation's key, cached.
         self._by_conversation: dict[UUID, tuple[DataKey, float]] = {}
+        #: Counts the erasures this process has learned of (``SubjectMapper.erased_subjects``
+        #: looks again when it moves).
+        self.erasures_seen = 0
 
     def __repr__(self) -> str:
         return f"SubjectKeys(table={type(self.table).__name__}, master_id={self.master_id!r})"
@@ -175,8 +178,12 @@ class SubjectKeys:
         if row.erased_at is not None or row.wrapped_key is None:
             tomb = Tombstone(row.key_id, row.subject, row.erased_at or row.created_at, row.erase_reason)
             with self._lock:
+                held = self._by_id.get(row.key_id)
                 self._by_id[row.key_id] = (tomb, float("inf"))
                 self._by_subject.pop(row.subject, None)
+                if held is None or not isinstance(held[0], Tombstone):
+                    self.erasures_seen += 1
+            self._drop_conversations_of(row.subject)
             return tomb
         if row.master_id != self.master_id:
             raise StoreError(
@@ -293,6 +300,7 @@ class SubjectKeys:
         with self._lock:
             self._by_id[row.key_id] = (tomb, float("inf"))
             self._by_subject.pop(subject, None)
+            self.erasures_seen += 1
         self._drop_conversations_of(subject)
         return tomb
 
@@ -306,6 +314,16 @@ class SubjectKeys:
 
     def is_erased(self, subject: str) -> bool:
         return self.tombstone_of(subject) is not None
+
+    def known_erased(self, subject: str) -> bool:
+        """Whether ``subject`` is erased, as this process knows it: a key cached here
+        counts as live for ``cache_seconds``; else the key table says. A subject
+        without a key yet is live (nothing is made for it)."""
+        hit = self._by_subject.get(subject)
+        if hit is not None and hit[1] > time.monotonic():
+            return False
+        row = self.table.by_subject(subject)
+        return row is not None and isinstance(self._entry(row), Tombstone)
 
     def refused_write(self, conversation_id: UUID, key_ids: Sequence[bytes]) -> ContextLedgerError:
         """The error of a write the key table refused (``key_fence``): the records named
@@ -335,6 +353,7 @@ class SubjectKeys:
         """Drop the subject's cached key (its next use reads the key table): called when
         this process learns that the subject was erased elsewhere."""
         with self._lock:
+            self.erasures_seen += 1
             hit = self._by_subject.pop(subject, None)
             if hit is None:
                 return
