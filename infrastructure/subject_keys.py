@@ -23,8 +23,11 @@ What is where:
   data, so a wrapped key moved to another row does not open);
 - under a data key: the content.
 
-Keys are cached in memory (``cache_seconds``, 60 s by default): a subject erased by
-another process stops being readable here within that time; erased here, at once.
+Keys are cached in memory (``cache_seconds``, 60 s by default), for reading: a subject
+erased by another process stops being readable here within that time, or as soon as
+this process learns of the erasure (``forget_subject``, ``refused_write``); erased here,
+at once. Writing never trusts the cache: every insert checks the key rows its records
+name (``key_fence``), so no write to an erased subject is acknowledged anywhere.
 Rotating the master key (``rewrap``) re-wraps every data key; no record is rewritten.
 """
 
