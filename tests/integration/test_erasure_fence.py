@@ -16,6 +16,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -167,3 +169,57 @@ def test_a_process_that_follows_the_log_stops_reading_an_erased_subject_at_its_e
         with pytest.raises(cl.ConversationErasedError):  # within the 60 s of its key cache
             other.context(cid)
         models.close()
+
+
+def test_the_in_memory_store_fences_its_writes_too() -> None:
+    key = base64.b64encode(os.urandom(32)).decode()
+    with Ledger.open(settings=_settings("memory://", key)) as ledger:
+        cid = ledger.start("s", subject="alice")
+        bob = ledger.start("s", subject="bob")
+        ledger.append(cid, {"role": "user", "content": "before"})
+        keys = ledger.mapper.keys  # type: ignore[attr-defined]
+        row = keys.table.by_subject("alice")
+        # The key table alone tombstoned, as another writer would: the cache holds the key.
+        keys.table.tombstone(replace(row, erased_at=datetime.now(UTC), erase_reason="elsewhere"))
+        before = _log(ledger)
+        with pytest.raises(cl.ConversationErasedError) as refused:
+            ledger.append(cid, {"role": "user", "content": "after"})
+        assert refused.value.reason == "elsewhere" and _log(ledger) == before
+        ledger.append(bob, {"role": "user", "content": "bob goes on"})
+
+
+@pytest.mark.postgres
+def test_a_group_commit_holding_a_refused_save_stores_the_others(postgres_url: str) -> None:
+    key = base64.b64encode(os.urandom(32)).decode()
+    with (
+        Ledger.open(settings=_settings(postgres_url, key)) as other,
+        Ledger.open(settings=_settings(postgres_url, key)) as eraser,
+    ):
+        alice = [other.start("s", subject="alice") for _ in range(4)]
+        bobs = [other.start("s", subject=f"bob-{n}") for n in range(12)]
+        for cid in [*alice, *bobs]:
+            other.append(cid, {"role": "user", "content": "before"})
+        eraser.erase("alice", "asked")
+        outcomes: dict[UUID, list[object]] = {cid: [] for cid in [*alice, *bobs]}
+        barrier = threading.Barrier(len(outcomes))
+
+        def write(cid: UUID) -> None:
+            barrier.wait(30)
+            for n in range(5):
+                try:
+                    outcomes[cid].append(other.append(cid, {"role": "user", "content": f"after {n}"}))
+                except cl.ConversationErasedError as exc:
+                    outcomes[cid].append(exc)
+
+        threads = [threading.Thread(target=write, args=(cid,)) for cid in outcomes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert all(isinstance(o, cl.ConversationErasedError) for cid in alice for o in outcomes[cid])
+        for cid in bobs:
+            assert outcomes[cid] == [1, 2, 3, 4, 5]
+            assert [e.message["content"] for e in eraser.transcript(cid)][1:] == [
+                f"after {n}" for n in range(5)
+            ]
+        assert eraser.verify().ok
