@@ -36,7 +36,7 @@ the unencrypted path, cold load at most 2x. Writes its section of docs/benchmark
 (``encryption``) and prints it.
 
 ``--fence`` measures the write fence instead (``infrastructure/key_fence.py``): per-subject
-keys with the fence (each insert checks, and on PostgreSQL share-locks, the key rows its
+keys with the fence (each insert checks, and on PostgreSQL key-share-locks, the key rows its
 records name) against the same configuration with the recorder's fence taken off, the
 *append* step only, in rounds alternating which goes first; it writes its own section
 (``write-fence``).
@@ -393,7 +393,7 @@ def fence_report(
         "",
         "What the write fence costs (`infrastructure/key_fence.py`: each insert of a record under data "
         "keys checks in the same statement that the key rows it names still hold their wrapped keys, "
-        "on PostgreSQL taking them `FOR SHARE`). Per-subject keys with the fence against the same "
+        "on PostgreSQL taking them `FOR KEY SHARE`). Per-subject keys with the fence against the same "
         "configuration with the recorder's fence taken off, each on its own store; the workload and "
         f"the *append* step of the encryption section: {args.cold} conversations first, untimed, then "
         f"{args.runs} rounds of {args.conversations} conversations started and appended one message "

@@ -7,11 +7,13 @@ closes that gap where it can be closed, in the write's own transaction: a record
 names data keys is stored only if every one of them still holds a wrapped key in the
 key table, checked by the statement that inserts it:
 
-- PostgreSQL: the insert takes a shared row lock (``FOR SHARE``) on the key rows it
-  names and inserts nothing unless all of them are live; erasure takes the row
+- PostgreSQL: the insert takes a shared row lock (``FOR KEY SHARE``) on the key rows
+  it names and inserts nothing unless all of them are live; erasure takes the row
   exclusively (``FOR UPDATE``) before it destroys the key. Either the write commits
   first (the erasure then waits for it, and the record is erased with the rest) or
   the erasure commits first (the write then sees the tombstone and stores nothing).
+  The lock is the weakest that conflicts with ``FOR UPDATE``: a master-key rotation,
+  which re-wraps key rows in one long transaction, does not hold writes up.
 - SQLite: one writer at a time; the check runs inside the insert, under the write lock.
 - memory: the check and the insert run under the recorder's lock.
 

@@ -419,7 +419,7 @@ class PostgresKeyTable(_SQLKeyTable):
         return isinstance(cause, psycopg.errors.UndefinedTable)
 
     def _before_tombstone(self, cursor: Any, subject: str) -> None:
-        # The row exclusively: a write holding it (FOR SHARE, key_fence) commits first;
+        # The row exclusively: a write holding it (FOR KEY SHARE, key_fence) commits first;
         # a write after this sees the tombstone.
         cursor.execute(self._sql(f"SELECT key_id FROM {self.keys} WHERE subject = ? FOR UPDATE"), (subject,))
         cursor.fetchall()

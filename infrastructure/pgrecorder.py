@@ -33,10 +33,11 @@ append:
   conflicts is recognised by the conversation store (``ConversationStore._landed``).
 
 A record under data keys is inserted only if the key table holds each of them
-unerased (``key_fence``): the statement takes a shared lock on those key rows and
-inserts nothing unless all are live; erasure takes the row exclusively before it
-destroys the key. A refused save raises ``ConversationErasedError``, in a group
-commit after the batch is run again save by save.
+unerased (``key_fence``): the statement takes a shared lock (``FOR KEY SHARE``) on
+those key rows and inserts nothing unless all are live; erasure takes the row
+exclusively (``FOR UPDATE``) before it destroys the key. A refused save raises
+``ConversationErasedError``, in a group commit after the batch is run again save by
+save.
 
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
@@ -83,13 +84,14 @@ _FENCED_NAME = b"contextledger_append_fenced"
 _FENCED_TYPES = [*_ONE_TYPES, 17]
 _FENCED_BINARY = [*_BINARY, 1]
 #: The condition that fences a write (``key_fence``): every key id of the parameter
-#: ``{ids}`` (16 bytes each) is a key row with a wrapped key, locked ``FOR SHARE``
-#: until the insert commits. An erasure holding the row makes it wait; one committed
-#: first leaves the row without a wrapped key, so the count falls short.
+#: ``{ids}`` (16 bytes each) is a key row with a wrapped key, locked ``FOR KEY SHARE``
+#: until the insert commits. An erasure holding the row (``FOR UPDATE``) makes it
+#: wait; one committed first leaves the row without a wrapped key, so the count falls
+#: short. A master-key rotation re-wrapping the row (``FOR NO KEY UPDATE``) does not.
 _FENCE = (
     "(SELECT count(*) FROM (SELECT 1 FROM {keys} WHERE key_id IN "
     "(SELECT substring({ids} FROM 1 + 16 * i FOR 16) FROM generate_series(0, length({ids}) / 16 - 1) AS i) "
-    "AND wrapped_key IS NOT NULL FOR SHARE) AS live) = length({ids}) / 16"
+    "AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live) = length({ids}) / 16"
 )
 _INT8 = struct.Struct("!q")
 

@@ -223,3 +223,19 @@ def test_a_group_commit_holding_a_refused_save_stores_the_others(postgres_url: s
                 f"after {n}" for n in range(5)
             ]
         assert eraser.verify().ok
+
+
+@pytest.mark.postgres
+def test_a_master_key_rotation_in_progress_holds_no_write_up(postgres_url: str) -> None:
+    key = base64.b64encode(os.urandom(32)).decode()
+    base, schema = postgres_url.split("?schema=")
+    with Ledger.open(settings=_settings(postgres_url, key)) as ledger:
+        cid = ledger.start("s", subject="alice")
+        ledger.append(cid, {"role": "user", "content": "before"})
+        with psycopg.connect(base) as rotation:
+            # A re-wrap of the subject's key row as a rotation writes it, not committed.
+            table = f'"{schema}"."contextledger_subject_keys"'
+            rotation.execute(f"UPDATE {table} SET wrapped_key = wrapped_key WHERE subject = 'alice'")
+            assert ledger.append(cid, {"role": "user", "content": "during"}) == 1
+            rotation.rollback()
+        assert [e.message["content"] for e in ledger.transcript(cid)] == ["before", "during"]
