@@ -252,6 +252,8 @@ def check(
                 ]
             for text in op["texts"]:
                 assert transcripts[op["cid"]].count(text) == 1, (op, text)
+        # The worker summarized the other subjects' conversations meanwhile.
+        assert any(ledger.summaries(c) for c in [*by_subject["s1"], *by_subject["s2"]])
         # Every other conversation verifies, forks of the erased subject's included.
         report = ledger.verify()
         assert report.ok, report
