@@ -48,7 +48,7 @@ from contextledger.application.read_only import refuse_writes
 from contextledger.application.saving import ConversationApplication
 from contextledger.application.settings import Settings, masked_url
 from contextledger.application.store import ConversationStore
-from contextledger.application.subjects import Subjects
+from contextledger.application.subjects import Subjects, erased_subjects_check
 from contextledger.application.summary_service import SummaryService
 from contextledger.application.wire import ToolDefinition
 from contextledger.domain.conversation import ConversationSnapshot, SummaryFailure
@@ -115,6 +115,7 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
         self.history_cache = HistoryCache()
         #: The data subjects of conversations (their keys: ``docs/privacy.md``).
         self.subjects = Subjects(self)
+        self.local_store.erased_subjects = erased_subjects_check(self)
         self.commands = ConversationCommands(self)
         self.queries = ConversationQueries(self, self._build_summarizer)
         self.erasures = Erasures(lambda: self.shards, lambda: resolve_adapter(DELETE_SNAPSHOTS_TOPIC))

@@ -178,6 +178,12 @@ class ConversationStore:
         self._contended: dict[UUID, float] = {}
         #: The last failure that said the store is away (a lock wait then names it).
         self.outages = Outages(grace=app.settings.connect_timeout + 1.0)
+        #: The erased subjects among those whose content a conversation holds, as this
+        #: process knows them (None: no per-subject keys); a cached conversation that
+        #: shows one of them is loaded again (``subjects.erased_subjects_check``).
+        self.erased_subjects: Callable[[UUID], tuple[str, ...]] | None = None
+        #: Per conversation loaded as a remainder: the erased subjects it reflects.
+        self._reflects: dict[UUID, frozenset[str]] = {}
 
     # -- commands -------------------------------------------------------------------
 
@@ -345,6 +351,12 @@ class ConversationStore:
             cached = self._cache.get(conversation_id)
             if cached is not None:
                 self._cache.move_to_end(conversation_id)
+        check = self.erased_subjects
+        if cached is not None and fresh and check is not None:
+            erased = check(conversation_id)
+            if erased and not set(erased) <= self._reflects.get(conversation_id, frozenset()):
+                self._cache_evict(conversation_id)  # erased since: read the log again
+                cached = None
         try:
             with store_errors(conversation_id):
                 if cached is not None:
@@ -357,6 +369,8 @@ class ConversationStore:
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id) from None
         except ConversationErasedError:  # all of it, or a fork's inherited part (a remainder)
             conversation = load_remainder(self.app.events, conversation_id)
+            if check is not None:
+                self._reflects[conversation_id] = frozenset(check(conversation_id))
         if not isinstance(conversation, Conversation):
             raise ConversationNotFoundError("no such conversation", conversation_id=conversation_id)
         self._cache_put(conversation)

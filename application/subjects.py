@@ -30,15 +30,20 @@ from contextledger.domain.errors import ConfigurationError, InvalidArgumentError
 from contextledger.domain.validation import MAX_SUBJECT_CHARS, check_subject
 
 __all__ = [
+    "ERASED_SUBJECTS_TOPIC",
     "MAX_SUBJECT_CHARS",
     "SUBJECT_KEYS_TOPIC",
     "SubjectKeysPort",
     "Subjects",
     "check_subject",
+    "erased_subjects_check",
 ]
 
 #: The function giving an application's data keys (None without a cipher key).
 SUBJECT_KEYS_TOPIC = "contextledger.infrastructure.subject_mapper:subject_keys_of"
+#: The function giving the check of a cached conversation before it is read (None
+#: without per-subject keys).
+ERASED_SUBJECTS_TOPIC = "contextledger.infrastructure.subject_mapper:erased_subjects_of"
 
 
 class SubjectKeysPort(Protocol):
@@ -53,6 +58,14 @@ class SubjectKeysPort(Protocol):
         ...
 
     def is_erased(self, subject: str) -> bool: ...
+
+
+def erased_subjects_check(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
+    """The erased subjects among those whose content a conversation of the
+    application's store holds, as its process knows them (None: no per-subject keys):
+    what ``ConversationStore`` checks a cached conversation with before serving it."""
+    found: Callable[[Any], Callable[[UUID], tuple[str, ...]] | None] = resolve_adapter(ERASED_SUBJECTS_TOPIC)
+    return found(app)
 
 
 def keys_of(app: Any) -> SubjectKeysPort | None:

@@ -34,6 +34,12 @@ The table shows the medians over the rounds, and the ratios of per-subject keys 
 encryption and to the store key, whose targets are: append and ``context()`` at most 1.3x
 the unencrypted path, cold load at most 2x. Writes its section of docs/benchmarks.md
 (``encryption``) and prints it.
+
+``--fence`` measures the write fence instead (``infrastructure/key_fence.py``): per-subject
+keys with the fence (each insert checks, and on PostgreSQL key-share-locks, the key rows its
+records name) against the same configuration with the recorder's fence taken off, the
+*append* step only, in rounds alternating which goes first; it writes its own section
+(``write-fence``).
 """
 
 from __future__ import annotations
@@ -67,7 +73,10 @@ from machine_info import cpu_model, load_text, package_versions, postgres_versio
 from sections import write_section
 
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-CORPORA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
+CORPORA = Path(
+    os.environ.get("CONTEXTLEDGER_CORPORA")
+    or Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
+)
 CORPUS = CORPORA / "tools" / "taubench_airline_gpt4o.jsonl"
 KEY = base64.b64encode(os.urandom(32)).decode()
 
@@ -79,6 +88,8 @@ class Config:
     key_scope: str = "subject"
     #: Over the store's eventsourcing environment (eventsourcing's own cipher).
     env: dict[str, str] = field(default_factory=dict)
+    #: False: the recorder's write fence is taken off (``--fence``'s baseline).
+    fenced: bool = True
 
     def settings(self, url: str) -> cl.Settings:
         options: dict[str, Any] = {"database_url": url, "run_policy": False}
@@ -87,7 +98,10 @@ class Config:
         return cl.Settings(**options)
 
     def open(self, url: str) -> cl.Ledger:
-        return cl.Ledger(self.settings(url), env=self.env or None)
+        ledger = cl.Ledger(self.settings(url), env=self.env or None)
+        if not self.fenced:
+            ledger.recorder.fence = None  # type: ignore[attr-defined]
+        return ledger
 
 
 NONE = Config("none")
@@ -97,6 +111,7 @@ PYCRYPTODOME = Config(
     "pycryptodome, store key", KEY, "store", {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher"}
 )
 CONFIGS = (NONE, STORE, SUBJECT, PYCRYPTODOME)
+UNFENCED = Config("per-subject keys, no write fence", KEY, "subject", fenced=False)
 
 
 def conversations() -> Iterator[list[dict[str, Any]]]:
@@ -184,7 +199,7 @@ class Contender:
 
 def measure(store: str, urls: dict[Config, str], args: argparse.Namespace) -> list[Contender]:
     source = conversations()
-    contenders = [Contender(c, urls[c], c.open(urls[c])) for c in CONFIGS]
+    contenders = [Contender(c, urls[c], c.open(urls[c])) for c in urls]
     try:
         fill = [next(source) for _ in range(args.cold)]
         for contender in contenders:  # the same conversations in every store, not timed
@@ -193,7 +208,7 @@ def measure(store: str, urls: dict[Config, str], args: argparse.Namespace) -> li
         for round_ in range(args.runs):
             batch = [next(source) for _ in range(args.conversations)]
             order = contenders[round_ % len(contenders) :] + contenders[: round_ % len(contenders)]
-            for step in ("append", "context", "cold", "rebuild"):
+            for step in ("append",) if args.fence else ("append", "context", "cold", "rebuild"):
                 for contender in order:
                     if step == "append":
                         contender.append(batch)
@@ -362,6 +377,44 @@ def report(
     return lines
 
 
+def fence_report(
+    results: dict[str, list[Contender]],
+    args: argparse.Namespace,
+    command: str,
+    load_start: tuple[float, ...],
+    seconds: float,
+) -> list[str]:
+    lines = [
+        f"Written by `benchmarks/encryption.py --fence` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
+        f"    {command}",
+        "",
+        *machine(load_start),
+        "",
+        "What the write fence costs (`infrastructure/key_fence.py`: each insert of a record under data "
+        "keys checks in the same statement that the key rows it names still hold their wrapped keys, "
+        "on PostgreSQL taking them `FOR KEY SHARE`). Per-subject keys with the fence against the same "
+        "configuration with the recorder's fence taken off, each on its own store; the workload and "
+        f"the *append* step of the encryption section: {args.cold} conversations first, untimed, then "
+        f"{args.runs} rounds of {args.conversations} conversations started and appended one message "
+        "per call, the two taking turns at going first. Medians over the rounds, µs per message (the "
+        "start counted as one); in brackets, this process's CPU time.",
+        "",
+        "| store | append µs/message, fenced | unfenced | fenced / unfenced (per-round median) |",
+        "|---|---:|---:|---:|",
+    ]
+    for store, contenders in results.items():
+        by = {c.config: c for c in contenders}
+        fenced, bare = by[SUBJECT], by[UNFENCED]
+        lines.append(
+            f"| {store} | {median(fenced, 'append'):,.0f} ({median(fenced, 'append cpu'):,.0f}) "
+            f"| {median(bare, 'append'):,.0f} ({median(bare, 'append cpu'):,.0f}) "
+            f"| {ratio(fenced, bare, 'append')} ({ratio(fenced, bare, 'append cpu')}) |"
+        )
+    lines += ["", f"Run time: {seconds:.0f} s."]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="interleaved rounds")
@@ -370,17 +423,21 @@ def main() -> None:
     parser.add_argument("--contexts", type=int, default=200, help="warm context() calls per round")
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--no-write", action="store_true", help="print the section, leave the docs alone")
+    parser.add_argument(
+        "--fence", action="store_true", help="the write fence against none, on append (its own section)"
+    )
     args = parser.parse_args()
+    configs = (SUBJECT, UNFENCED) if args.fence else CONFIGS
     load_start, began = os.getloadavg(), time.perf_counter()
     results: dict[str, list[Contender]] = {}
     with tempfile.TemporaryDirectory() as work:
         for store in args.stores.split(","):
             print(store, file=sys.stderr)
             if store == "sqlite":
-                urls = {c: f"sqlite:///{work}/{i}.db" for i, c in enumerate(CONFIGS)}
+                urls = {c: f"sqlite:///{work}/{i}.db" for i, c in enumerate(configs)}
                 results["SQLite file"] = measure(store, urls, args)
                 continue
-            schemas = {c: f"bench_cipher_{uuid.uuid4().hex[:8]}" for c in CONFIGS}
+            schemas = {c: f"bench_cipher_{uuid.uuid4().hex[:8]}" for c in configs}
             with psycopg.connect(POSTGRES, autocommit=True) as admin:
                 for schema in schemas.values():
                     admin.execute(f'CREATE SCHEMA "{schema}"')
@@ -392,13 +449,18 @@ def main() -> None:
                     for schema in schemas.values():
                         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
     command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/encryption.py "
+    if os.environ.get("CONTEXTLEDGER_CORPORA"):
+        command = f"CONTEXTLEDGER_CORPORA={os.environ['CONTEXTLEDGER_CORPORA']} {command}"
     command += " ".join(sys.argv[1:])
-    lines = report(results, args, command.strip(), load_start, time.perf_counter() - began)
+    if args.fence:
+        lines = fence_report(results, args, command.strip(), load_start, time.perf_counter() - began)
+        title, section = "## The write fence of erasure (benchmarks/encryption.py --fence)", "write-fence"
+    else:
+        lines = report(results, args, command.strip(), load_start, time.perf_counter() - began)
+        title, section = "## Encryption at rest: per-subject keys (benchmarks/encryption.py)", "encryption"
     print("\n".join(lines))
     if not args.no_write:
-        write_section(
-            "encryption", ["## Encryption at rest: per-subject keys (benchmarks/encryption.py)", "", *lines]
-        )
+        write_section(section, [title, "", *lines])
 
 
 if __name__ == "__main__":

@@ -233,12 +233,13 @@ class _SQLKeyTable:
         )
         return found
 
-    def _before_tombstone(self, cursor: Any) -> None:
-        """Anything the store does before it destroys a key (SQLite: secure delete)."""
+    def _before_tombstone(self, cursor: Any, subject: str) -> None:
+        """Anything the store does before it destroys a key (SQLite: secure delete;
+        PostgreSQL: lock the row, see ``key_fence``)."""
 
     def tombstone(self, row: KeyRow) -> KeyRow:
         def work(cursor: Any) -> KeyRow | None:
-            self._before_tombstone(cursor)
+            self._before_tombstone(cursor, row.subject)
             cursor.execute(
                 self._sql(
                     f"INSERT INTO {self.keys} ({_COLUMNS}) VALUES (?, ?, NULL, ?, ?, ?, ?) "
@@ -375,7 +376,7 @@ class SQLiteKeyTable(_SQLKeyTable):
     def _conversation(self, conversation_id: UUID) -> Any:
         return conversation_id.hex
 
-    def _before_tombstone(self, cursor: Any) -> None:
+    def _before_tombstone(self, cursor: Any, subject: str) -> None:
         cursor.execute("PRAGMA secure_delete = ON")
 
     def _after_tombstone(self) -> None:
@@ -432,6 +433,12 @@ class PostgresKeyTable(_SQLKeyTable):
         cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
         return isinstance(cause, psycopg.errors.UndefinedTable)
 
+    def _before_tombstone(self, cursor: Any, subject: str) -> None:
+        # The row exclusively: a write holding it (FOR KEY SHARE, key_fence) commits first;
+        # a write after this sees the tombstone.
+        cursor.execute(self._sql(f"SELECT key_id FROM {self.keys} WHERE subject = ? FOR UPDATE"), (subject,))
+        cursor.fetchall()
+
 
 class MemoryKeyTable:
     """The key table of an in-memory store."""
@@ -441,6 +448,7 @@ class MemoryKeyTable:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rows: dict[str, KeyRow] = {}
+        self._ids: dict[bytes, str] = {}
         self._subjects: dict[UUID, str] = {}
 
     def create_tables(self) -> None:
@@ -448,14 +456,17 @@ class MemoryKeyTable:
 
     def insert(self, row: KeyRow) -> KeyRow:
         with self._lock:
-            return self._rows.setdefault(row.subject, row)
+            stored = self._rows.setdefault(row.subject, row)
+            self._ids[stored.key_id] = stored.subject
+            return stored
 
     def by_subject(self, subject: str) -> KeyRow | None:
         return self._rows.get(subject)
 
     def by_id(self, key_id: bytes) -> KeyRow | None:
         with self._lock:
-            return next((r for r in self._rows.values() if r.key_id == key_id), None)
+            subject = self._ids.get(key_id)
+            return None if subject is None else self._rows.get(subject)
 
     def tombstone(self, row: KeyRow) -> KeyRow:
         with self._lock:
@@ -473,6 +484,7 @@ class MemoryKeyTable:
                     erase_reason=row.erase_reason,
                 )
             self._rows[row.subject] = new
+            self._ids[new.key_id] = new.subject
             return new
 
     def wrapped(self) -> list[KeyRow]:

@@ -9,18 +9,32 @@ eventsourcing's in-memory recorder answers "the events of an aggregate after ver
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 
+from contextledger.infrastructure.key_fence import KeyFence
 from contextledger.infrastructure.subject_mapper import SubjectKeysFactory
 
 __all__ = ["MemoryFactory", "WindowedPOPORecorder"]
 
 
 class WindowedPOPORecorder(POPOApplicationRecorder):
-    """The in-memory recorder, reading ``gt=`` ranges by version instead of scanning."""
+    """The in-memory recorder, reading ``gt=`` ranges by version instead of scanning;
+    a save naming an erased data key stores nothing (``key_fence``)."""
+
+    #: The write fence of the store's key table (set by ``SubjectKeysFactory``).
+    fence: KeyFence | None = None
+
+    def _insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        with self._database_lock:
+            fence = self.fence
+            if fence is not None and not all(fence.live(k) for k in fence.named(stored_events)):
+                raise fence.error(stored_events)
+            inserted: Sequence[int] | None = super()._insert_events(stored_events, **kwargs)
+            return inserted
 
     def select_events(
         self,

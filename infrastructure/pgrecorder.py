@@ -32,6 +32,13 @@ append:
   once more on a fresh one. A save whose commit answer was lost and whose retry
   conflicts is recognised by the conversation store (``ConversationStore._landed``).
 
+A record under data keys is inserted only if the key table holds each of them
+unerased (``key_fence``): the statement takes a shared lock (``FOR KEY SHARE``) on
+those key rows and inserts nothing unless all are live; erasure takes the row
+exclusively (``FOR UPDATE``) before it destroys the key. A refused save raises
+``ConversationErasedError``, in a group commit after the batch is run again save by
+save.
+
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
 """
@@ -56,10 +63,11 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg import generators, pq
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from contextledger.infrastructure.dbapi_errors import persistence_error
 from contextledger.infrastructure.group_commit import GroupCommit
+from contextledger.infrastructure.key_fence import KeyFence
 from contextledger.infrastructure.pgreads import FinalMark, once_more
 from contextledger.infrastructure.pgstore import SelectEventsOnce, TimedPostgresFactory, event_columns
 
@@ -70,6 +78,21 @@ __all__ = ["PollingSubscription", "PostgresConversationFactory", "PostgresConver
 _ONE_NAME = b"contextledger_append_one"
 _ONE_TYPES = [2950, 20, 25, 17]
 _BINARY = [1, 1, 1, 1]
+#: The lone-event statement of a record under data keys: a fifth parameter (bytea)
+#: holds the key ids it names, 16 bytes each (``_FENCE``).
+_FENCED_NAME = b"contextledger_append_fenced"
+_FENCED_TYPES = [*_ONE_TYPES, 17]
+_FENCED_BINARY = [*_BINARY, 1]
+#: The condition that fences a write (``key_fence``): every key id of the parameter
+#: ``{ids}`` (16 bytes each) is a key row with a wrapped key, locked ``FOR KEY SHARE``
+#: until the insert commits. An erasure holding the row (``FOR UPDATE``) makes it
+#: wait; one committed first leaves the row without a wrapped key, so the count falls
+#: short. A master-key rotation re-wrapping the row (``FOR NO KEY UPDATE``) does not.
+_FENCE = (
+    "(SELECT count(*) FROM (SELECT 1 FROM {keys} WHERE key_id IN "
+    "(SELECT substring({ids} FROM 1 + 16 * i FOR 16) FROM generate_series(0, length({ids}) / 16 - 1) AS i) "
+    "AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live) = length({ids}) / 16"
+)
 _INT8 = struct.Struct("!q")
 
 
@@ -117,6 +140,10 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         #: The connection saves are written on (see the module doc), once taken.
         self._writer: psycopg.Connection[Any] | None = None
         self.group_commit = GroupCommit(self._write)
+        #: The write fence of the store's key table (set by ``SubjectKeysFactory``),
+        #: and whether the save connection has its lone-event statement prepared.
+        self.fence: KeyFence | None = None
+        self._fence_prepared = False
 
     # -- writing ----------------------------------------------------------------------
 
@@ -140,31 +167,93 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             return self._write_on(self._save_connection(), stored_events)
 
     def _write_on(self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent]) -> list[int]:
+        fence = self.fence
+        named = b"".join(fence.named(stored_events)) if fence is not None else b""
         with _MAPPED:
             if len(stored_events) == 1:
                 e = stored_events[0]
                 oid = e.originator_id
                 pg = conn.pgconn
-                pg.send_query_prepared(
-                    _ONE_NAME,
-                    [
-                        (oid if isinstance(oid, UUID) else UUID(oid)).bytes,
-                        _INT8.pack(e.originator_version),
-                        e.topic.encode(),
-                        e.state,
-                    ],
-                    param_formats=_BINARY,
-                    result_format=1,
-                )
+                params = [
+                    (oid if isinstance(oid, UUID) else UUID(oid)).bytes,
+                    _INT8.pack(e.originator_version),
+                    e.topic.encode(),
+                    e.state,
+                ]
+                if named:
+                    self._prepare_fenced(conn)
+                    params.append(named)
+                    pg.send_query_prepared(
+                        _FENCED_NAME, params, param_formats=_FENCED_BINARY, result_format=1
+                    )
+                else:
+                    pg.send_query_prepared(_ONE_NAME, params, param_formats=_BINARY, result_format=1)
                 res = conn.wait(generators.execute(pg))[-1]
                 if res.status != pq.ExecStatus.TUPLES_OK:
                     raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+                if res.ntuples == 0:  # fenced: a key it names is erased
+                    assert fence is not None
+                    raise fence.error(stored_events)
                 value = res.get_value(0, 0)
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
             with conn.cursor() as curs:
-                curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
-                return [row["id"] for row in curs.fetchall()]
+                if named:
+                    o, v, t, st = event_columns(stored_events)
+                    curs.execute(
+                        self._fenced_batch(), {"o": o, "v": v, "t": t, "s": st, "k": named}, prepare=True
+                    )
+                else:
+                    curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
+                ids = [row["id"] for row in curs.fetchall()]
+        if len(ids) != len(stored_events):  # fenced: none of the batch was inserted
+            assert fence is not None
+            raise fence.error(stored_events)
+        return ids
+
+    def _keys_table(self) -> SQL:
+        assert self.fence is not None
+        return SQL(self.fence.table)  # the key table's quoted, schema-qualified name
+
+    def _fenced_batch(self) -> SQL | Composed:
+        """``append_statement`` fenced (``_FENCE``): a fifth parameter holds every key
+        id the batch's records name; if one is erased, nothing of the batch is inserted."""
+        found: SQL | Composed | None = self.__dict__.get("_fenced_batch_statement")
+        if found is None:
+            schema = Identifier(self.datastore.schema)
+            table = Identifier(self.events_table_name)
+            found = SQL(
+                "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+                "SELECT e.o, e.v, e.t, e.s "
+                "FROM unnest(%(o)b::uuid[], %(v)b::bigint[], %(t)b::text[], %(s)b::bytea[]) "
+                "WITH ORDINALITY AS e (o, v, t, s, n) "
+                "WHERE pg_current_xact_id() IS NOT NULL AND "
+                + _FENCE.format(keys="{keys}", ids="%(k)b::bytea")
+                + " "
+                "ORDER BY e.n "
+                "RETURNING notification_id AS id"
+            ).format(schema=schema, table=table, keys=self._keys_table())
+            self.__dict__["_fenced_batch_statement"] = found
+        return found
+
+    def _prepare_fenced(self, conn: psycopg.Connection[Any]) -> None:
+        """Prepare the fenced lone-event statement on the save connection, once."""
+        if self._fence_prepared:
+            return
+        statement = SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL AND "
+            + _FENCE.format(keys="{keys}", ids="$5")
+            + " RETURNING notification_id"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+            keys=self._keys_table(),
+        )
+        res = conn.pgconn.prepare(_FENCED_NAME, statement.as_bytes(conn), _FENCED_TYPES)
+        if res.status != pq.ExecStatus.COMMAND_OK:
+            raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+        self._fence_prepared = True
 
     def _save_connection(self) -> psycopg.Connection[Any]:
         """The connection saves are written on: opened once, outside the pool (so the
@@ -195,11 +284,13 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 conn.close()
                 raise
         self._writer = conn
+        self._fence_prepared = False
         return conn
 
     def close_save_connection(self) -> None:
         """Close the save connection (the next save opens another)."""
         conn, self._writer = self._writer, None
+        self._fence_prepared = False
         if conn is not None:
             conn.close()
 

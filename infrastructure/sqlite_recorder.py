@@ -6,6 +6,10 @@ extends) writes a save on the pool's writer connection as the library does --
 context managers and cursor wrappers around those statements; a save of one event
 (the usual append) is its ``INSERT`` alone, in autocommit, which SQLite runs as its
 own transaction. sqlite3's errors become eventsourcing's (``dbapi_errors``).
+
+A record under data keys is inserted only if the key table holds each of them
+unerased, checked by its ``INSERT`` itself, under the write lock (``key_fence``): a
+write refused so raises ``ConversationErasedError`` and stores nothing of the save.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
 
 from contextledger.infrastructure.dbapi_errors import persistence_error
+from contextledger.infrastructure.key_fence import KeyFence
 
 __all__ = ["SQLiteConversationFactory", "SQLiteConversationRecorder"]
 
@@ -27,6 +32,23 @@ __all__ = ["SQLiteConversationFactory", "SQLiteConversationRecorder"]
 class SQLiteConversationRecorder(SQLiteApplicationRecorder):
     """eventsourcing's SQLite application recorder with a leaner save (see the module
     doc): the same connection, statements and transaction."""
+
+    #: The write fence of the store's key table (set by ``SubjectKeysFactory``).
+    fence: KeyFence | None = None
+
+    def _fenced_statement(self, fence: KeyFence, count: int) -> str:
+        """The insert of one record naming ``count`` data keys: it inserts nothing
+        unless the key table holds all of them unerased (built once per count)."""
+        statements: dict[int, str] = self.__dict__.setdefault("_fenced", {})
+        found = statements.get(count)
+        if found is None:
+            marks = ", ".join("?" * count)
+            found = statements[count] = (
+                f"INSERT INTO {self.events_table_name} (originator_id, originator_version, topic, state) "
+                f"SELECT ?, ?, ?, ? WHERE (SELECT count(*) FROM {fence.table} WHERE key_id IN ({marks}) "
+                f"AND wrapped_key IS NOT NULL) = {count}"
+            )
+        return found
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if kwargs.get("tracking") is not None:  # a process application's save: the library's path
@@ -46,12 +68,27 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
                 try:
                     ids: list[int] = []
                     statement = self.insert_events_statement
+                    fence = self.fence
+                    refused: StoredEvent | None = None
                     for e in stored_events:
                         oid = e.originator_id
                         key = oid.hex if isinstance(oid, UUID) else oid
-                        cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
+                        named = None if fence is None else fence.key_ids(bytes(e.state))
+                        if named is None:
+                            cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
+                        else:
+                            assert fence is not None
+                            cursor.execute(
+                                self._fenced_statement(fence, len(named)),
+                                (key, e.originator_version, e.topic, e.state, *named),
+                            )
+                            if cursor.rowcount != 1:  # a key is erased: none of the save
+                                cursor.connection.rollback()
+                                refused = e
+                                break
                         ids.append(cast(int, cursor.lastrowid))  # set by every INSERT
-                    cursor.connection.commit()
+                    else:
+                        cursor.connection.commit()
                 except BaseException:
                     cursor.connection.rollback()
                     raise
@@ -61,6 +98,9 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             raise persistence_error(exc, sqlite3) from exc
         finally:
             pool.put_connection(connection)
+        if refused is not None:  # told once the writer connection is back in the pool
+            assert fence is not None
+            raise fence.error([refused])
         return ids
 
 

@@ -23,8 +23,11 @@ What is where:
   data, so a wrapped key moved to another row does not open);
 - under a data key: the content.
 
-Keys are cached in memory (``cache_seconds``, 60 s by default): a subject erased by
-another process stops being readable here within that time; erased here, at once.
+Keys are cached in memory (``cache_seconds``, 60 s by default), for reading: a subject
+erased by another process stops being readable here within that time, or as soon as
+this process learns of the erasure (``forget_subject``, ``refused_write``); erased here,
+at once. Writing never trusts the cache: every insert checks the key rows its records
+name (``key_fence``), so no write to an erased subject is acknowledged anywhere.
 Rotating the master key (``rewrap``) re-wraps every data key; no record is rewritten.
 
 The key table's **check row** (subject ``""``, which no data subject can be) holds a
@@ -41,13 +44,14 @@ import hmac
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
 from contextledger.domain.errors import (
     ConfigurationError,
+    ContextLedgerError,
     ConversationErasedError,
     InvalidArgumentError,
     KeyMissingError,
@@ -152,6 +156,9 @@ class SubjectKeys:
         self._by_subject: dict[str, tuple[DataKey, float]] = {}
         #: The write path: a conversation's key, cached.
         self._by_conversation: dict[UUID, tuple[DataKey, float]] = {}
+        #: Counts the erasures this process has learned of (``SubjectMapper.erased_subjects``
+        #: looks again when it moves).
+        self.erasures_seen = 0
 
     def __repr__(self) -> str:
         return f"SubjectKeys(table={type(self.table).__name__}, master_id={self.master_id!r})"
@@ -207,8 +214,12 @@ class SubjectKeys:
         if row.erased_at is not None or row.wrapped_key is None:
             tomb = Tombstone(row.key_id, row.subject, row.erased_at or row.created_at, row.erase_reason)
             with self._lock:
+                held = self._by_id.get(row.key_id)
                 self._by_id[row.key_id] = (tomb, float("inf"))
                 self._by_subject.pop(row.subject, None)
+                if held is None or not isinstance(held[0], Tombstone):
+                    self.erasures_seen += 1
+            self._drop_conversations_of(row.subject)
             return tomb
         if row.master_id != self.master_id:
             raise StoreError(
@@ -354,8 +365,8 @@ class SubjectKeys:
         with self._lock:
             self._by_id[row.key_id] = (tomb, float("inf"))
             self._by_subject.pop(subject, None)
-            for cid in [c for c, (k, _) in self._by_conversation.items() if k.subject == subject]:
-                del self._by_conversation[cid]
+            self.erasures_seen += 1
+        self._drop_conversations_of(subject)
         return tomb
 
     def tombstone_of(self, subject: str) -> Tombstone | None:
@@ -368,6 +379,58 @@ class SubjectKeys:
 
     def is_erased(self, subject: str) -> bool:
         return self.tombstone_of(subject) is not None
+
+    def known_erased(self, subject: str) -> bool:
+        """Whether ``subject`` is erased, as this process knows it: a key cached here
+        counts as live for ``cache_seconds``; else the key table says. A subject
+        without a key yet is live (nothing is made for it)."""
+        hit = self._by_subject.get(subject)
+        if hit is not None and hit[1] > time.monotonic():
+            return False
+        row = self.table.by_subject(subject)
+        return row is not None and isinstance(self._entry(row), Tombstone)
+
+    def refused_write(self, conversation_id: UUID, key_ids: Sequence[bytes]) -> ContextLedgerError:
+        """The error of a write the key table refused (``key_fence``): the records named
+        ``key_ids`` and one of them is tombstoned (``ConversationErasedError``, and this
+        process's caches drop the subject's key) or not in the table at all
+        (``KeyMissingError``)."""
+        missing = None
+        for key_id in key_ids:
+            row = self.table.by_id(key_id)
+            if row is None:
+                missing = missing or key_id
+                continue
+            if row.erased_at is not None or row.wrapped_key is None:
+                entry = self._entry(row)
+                assert isinstance(entry, Tombstone)
+                self._drop_conversations_of(row.subject)
+                return self._erased(entry, conversation_id)
+        shown = (missing or (key_ids[0] if key_ids else b"")).hex()
+        return KeyMissingError(
+            f"a write names data key {shown}, which the store's key table does not hold "
+            "(and no tombstone says it was erased): nothing was written",
+            conversation_id=conversation_id,
+            key_id=shown,
+        )
+
+    def forget_subject(self, subject: str) -> None:
+        """Drop the subject's cached key (its next use reads the key table): called when
+        this process learns that the subject was erased elsewhere."""
+        with self._lock:
+            self.erasures_seen += 1
+            hit = self._by_subject.pop(subject, None)
+            if hit is None:
+                return
+            held = self._by_id.get(hit[0].key_id)
+            if held is not None and not isinstance(held[0], Tombstone):
+                del self._by_id[hit[0].key_id]
+        self._drop_conversations_of(subject)
+
+    def _drop_conversations_of(self, subject: str) -> None:
+        with self._lock:
+            for cid in [c for c, (k, _) in self._by_conversation.items() if k.subject == subject]:
+                del self._by_conversation[cid]
 
     def forget(self) -> None:
         """Drop every cached key (the next use reads the table)."""

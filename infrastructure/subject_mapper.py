@@ -54,6 +54,8 @@ the mapper it builds gets the store's key table (created with the event tables).
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
@@ -71,6 +73,7 @@ from contextledger.domain.errors import (
 )
 from contextledger.domain.events import MessageAppended
 from contextledger.infrastructure.aead import OVERHEAD
+from contextledger.infrastructure.key_fence import KeyFence
 from contextledger.infrastructure.key_tables import KeyTable, MemoryKeyTable, PostgresKeyTable, SQLiteKeyTable
 from contextledger.infrastructure.lineage import FirstRecord, Lineage
 from contextledger.infrastructure.mapper import PydanticMapper
@@ -82,6 +85,7 @@ __all__ = [
     "SUBJECT_MAPPER_TOPIC",
     "SubjectKeysFactory",
     "SubjectMapper",
+    "erased_subjects_of",
     "subject_keys_of",
 ]
 
@@ -99,6 +103,8 @@ CLEAR_MARK = b"CLC\x01"
 _HEADER = len(MARK) + KEY_ID_SIZE
 #: Records read at a time looking for a fork's first own message.
 _PAGE = 100
+#: Conversations whose erased subjects are remembered (``erased_subjects``) at most.
+_LIVE_LIMIT = 65536
 #: The subjects whose keys the record being written goes under, when they are not
 #: its conversation's subject alone (see ``lineage.py``).
 _SUBJECTS: ContextVar[tuple[str, ...] | None] = ContextVar("contextledger_record_subjects", default=None)
@@ -124,6 +130,31 @@ class SubjectMapper(PydanticMapper):
     def use_keys(self, keys: SubjectKeys, *, per_subject: bool = True) -> None:
         self.keys = keys
         self.per_subject = per_subject
+        #: conversation -> (when its subjects were last looked at, the erasures seen
+        #: then, the erased ones among them): ``erased_subjects``.
+        self._live: dict[UUID, tuple[float, int, tuple[str, ...]]] = {}
+
+    def erased_subjects(self, conversation_id: UUID) -> tuple[str, ...]:
+        """The erased subjects among those whose content the conversation holds (its
+        own, and those it inherits as a fork), as this process knows them. The answer
+        stands for the keys' ``cache_seconds``, unless this process learns of an
+        erasure meanwhile (it erased, decoded a ``ContentErased``, or had a write
+        refused): a conversation cached in another process is read at most that long
+        after its subject's erasure."""
+        keys = self.keys
+        if keys is None or not self.per_subject:
+            return ()
+        now = time.monotonic()
+        seen = keys.erasures_seen
+        hit = self._live.get(conversation_id)
+        if hit is not None and hit[0] + keys.cache_seconds > now and hit[1] == seen:
+            return hit[2]
+        subjects = self.lineage.content_subjects(conversation_id)
+        erased = tuple(s for s in subjects if keys.known_erased(s))
+        if len(self._live) > _LIVE_LIMIT:
+            self._live.clear()
+        self._live[conversation_id] = (now, seen, erased)
+        return erased
 
     # -- writing ----------------------------------------------------------------------
 
@@ -226,7 +257,10 @@ class SubjectMapper(PydanticMapper):
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         if stored_event.topic == ContentErased.TOPIC and bytes(stored_event.state[:4]) == CLEAR_MARK:
-            return _clear_record(stored_event)
+            record = _clear_record(stored_event)
+            if self.keys is not None:  # erased here or elsewhere: no cached key outlives it
+                self.keys.forget_subject(record.subject)
+            return record
         if self.cipher is not None:
             named = self._named_keys(bytes(stored_event.state))
             tombs = [k for k in named[2] if isinstance(k, Tombstone)] if named else []
@@ -328,6 +362,15 @@ def _no_key(where: str) -> ConfigurationError:
     )
 
 
+def erased_subjects_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
+    """What a conversation cached by an application is checked with before it is read
+    (``SubjectMapper.erased_subjects``); None: its records are not under subject keys."""
+    mapper = getattr(app, "mapper", None)
+    if isinstance(mapper, SubjectMapper) and mapper.keys is not None and mapper.per_subject:
+        return mapper.erased_subjects
+    return None
+
+
 def subject_keys_of(app: Any) -> SubjectKeys | None:
     """The data keys of an eventsourcing application's store (a ``Ledger``, a shard),
     None if it has none (no cipher key)."""
@@ -387,12 +430,27 @@ class SubjectKeysFactory:
 
     def event_store(self, mapper: Any = None, recorder: Any = None) -> Any:
         """An event store; the subject mapper learns the store's event recorder (the
-        first application recorder it is used with), for ``Lineage``."""
+        first application recorder it is used with), for ``Lineage``; the recorder gets
+        the write fence of the store's key table (``key_fence``)."""
         if (
             isinstance(mapper, SubjectMapper)
             and mapper.recorder is None
             and isinstance(recorder, ApplicationRecorder)
         ):
             mapper.recorder = recorder
+        keys = mapper.keys if isinstance(mapper, SubjectMapper) else None
+        if keys is not None and isinstance(recorder, ApplicationRecorder) and hasattr(recorder, "fence"):
+            recorder.fence = _fence_of(keys)
         parent: Any = super()
         return parent.event_store(mapper=mapper, recorder=recorder)
+
+
+def _fence_of(keys: SubjectKeys) -> KeyFence:
+    """The write fence of the key table ``keys`` keeps (``key_fence``)."""
+    table = keys.table
+
+    def live(key_id: bytes) -> bool:
+        row = table.by_id(key_id)
+        return row is not None and row.wrapped_key is not None and row.erased_at is None
+
+    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live)

@@ -1,0 +1,291 @@
+"""Erasure raced by other processes, on a SQLite file and on PostgreSQL.
+
+Three appender processes append, extend, edit, retract and fork conversations of
+three data subjects (``victim``, ``s1``, ``s2``; a fork of a victim's conversation
+given subject ``s1`` among them), a worker process keeps the read models and makes
+summaries (the policy), and an eraser process erases ``victim`` while they run. Each
+write records when it was called, when it returned and how. Afterwards:
+
+- no write to the victim returned after ``erase`` did, and every one called after it
+  was refused (``ConversationErasedError``); some were acknowledged before it and
+  some refused after it, so the race happened;
+- no record of the victim stands in the log after its ``ContentErased``: the worker's
+  summaries included;
+- the read models hold no row of the victim's conversations and no victim text;
+- every acknowledged write of the other subjects is in their transcripts, once, and
+  every other conversation verifies (the fork whose source was erased included).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from sqlalchemy import select
+
+import contextledger as cl
+from contextledger.application import Ledger, ReductionPolicy, Settings
+from contextledger.application.notifications import read_notifications
+from contextledger.domain.erasure import ContentErased, ErasedEvent
+from contextledger.infrastructure.readmodels import SQLReadModels
+
+APPENDERS = 3
+VICTIM = "victim"
+MARK = "qx-victim-text-77f1"
+POLICY = ReductionPolicy(trigger_messages=8, keep_messages=3, max_summary_tokens=200)
+#: Seconds the appenders run before the erasure, and after it.
+BEFORE, AFTER = 2.5, 1.5
+
+
+def _settings(url: str, key: str, **more: Any) -> Settings:
+    return Settings(database_url=url, cipher_key=key, write_deadline=60, poll_interval=0.05, **more)
+
+
+def _text(subject: str, tag: str) -> str:
+    return f"{MARK} {tag}" if subject == VICTIM else f"{subject} {tag}"
+
+
+def _appender(
+    url: str, key: str, targets: list[tuple[str, str]], name: str, barrier: Any, stop: Any, out: str
+) -> None:
+    ops: list[dict[str, Any]] = []
+    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+        for _, cid in targets:  # every key in this process's cache before the race
+            ledger.context(UUID(cid))
+        warm = ledger.start("warm-up", subject=f"warm-{name}")  # the token counter loaded
+        ledger.append(warm, {"role": "user", "content": "warm-up"})
+        barrier.wait(120)
+        i = 0
+        while not stop.is_set():
+            for subject, raw in targets:
+                cid = UUID(raw)
+                tag = f"{name}-{i}-{raw[:8]}"
+                kind = "fork" if i % 9 == 4 else "extend" if i % 6 == 5 else "append"
+                started = time.monotonic()
+                texts: list[str] = []
+                try:
+                    if kind == "fork":
+                        fork = ledger.fork(cid, subject="s2", key=f"fork-{tag}")
+                        texts = [f"fork {fork}"]
+                    elif kind == "extend":
+                        texts = [_text(subject, f"{tag}-a"), _text(subject, f"{tag}-b")]
+                        ledger.extend(cid, [{"role": "user", "content": t} for t in texts])
+                    else:
+                        texts = [_text(subject, tag)]
+                        position = ledger.append(cid, {"role": "user", "content": texts[0]})
+                        if i % 5 == 2:
+                            kind, texts = "edit", [*texts, _text(subject, f"{tag}-edited")]
+                            ledger.edit(cid, position, {"role": "user", "content": texts[1]})
+                        elif i % 7 == 3:
+                            kind = "retract"
+                            ledger.retract(cid, position, reason=_text(subject, f"{tag}-why"))
+                    outcome, why = "ok", ""
+                except cl.ConversationErasedError as exc:
+                    outcome, why = "erased", str(exc)
+                ops.append(
+                    {
+                        "subject": subject,
+                        "cid": raw,
+                        "kind": kind,
+                        "texts": texts,
+                        "started": started,
+                        "returned": time.monotonic(),
+                        "outcome": outcome,
+                        "why": why,
+                    }
+                )
+            i += 1
+    Path(out).write_text(json.dumps(ops))
+
+
+def _worker(url: str, key: str, barrier: Any, stop: Any) -> None:
+    with Ledger.open(settings=_settings(url, key, run_policy=True)) as ledger:
+        models = SQLReadModels.for_ledger(ledger)
+        ledger.attach(models.runner(ledger, close_with_runner=False))
+        barrier.wait(120)
+        stop.wait(300)
+        ledger.wait_idle(120)
+        models.close()
+
+
+def _eraser(url: str, key: str, barrier: Any, out: str) -> None:
+    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+        barrier.wait(120)
+        time.sleep(BEFORE)
+        called = time.monotonic()
+        report = ledger.erase(VICTIM, "race")
+        returned = time.monotonic()
+    Path(out).write_text(
+        json.dumps(
+            {"called": called, "returned": returned, "conversations": [str(c) for c in report.conversations]}
+        )
+    )
+
+
+def _setup(url: str, key: str) -> tuple[dict[str, list[UUID]], UUID]:
+    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+        by_subject = {
+            subject: [
+                ledger.start(f"assistant of {_text(subject, 'system')}", subject=subject, policy=POLICY)
+                for _ in range(2)
+            ]
+            for subject in (VICTIM, "s1", "s2")
+        }
+        for subject, cids in by_subject.items():
+            for cid in cids:
+                ledger.append(cid, {"role": "user", "content": _text(subject, "first")})
+        # Another subject's fork of a victim's conversation: it outlives the erasure.
+        fork = ledger.fork(by_subject[VICTIM][0], subject="s1", key="the-s1-fork")
+        ledger.append(fork, {"role": "user", "content": _text("s1", "the fork's own")})
+    return by_subject, fork
+
+
+def _race(url: str, tmp: Path) -> None:
+    key = base64.b64encode(os.urandom(32)).decode()
+    by_subject, fork = _setup(url, key)
+    targets = [(s, str(c)) for s, cids in by_subject.items() for c in cids] + [("s1", str(fork))]
+    ctx = multiprocessing.get_context("spawn")
+    barrier, stop = ctx.Barrier(APPENDERS + 3), ctx.Event()
+    outs = [str(tmp / f"appender-{n}.json") for n in range(APPENDERS)]
+    erased_out = str(tmp / "eraser.json")
+    # Each appender goes round the conversations from another one (fewer conflicts).
+    procs = [
+        ctx.Process(
+            target=_appender,
+            args=(url, key, targets[2 * n :] + targets[: 2 * n], f"p{n}", barrier, stop, outs[n]),
+        )
+        for n in range(APPENDERS)
+    ]
+    worker = ctx.Process(target=_worker, args=(url, key, barrier, stop))
+    eraser = ctx.Process(target=_eraser, args=(url, key, barrier, erased_out))
+    everyone = [*procs, worker, eraser]
+    try:
+        for p in everyone:
+            p.start()
+        barrier.wait(120)
+        eraser.join(120)
+        time.sleep(AFTER)
+        stop.set()
+        for p in [*procs, worker]:
+            p.join(180)
+    finally:
+        stop.set()
+        for p in everyone:
+            if p.is_alive():
+                p.kill()
+    assert [p.exitcode for p in everyone] == [0] * len(everyone)
+    erasure = json.loads(Path(erased_out).read_text())
+    ops = [op for out in outs for op in json.loads(Path(out).read_text())]
+    check(url, key, by_subject, fork, erasure, ops)
+
+
+def check(
+    url: str,
+    key: str,
+    by_subject: dict[str, list[UUID]],
+    fork: UUID,
+    erasure: dict[str, Any],
+    ops: list[dict[str, Any]],
+) -> None:
+    returned = erasure["returned"]
+    victim_ops = [op for op in ops if op["subject"] == VICTIM]
+    late = [op for op in victim_ops if op["outcome"] == "ok" and op["returned"] > returned]
+    assert late == [], f"{len(late)} writes to the erased subject acknowledged after erase returned"
+    # The race happened: writes to the victim acknowledged before the erasure, refused after.
+    assert any(op["outcome"] == "ok" for op in victim_ops)
+    assert any(op["outcome"] == "erased" for op in victim_ops)
+    assert all(op["outcome"] == "erased" for op in victim_ops if op["started"] > returned)
+    erased = {UUID(c) for c in erasure["conversations"]}
+    assert set(by_subject[VICTIM]) <= erased
+
+    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+        models = SQLReadModels.for_ledger(ledger)
+        ledger.attach(models.runner(ledger, close_with_runner=False))
+        assert ledger.wait_idle(120)
+        # No record of the victim after its ContentErased.
+        decode = ledger.mapper.to_domain_event
+        erased_at: int | None = None
+        after: list[Any] = []
+        for page in read_notifications(ledger.notification_log, committed=True):
+            for notification in page:
+                event = decode(notification)
+                if isinstance(event, ContentErased) and event.subject == VICTIM:
+                    erased_at = notification.id
+                elif (
+                    erased_at is not None
+                    and isinstance(event, ErasedEvent)
+                    and VICTIM in (event.subject, *event.subjects)
+                ):
+                    after.append((notification.id, notification.topic, event.originator_id))
+        assert erased_at is not None
+        assert after == [], f"records of the erased subject after its erasure: {after}"
+        # The read models hold nothing of the victim's conversations.
+        with models.read() as conn:
+            for table in models.tables.values():
+                if "conversation_id" in table.c:
+                    rows = conn.execute(select(table).where(table.c.conversation_id.in_(list(erased))))
+                    assert rows.fetchall() == [], table.name
+        listed = {r.conversation_id for r in models.conversations.conversations()}
+        assert not listed & erased
+        for cid in listed:
+            assert MARK not in repr(models.transcript.transcript(cid)), cid
+            assert MARK not in repr(models.summaries.summaries(cid)), cid
+        # Nothing of the other subjects was lost or written twice.
+        others = [op for op in ops if op["subject"] != VICTIM and op["outcome"] == "ok"]
+        refused = [op for op in ops if op["subject"] != VICTIM and op["outcome"] != "ok"]
+        # Only forking the fork whose inherited part went with the erasure is refused.
+        assert others and all(op["kind"] == "fork" and op["cid"] == str(fork) for op in refused), refused
+        transcripts: dict[str, list[str]] = {}
+        for op in others:
+            if op["kind"] == "fork":
+                continue
+            if op["cid"] not in transcripts:
+                transcripts[op["cid"]] = [
+                    str(e.message.get("content")) for e in ledger.transcript(UUID(op["cid"]))
+                ]
+            for text in op["texts"]:
+                assert transcripts[op["cid"]].count(text) == 1, (op, text)
+        # The worker summarized the other subjects' conversations meanwhile.
+        assert any(ledger.summaries(c) for c in [*by_subject["s1"], *by_subject["s2"]])
+        # Every other conversation verifies, forks of the erased subject's included.
+        report = ledger.verify()
+        assert report.ok, report
+        live = [c for c in ledger.conversation_ids() if c not in erased]
+        assert fork in live and len(live) >= 5
+        # Forks made in the race of a conversation holding the victim's content (its own,
+        # or the s1 fork) have nothing of their own: erased whole with their inherited part.
+        victim_forks = {
+            UUID(op["texts"][0].split()[1])
+            for op in ops
+            if op["kind"] == "fork"
+            and op["outcome"] == "ok"
+            and (op["subject"] == VICTIM or op["cid"] == str(fork))
+        }
+        for cid in live:
+            assert ledger.verify(cid).ok, cid
+            try:
+                context = ledger.context(cid)
+            except cl.ConversationErasedError:
+                assert cid in victim_forks, cid
+                continue
+            assert MARK not in repr(context)
+        for cid in erased:
+            with pytest.raises(cl.ConversationErasedError):
+                ledger.context(cid)
+        models.close()
+
+
+def test_an_erasure_raced_by_writers_and_a_worker_on_a_sqlite_file(tmp_path: Path) -> None:
+    _race(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path)
+
+
+@pytest.mark.postgres
+def test_an_erasure_raced_by_writers_and_a_worker_on_postgres(postgres_url: str, tmp_path: Path) -> None:
+    _race(postgres_url, tmp_path)
