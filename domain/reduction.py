@@ -126,6 +126,7 @@ def plan_range(
     tools_tokens: int = 0,
     tokens: int | None = None,
     keep_offset: int = 0,
+    keep_scale: float = 1.0,
 ) -> PlannedRange | None:
     """Decide whether the policy fires over ``entries`` (all unsummarized messages,
     oldest first) and, if so, which leading range to summarize.
@@ -135,6 +136,9 @@ def plan_range(
     everything in it besides the messages (``unsummarized_tokens`` stays the
     messages' tokens alone). ``keep_offset``: what ``keep_tokens`` spends before the
     kept messages (the prompt's fixed part, when the policy counts the whole prompt).
+    ``keep_scale``: how many tokens the provider counts for each of ours (its reported
+    count of the prompt over our estimate of it, when that is above 1): ``keep_tokens``
+    bounds the kept part by that calibrated count, as the trigger counts the prompt.
 
     The kept suffix is the longest one that starts a tool-call group and satisfies
     ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
@@ -151,7 +155,7 @@ def plan_range(
     keep_n = policy.keep_messages_limit
     keep_t = policy.keep_tokens_limit
     if keep_t is not None:
-        keep_t = max(0, keep_t - keep_offset)
+        keep_t = max(0, int(keep_t / keep_scale) - keep_offset)
     cut = count  # index of the first kept entry
     kept_tokens = 0
     for index in range(count - 1, -1, -1):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextledger.domain.budget import keep_offset, trigger_extra
+from contextledger.domain.budget import keep_offset, keep_scale, trigger_extra
 from contextledger.domain.queries import gap_run, tail_index
 from contextledger.domain.reduction import plan_range, trigger_limit
 from contextledger.domain.state import ConversationState
@@ -59,6 +59,7 @@ def range_to_pin(s: ConversationState) -> dict[str, Any] | None:
         tools_tokens=extra,
         tokens=tokens,
         keep_offset=keep_offset(s),
+        keep_scale=keep_scale(s),
     )
     if planned is None:
         return None
