@@ -54,9 +54,9 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
         )
     if not isinstance(cache, bool):
         raise InvalidArgumentError("cache must be True or False", argument="cache")
-    if summary not in ("system", "user"):
+    if summary not in ("system", "user", "assistant"):
         raise InvalidArgumentError(
-            f'summary must be "system" or "user", not {summary!r}'[:200], argument="summary"
+            f'summary must be "system", "user" or "assistant", not {summary!r}'[:200], argument="summary"
         )
     if cache and format != "anthropic":
         raise InvalidArgumentError(
@@ -66,7 +66,7 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
         )
     if summary != "system" and format == "openai":
         raise InvalidArgumentError(
-            'summary="user" needs format="anthropic" or "gemini" (the OpenAI format places '
+            f'summary="{summary}" needs format="anthropic" or "gemini" (the OpenAI format places '
             "summaries as the policy's summary_placement says)",
             argument="summary",
         )

@@ -127,6 +127,7 @@ def plan_range(
     tokens: int | None = None,
     keep_offset: int = 0,
     keep_scale: float = 1.0,
+    summarized: bool = False,
 ) -> PlannedRange | None:
     """Decide whether the policy fires over ``entries`` (all unsummarized messages,
     oldest first) and, if so, which leading range to summarize.
@@ -144,12 +145,13 @@ def plan_range(
     ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
     turn the model answers next); an open (unanswered) group is never cut.
     Returns None when the policy does not fire or nothing can be cut. ``tokens``:
-    the entries' tokens, when the caller keeps them as a running sum.
+    the entries' tokens, when the caller keeps them as a running sum. ``summarized``:
+    a summary stands already (``summarize_every`` schedules the message trigger).
     """
     count = len(entries)
     if tokens is None:
         tokens = sum(e.tokens for e in entries)
-    limit = trigger_limit(policy, count, tokens, tools_tokens)
+    limit = trigger_limit(policy, count, tokens, tools_tokens, summarized=summarized)
     if limit is None:
         return None
     keep_n = policy.keep_messages_limit
@@ -183,10 +185,14 @@ def plan_range(
     )
 
 
-def trigger_limit(policy: ReductionPolicy, count: int, tokens: int, tools_tokens: int) -> Limit | None:
+def trigger_limit(
+    policy: ReductionPolicy, count: int, tokens: int, tools_tokens: int, *, summarized: bool = False
+) -> Limit | None:
     """Which trigger ``count`` unsummarized messages of ``tokens`` tokens (sent with
-    tool definitions of ``tools_tokens``) cross; None: neither."""
-    by_messages = policy.trigger_messages is not None and count > policy.trigger_messages
+    tool definitions of ``tools_tokens``) cross; None: neither. ``summarized``: a
+    summary stands already (``summarize_every`` then sets the message trigger)."""
+    at = policy.message_trigger(summarized)
+    by_messages = at is not None and policy.crosses(count, at)
     by_tokens = tokens_fire(policy, tokens, tools_tokens)
     if by_messages and by_tokens:
         return "messages+tokens"
@@ -197,8 +203,10 @@ def trigger_limit(policy: ReductionPolicy, count: int, tokens: int, tools_tokens
 
 def tokens_fire(policy: ReductionPolicy, message_tokens: int, tools_tokens: int) -> bool:
     """Whether the token trigger fires: the unsummarized messages and the tool
-    definitions sent with them cost more than ``trigger_tokens``."""
-    return policy.trigger_tokens is not None and message_tokens + tools_tokens > policy.trigger_tokens
+    definitions sent with them cost more than ``trigger_tokens`` (or reach it, when
+    ``trigger_when`` is ``reached``)."""
+    trigger = policy.trigger_tokens
+    return trigger is not None and policy.crosses(message_tokens + tools_tokens, trigger)
 
 
 def tools_leave_room(policy: ReductionPolicy, tools_tokens: int) -> bool:

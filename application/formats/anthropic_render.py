@@ -11,7 +11,8 @@ gives ``{"system": [...blocks], "messages": [...]}``:
   ``tool_result`` block; the rest of the wire message is kept.
 - Everything else is converted from its chat form: the system prompt and system or
   developer messages become ``system`` text blocks; a summary becomes a ``system``
-  text block (``summary="system"``) or a leading user turn (``summary="user"``); a user
+  text block (``summary="system"``), a leading user turn (``summary="user"``) or a
+  leading assistant turn after the short user turn below (``summary="assistant"``); a user
   message becomes text and image blocks (``image_url`` parts as ``base64`` or ``url``
   image sources); an assistant message becomes a text block and one ``tool_use``
   block per call (``input=json.loads(arguments)``); a tool message becomes a
@@ -60,13 +61,15 @@ Turn = dict[str, Any]
 def render_anthropic(
     entries: Sequence[ContextEntry],
     *,
-    summary: Literal["system", "user"] = "system",
+    summary: Literal["system", "user", "assistant"] = "system",
     cache: bool = False,
 ) -> dict[str, Any]:
     """The working memory ``entries`` as ``{"system": [...], "messages": [...]}`` for
     ``messages.create`` (see the module docstring)."""
-    if summary not in ("system", "user"):
-        raise InvalidArgumentError(f'summary must be "system" or "user", not {summary!r}', argument="summary")
+    if summary not in ("system", "user", "assistant"):
+        raise InvalidArgumentError(
+            f'summary must be "system", "user" or "assistant", not {summary!r}', argument="summary"
+        )
     if isinstance(cache, bool) is False:
         raise InvalidArgumentError("cache must be True or False", argument="cache")
     system: list[Block] = []
@@ -94,7 +97,8 @@ def render_anthropic(
     if summary == "system":
         system.extend(summaries)
     elif summaries:
-        turns.insert(0, {"role": "user", "content": summaries})
+        # As the assistant's, it follows the short user turn the API needs first.
+        turns.insert(0, {"role": summary, "content": summaries})
     prefix = summaries[-1] if summaries else (system[-1] if system else None)
     if cache and prefix is not None:
         prefix["cache_control"] = dict(_EPHEMERAL)
