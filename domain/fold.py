@@ -89,6 +89,10 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
         s.usage_records += 1
         s.provider_cache_read_tokens += event.cache_read_tokens or 0
         s.provider_cache_creation_tokens += event.cache_creation_tokens or 0
+        if event.reduction == "hit":
+            s.reduction_hits += 1
+        elif event.reduction == "miss":
+            s.reduction_misses += 1
         if event.calibrates:
             s.reported_prompt_tokens = event.prompt_tokens
             s.reported_estimate_tokens = event.estimated_prompt_tokens

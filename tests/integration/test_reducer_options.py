@@ -13,6 +13,7 @@ from google import genai
 from google.genai import types
 
 import contextledger as cl
+from contextledger.infrastructure.readmodels import attach_read_models
 from contextledger.testing import (
     FakeAnthropicServer,
     FakeGeminiServer,
@@ -226,3 +227,30 @@ def test_a_summary_as_the_assistants_message_is_valid_for_every_provider(shared_
             config={"system_instruction": request["system_instruction"]},
         )
         assert answer.text == "Noted." and gemini_server.rejected == []
+
+
+def test_model_calls_count_as_hits_of_a_standing_summary_or_misses_while_one_is_due(shared_url: str) -> None:
+    # The design's 100/10, reached at 100: the calls before it involve no summary, the
+    # ones made while the range waits for its summary are misses, and the ones a
+    # standing summary serves are hits; the token_totals read model counts the same.
+    policy = cl.ReductionPolicy(trigger_messages=100, keep_messages=10, trigger_when="reached")
+    with cl.Ledger.open(shared_url, run_policy=False) as ledger:
+        models = attach_read_models(ledger)
+        cid = ledger.start(SYSTEM, policy=policy)
+        for index in range(120):
+            ledger.append(cid, chat(index))
+            if index == 104:  # the summary lands five calls after the trigger
+                assert summarize_now(ledger, cid, RecordingSummarizer())
+            ledger.record_usage(cid, prompt_tokens=50, completion_tokens=5)
+        totals = ledger.totals(cid)
+        assert (totals.usage_records, totals.reduction_hits, totals.reduction_misses) == (120, 16, 5)
+        assert ledger.wait_idle(30)
+        record = models.token_totals.totals(cid)
+        assert record is not None and (record.reduction_hits, record.reduction_misses) == (16, 5)
+        overall = models.token_totals.global_totals()
+        assert (overall.reduction_hits, overall.reduction_misses) == (16, 5)
+        assert (ledger.totals().reduction_hits, ledger.totals().reduction_misses) == (16, 5)
+        # Stored without the field when no summary is involved: the first call's event
+        # seals as usage events did before it.
+        first = next(e for e in ledger.replay(cid) if e.kind == "UsageRecorded")
+        assert "reduction" not in first.data
