@@ -163,7 +163,8 @@ def main() -> None:
         "and one `context()` on that ledger, now warm (µs per turn). Medians over the rounds; in "
         "brackets, this process's CPU time. Ratios: the median of the per-round ratios to *off*.",
         "",
-        "| store | check_digests | cold load ms/conversation | per turn µs | cold load / off | per turn / off |",
+        "| store | check_digests | cold load ms/conversation | per turn µs "
+        "| cold load / off | per turn / off |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for store, samples in results.items():
