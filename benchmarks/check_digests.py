@@ -177,7 +177,18 @@ def main() -> None:
                 f"{ratio(s['cold'], off['cold'], 0):.2f} ({ratio(s['cold'], off['cold'], 1):.2f}) | "
                 f"{ratio(s['turn'], off['turn'], 0):.2f} ({ratio(s['turn'], off['turn'], 1):.2f}) |"
             )
-    lines += ["", f"Run time: {time.monotonic() - started:.0f} s."]
+    lines += [
+        "",
+        "A checked read runs what `verify` runs for the conversation: every stored event and "
+        "snapshot is read and every digest recomputed. So `load` costs a cold load the whole "
+        "log instead of the latest snapshot and the events after it, and grows with the "
+        "log's length; turns served from the cache cost what they cost with `off`. `read` "
+        "pays that on every `context()`. The default stays `off`: `verify` (and "
+        "`contextledger verify`) checks the same on demand, and a store whose writers are "
+        "not trusted turns on `load` (the per-turn cost unchanged) or `read`.",
+        "",
+        f"Run time: {time.monotonic() - started:.0f} s.",
+    ]
     write_section("check_digests", lines)
     print("\n".join(lines))
 
