@@ -76,9 +76,8 @@ class LedgerReads:
         user turns instead of system text, ``summary="assistant"`` as an assistant
         (model) turn after a short user turn (their first turn must be the user's).
         Messages appended in another format are converted (what cannot cross is
-        dropped: ``docs/providers.md``). An unknown
-        format or a combination it cannot take (``cache=True`` but not Anthropic) is an
-        ``InvalidArgumentError``.
+        dropped: ``docs/providers.md``). An unknown format or a combination it cannot
+        take (``cache=True`` but not Anthropic) is an ``InvalidArgumentError``.
         """
         if format == "openai" and cache is False and summary == "system":
             return self.queries.working_memory(conversation_id, version).messages
