@@ -62,15 +62,30 @@ def test_a_policy_without_triggers_never_summarizes_and_round_trips_as_json() ->
 def test_the_options_at_their_defaults_dump_as_policies_stored_before_them() -> None:
     # What a policy stored before the options seals and replays as: the same keys.
     before = {
-        "trigger_messages", "keep_messages", "trigger_tokens", "keep_tokens", "summary_mode",
-        "layered_max_tokens", "keep_tool_results", "max_context_tokens", "summarizer_model",
-        "max_summary_tokens", "summary_placement", "token_scope",
+        "trigger_messages",
+        "keep_messages",
+        "trigger_tokens",
+        "keep_tokens",
+        "summary_mode",
+        "layered_max_tokens",
+        "keep_tool_results",
+        "max_context_tokens",
+        "summarizer_model",
+        "max_summary_tokens",
+        "summary_placement",
+        "token_scope",
     }
     policy = ReductionPolicy(trigger_messages=100, keep_messages=10)
     assert set(policy.model_dump()) == before
     assert ReductionPolicy.model_validate_json(policy.model_dump_json()) == policy
-    chosen = ReductionPolicy(trigger_messages=100, keep_messages=10, trigger_when="reached", summarize_every=10,
-                             keep_tool_results=2, tool_result_batching=False)
+    chosen = ReductionPolicy(
+        trigger_messages=100,
+        keep_messages=10,
+        trigger_when="reached",
+        summarize_every=10,
+        keep_tool_results=2,
+        tool_result_batching=False,
+    )
     assert set(chosen.model_dump()) - before == {"trigger_when", "summarize_every", "tool_result_batching"}
     assert ReductionPolicy.model_validate_json(chosen.model_dump_json()) == chosen
 
