@@ -352,7 +352,7 @@ class AsyncLedger:
         version: int | None = None,
         format: Literal["anthropic", "gemini"],
         cache: bool = False,
-        summary: Literal["system", "user"] = "system",
+        summary: Literal["system", "user", "assistant"] = "system",
     ) -> dict[str, Any]: ...
 
     async def context(

@@ -53,7 +53,7 @@ class LedgerReads:
         version: int | None = None,
         format: Literal["anthropic", "gemini"],
         cache: bool = False,
-        summary: Literal["system", "user"] = "system",
+        summary: Literal["system", "user", "assistant"] = "system",
     ) -> dict[str, Any]: ...
 
     def context(
@@ -73,10 +73,11 @@ class LedgerReads:
         ``cache=True`` marks prompt-cache breakpoints (``docs/providers.md``).
         ``format="gemini"``: ``{"system_instruction": ..., "contents": [...]}`` for
         ``generate_content``. ``summary="user"`` (Anthropic, Gemini) sends summaries as
-        user turns instead of system text. Messages appended in another format are
-        converted (what cannot cross is dropped: ``docs/providers.md``). An unknown
-        format or a combination it cannot take (``cache=True`` but not Anthropic) is an
-        ``InvalidArgumentError``.
+        user turns instead of system text, ``summary="assistant"`` as an assistant
+        (model) turn after a short user turn (their first turn must be the user's).
+        Messages appended in another format are converted (what cannot cross is
+        dropped: ``docs/providers.md``). An unknown format or a combination it cannot
+        take (``cache=True`` but not Anthropic) is an ``InvalidArgumentError``.
         """
         if format == "openai" and cache is False and summary == "system":
             return self.queries.working_memory(conversation_id, version).messages

@@ -74,8 +74,9 @@ def check_message_tokens(tokens: int, settings: Settings, *, field: str = "messa
 def with_default_cap(policy: ReductionPolicy, model: str) -> ReductionPolicy:
     """``policy`` with ``max_context_tokens`` set to the model's default cap when it
     sets none. A policy whose own windows cannot fit under that cap (``keep_tokens``
-    plus ``max_summary_tokens``) is kept as it is."""
-    if policy.max_context_tokens is not None:
+    plus ``max_summary_tokens``) is kept as it is, and so is ``ReductionPolicy.off()``
+    (it reduces nothing, the cap included)."""
+    if policy.max_context_tokens is not None or policy.strategy == "off":
         return policy
     try:
         return ReductionPolicy(**{**policy.model_dump(), "max_context_tokens": default_context_cap(model)})

@@ -36,7 +36,7 @@ from contextledger.application.whatif import LogSource, choose_summarizer, simul
 from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import ConversationErasedError, InvalidArgumentError
+from contextledger.domain.errors import ConversationErasedError, InvalidArgumentError, LogDamagedError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import check_count
 
@@ -54,9 +54,9 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
         )
     if not isinstance(cache, bool):
         raise InvalidArgumentError("cache must be True or False", argument="cache")
-    if summary not in ("system", "user"):
+    if summary not in ("system", "user", "assistant"):
         raise InvalidArgumentError(
-            f'summary must be "system" or "user", not {summary!r}'[:200], argument="summary"
+            f'summary must be "system", "user" or "assistant", not {summary!r}'[:200], argument="summary"
         )
     if cache and format != "anthropic":
         raise InvalidArgumentError(
@@ -66,7 +66,7 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
         )
     if summary != "system" and format == "openai":
         raise InvalidArgumentError(
-            'summary="user" needs format="anthropic" or "gemini" (the OpenAI format places '
+            f'summary="{summary}" needs format="anthropic" or "gemini" (the OpenAI format places '
             "summaries as the policy's summary_placement says)",
             argument="summary",
         )
@@ -131,9 +131,28 @@ class ConversationQueries:
                 estimate_error_bound=error_bound,
             )
 
+        self.check_digests(conversation_id)
         if version is not None:
             return read(self.conversation(conversation_id, version))
         return self._host.store.read(conversation_id, read)
+
+    def check_digests(self, conversation_id: UUID) -> None:
+        """``Settings.check_digests``: recompute the conversation's digests (as
+        ``verify`` does) before a read answers, on every read or when the conversation
+        is not in this process's cache; ``LogDamagedError`` names the first version
+        that does not match."""
+        level = self._host.settings.check_digests
+        if level == "off" or (level == "load" and self._host.store.cached(conversation_id)):
+            return
+        report = self._host.audit.verify(conversation_id)
+        if report.problems:
+            first = report.problems[0]
+            raise LogDamagedError(
+                f"the stored log does not match its digests at version {first.version}: {first.problem} "
+                f"(check_digests={level!r}; `contextledger verify` lists every problem)",
+                conversation_id=conversation_id,
+                version=first.version,
+            )
 
     def rendered(
         self, conversation_id: ConversationRef, version: int | None, format: str, cache: bool, summary: Any
@@ -143,6 +162,7 @@ class ConversationQueries:
         conversation_id = resolve(conversation_id)
         with self._host.tracer.span("context", conversation_id=conversation_id, version=version) as span:
             working: WorkingEntries
+            self.check_digests(conversation_id)
             if version is not None:
                 working = entries_of(self.conversation(conversation_id, version))
             else:

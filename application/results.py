@@ -290,6 +290,11 @@ class TokenTotals:
     #: the provider's prompt cache and those written to it, as the replies reported.
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: Of the model calls whose usage was recorded, those whose context a standing
+    #: summary served (the reduction's cache hits), and those made while a range over
+    #: the trigger waited for a new summary (its misses).
+    reduction_hits: int = 0
+    reduction_misses: int = 0
 
     @property
     def uncached_prompt_tokens(self) -> int:
@@ -325,6 +330,8 @@ class TokenTotals:
             estimate_error_bound=error_bound,
             cache_read_tokens=s.provider_cache_read_tokens,
             cache_creation_tokens=s.provider_cache_creation_tokens,
+            reduction_hits=s.reduction_hits,
+            reduction_misses=s.reduction_misses,
         )
 
     @classmethod

@@ -39,7 +39,7 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``,
     ``CONTEXTLEDGER_MAX_TOOLS_BYTES``, ``CONTEXTLEDGER_RETENTION_IDLE_DAYS``,
     ``CONTEXTLEDGER_ANTHROPIC_COUNT_TOKENS``, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``,
-    ``CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT``.
+    ``CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT``, ``CONTEXTLEDGER_CHECK_DIGESTS``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -120,6 +120,12 @@ class Settings(BaseModel):
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     count_tokens_timeout: float = Field(default=5.0, gt=0, le=600)
+    #: Whether ``context()`` and ``working_memory()`` check the stored log's digests
+    #: (every message's chain link and every summary's source) before they answer:
+    #: ``off``; ``load``, when this process loads the conversation from the store (not
+    #: from its cache); ``read``, on every read. A mismatch raises ``LogDamagedError``
+    #: naming the version (``docs/benchmarks.md`` measures what each level costs).
+    check_digests: Literal["off", "load", "read"] = "off"
 
     def __init__(self, **data: Any) -> None:
         stores = data.get("stores")
@@ -204,6 +210,7 @@ class Settings(BaseModel):
             "ANTHROPIC_API_KEY": "anthropic_api_key",
             "ANTHROPIC_BASE_URL": "anthropic_base_url",
             "CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT": "count_tokens_timeout",
+            "CONTEXTLEDGER_CHECK_DIGESTS": "check_digests",
         }
         for key, field in mapping.items():
             if env.get(key):

@@ -376,6 +376,12 @@ class ConversationStore:
         self._cache_put(conversation)
         return conversation
 
+    def cached(self, conversation_id: UUID) -> bool:
+        """Whether this process holds the conversation in its cache (a read does not
+        load it from its snapshot and events)."""
+        with self._cache_lock:
+            return conversation_id in self._cache
+
     def read(self, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T:
         """``reader`` applied to the up-to-date conversation, under its lock. While the
         store is away, a wait for the lock past the deadline raises the outage's

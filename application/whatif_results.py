@@ -115,7 +115,8 @@ class RunFigures:
     #: Turns (after the first of each conversation) whose context begins with the
     #: previous turn's whole context.
     prefix_stable_turns: int
-    #: Turns whose context left out unsummarized messages because of the hard cap.
+    #: Turns whose context left out unsummarized messages because of the hard cap
+    #: (under ``strategy="truncate"``, also those truncation left out: both cut the view).
     cap_hits: int
     summaries: int
     summarizer_calls: int

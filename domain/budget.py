@@ -17,7 +17,7 @@ from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.queries import fixed_tokens, reported_offset
 from contextledger.domain.state import ConversationState
 
-__all__ = ["check_budget", "keep_offset", "trigger_extra"]
+__all__ = ["check_budget", "keep_offset", "keep_scale", "trigger_extra"]
 
 
 def trigger_extra(s: ConversationState) -> int:
@@ -32,6 +32,17 @@ def keep_offset(s: ConversationState) -> int:
         return 0
     system = s.system_tokens if s.system_prompt is not None else 0
     return _base(s.policy, system, s.reply_priming, s.tools_tokens)
+
+
+def keep_scale(s: ConversationState) -> float:
+    """The provider's tokens per token of our estimate, by the calibrating usage report
+    the trigger counts with (``reported_offset``); 1.0 without one, or when the
+    provider counted less than we did. The kept window is bounded by this calibrated
+    count: a trigger that fires on the provider's count, with a keep budget counted
+    by the estimate alone, could keep every unsummarized message and summarize nothing."""
+    if reported_offset(s) is None or s.reported_prompt_tokens is None or s.reported_estimate_tokens <= 0:
+        return 1.0
+    return max(1.0, s.reported_prompt_tokens / s.reported_estimate_tokens)
 
 
 def _base(policy: ReductionPolicy, system_tokens: int, reply_priming: int, tools_tokens: int) -> int:

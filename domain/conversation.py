@@ -323,6 +323,7 @@ class Conversation(EditCommands, SummaryCommands):
             cache_read_tokens=cache_read_tokens,
             cache_creation_tokens=cache_creation_tokens,
             calibrates=bool(calibrates),
+            reduction="miss" if self.state.pending is not None else ("hit" if self.state.summaries else None),
         )
         if calibrates:  # the provider's count may cross the trigger our estimate did not
             self._maybe_pin_range(at)

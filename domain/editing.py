@@ -230,6 +230,8 @@ class EditCommands(ConversationRoot):
             "usage_records",
             "provider_cache_read_tokens",
             "provider_cache_creation_tokens",
+            "reduction_hits",
+            "reduction_misses",
             "summaries_invalidated",
         ):
             setattr(state, name, 0)

@@ -278,6 +278,11 @@ class UsageRecorded(SealedEvent):
     #: tokenizer), so ``prompt_tokens`` stands for the prefix the provider saw in the
     #: trigger and the totals until that prefix changes.
     calibrates: bool = False
+    #: How the call's context stood to the reduction: ``hit``, served from the summary
+    #: that stood; ``miss``, made while a range crossing the trigger waited for its
+    #: summary (the context needed a new one); None: no summary was involved (or the
+    #: event is older than the field).
+    reduction: Literal["hit", "miss"] | None = None
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -285,7 +290,7 @@ class UsageRecorded(SealedEvent):
         # existed dump (and so seal) exactly as they did.
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("cache_read_tokens", "cache_creation_tokens"):
+            for name in ("cache_read_tokens", "cache_creation_tokens", "reduction"):
                 if data.get(name, 0) is None:
                     data.pop(name)
             if not data.get("calibrates", True):

@@ -8,6 +8,9 @@ running sums in ``contextledger.domain.sums``).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
+from contextledger.domain.budget import keep_offset, keep_scale, trigger_extra
 from contextledger.domain.events import (
     ConversationEvent,
     MessageAppended,
@@ -24,6 +27,7 @@ from contextledger.domain.events import (
     UsageRecorded,
 )
 from contextledger.domain.queries import fixed_tokens, layers_after
+from contextledger.domain.reduction import plan_range, trigger_limit
 from contextledger.domain.state import ConversationState, PendingRange
 from contextledger.domain.sums import carry, entries_cost, full_tool_results, visible_sum, window_sums
 
@@ -85,6 +89,10 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
         s.usage_records += 1
         s.provider_cache_read_tokens += event.cache_read_tokens or 0
         s.provider_cache_creation_tokens += event.cache_creation_tokens or 0
+        if event.reduction == "hit":
+            s.reduction_hits += 1
+        elif event.reduction == "miss":
+            s.reduction_misses += 1
         if event.calibrates:
             s.reported_prompt_tokens = event.prompt_tokens
             s.reported_estimate_tokens = event.estimated_prompt_tokens
@@ -260,10 +268,13 @@ def refresh_view(s: ConversationState) -> None:
     visible_end = s.open_group_index if s.open_group_index is not None else len(s.window)
     if keep is not None:
         full = full_tool_results(s, visible_end)
-        if len(full) > 2 * keep:
+        # Batched (the default), the line moves when 2N are in full; else at N + 1.
+        if len(full) > (2 * keep if s.policy.tool_result_batching else keep):
             s.placeholder_before = full[-keep]
             # the results still in full from the new line on: the last ``keep``
             carry(s, "full", s.placeholder_before, visible_end, full[-keep:])
+    if s.policy.truncates:
+        _truncate(s, visible_end)
     cap = s.policy.max_context_tokens
     if cap is None:
         return
@@ -287,3 +298,26 @@ def refresh_view(s: ConversationState) -> None:
         s.dropped_before = visible[start].position
         if total - dropped_tokens <= low_water:
             break
+
+
+def _truncate(s: ConversationState, visible_end: int) -> None:
+    """``strategy="truncate"``: when the visible messages cross the policy's trigger,
+    the view's cut line moves to keep what a summary would keep (whole groups, the
+    newest always); nothing is summarized and the log keeps every message."""
+    start = bisect_left(s.window, s.dropped_before, hi=visible_end, key=lambda e: e.position)
+    count = visible_end - start
+    tokens = visible_sum(s, visible_end)
+    extra = trigger_extra(s)
+    if count < 2 or trigger_limit(s.policy, count, tokens, extra) is None:
+        return
+    planned = plan_range(
+        s.window[start:visible_end],
+        s.policy,
+        open_group_index=None,
+        tools_tokens=extra,
+        tokens=tokens,
+        keep_offset=keep_offset(s),
+        keep_scale=keep_scale(s),
+    )
+    if planned is not None:
+        s.dropped_before = planned.through_position + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -50,6 +50,26 @@ class ReductionPolicy(BaseModel):
     - ``summarize_hidden``: give the summarizer the content of tool results a framework
       hid from the model (``append(..., hidden=True)``); off (the default), it gets the
       placeholder the model sees, as a provider's own compaction never sees them.
+    - ``strategy``: ``summarize`` (the default) summarizes what a trigger cuts;
+      ``truncate`` only leaves it out of the view (no model call, nothing summarized,
+      the log keeps everything; the kept window is bounded as above, tool-call groups
+      whole, the system prompt kept); ``off`` reduces nothing (no trigger, no cap, no
+      placeholders: every message is sent; ``ReductionPolicy.off()``).
+    - ``trigger_when``: ``exceeded`` (the default) fires when the unsummarized messages
+      (or tokens) are over the trigger; ``reached`` fires when they reach it.
+    - ``summarize_every``: after the first summary, the message trigger fires again
+      when this many messages came after the kept ones (``keep_messages`` plus
+      ``summarize_every`` unsummarized; with ``reached``, the design's "next trigger at
+      110" for a 100/10 policy and 10); None (the default): at ``trigger_messages``
+      each time.
+    - ``tool_result_batching``: True (the default) moves the placeholder line of
+      ``keep_tool_results`` in batches (N to 2N results in full: the prefix stays
+      stable between moves); False keeps exactly N in full.
+
+    ``ReductionPolicy.token_budget()`` gives the design's token-budget defaults (a
+    4,000-token target to keep, summarizing past 1,000 tokens more). Given only
+    ``trigger_tokens``, ``keep_tokens`` is 0: a summary keeps only the newest
+    tool-call group (the turn the model answers next).
 
     The kept window never splits a tool-call group, so it can hold fewer messages
     than ``keep_messages`` when the newest group is large.
@@ -67,17 +87,50 @@ class ReductionPolicy(BaseModel):
     max_context_tokens: int | None = None
     summarizer_model: str | None = None
     max_summary_tokens: int = 1000
-    summary_placement: Literal["system_message", "system_prompt", "user_message"] = "system_message"
+    summary_placement: Literal["system_message", "system_prompt", "user_message", "assistant_message"] = (
+        "system_message"
+    )
     token_scope: Literal["messages", "prompt"] = "prompt"
     summarize_hidden: bool = False
+    strategy: Literal["summarize", "truncate", "off"] = "summarize"
+    trigger_when: Literal["exceeded", "reached"] = "exceeded"
+    summarize_every: int | None = None
+    tool_result_batching: bool = True
+
+    #: Fields added after policies were first stored, with the value that means the
+    #: behaviour from before them: at that value they are left out of a dump.
+    _LATER_FIELDS: ClassVar[dict[str, Any]] = {
+        "summarize_hidden": False,
+        "strategy": "summarize",
+        "trigger_when": "exceeded",
+        "summarize_every": None,
+        "tool_result_batching": True,
+    }
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Off, it is left out: policies stored before it dump (and seal) as they did.
+        # At their defaults they are left out: policies stored before them dump (and
+        # seal) as they did.
         data = handler(self)
-        if not self.summarize_hidden and isinstance(data, dict):
-            data.pop("summarize_hidden", None)
+        if isinstance(data, dict):
+            for name, default in self._LATER_FIELDS.items():
+                if name in data and data[name] == default:
+                    del data[name]
         return data
+
+    @classmethod
+    def off(cls) -> ReductionPolicy:
+        """No reduction: every message is sent, nothing is summarized, placeholdered
+        or cut (no context cap either: the provider refuses a prompt over its window).
+        The log, the totals and the usage records work as with any policy."""
+        return cls(strategy="off")
+
+    @classmethod
+    def token_budget(cls, target: int = 4000, threshold: int = 1000, **fields: Any) -> ReductionPolicy:
+        """The design's token-budget reducer: keep ``target`` tokens (4,000), summarize
+        when the prompt is over them by more than ``threshold`` (1,000): the trigger is
+        at ``target + threshold`` and a summary keeps ``target``. Other fields pass on."""
+        return cls(trigger_tokens=target + threshold, keep_tokens=target, **fields)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -93,6 +146,7 @@ class ReductionPolicy(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ReductionPolicy:
         check_unicode_fields(self)
+        self._check_options()
         for name in ("trigger_messages", "trigger_tokens", "max_context_tokens"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -126,10 +180,50 @@ class ReductionPolicy(BaseModel):
                 )
         return self
 
+    def _check_options(self) -> None:
+        if self.strategy == "off":
+            set_ = [
+                name
+                for name in ("trigger_messages", "trigger_tokens", "keep_tool_results", "max_context_tokens")
+                if getattr(self, name) is not None
+            ]
+            if set_:
+                raise ValueError(f"strategy 'off' reduces nothing: {', '.join(set_)} cannot be set with it")
+        every = self.summarize_every
+        if every is not None:
+            if every < 1:
+                raise ValueError(f"summarize_every must be at least 1, not {every}")
+            if self.trigger_messages is None:
+                raise ValueError("summarize_every needs trigger_messages")
+            if self.strategy != "summarize":
+                raise ValueError("summarize_every schedules summaries: it needs strategy 'summarize'")
+        if self.strategy == "truncate" and not self.summarizes:
+            raise ValueError("strategy 'truncate' needs trigger_messages or trigger_tokens")
+        if not self.tool_result_batching and self.keep_tool_results is None:
+            raise ValueError("tool_result_batching=False needs keep_tool_results")
+
     @property
     def summarizes(self) -> bool:
         """True when some trigger is set."""
         return self.trigger_messages is not None or self.trigger_tokens is not None
+
+    @property
+    def truncates(self) -> bool:
+        """True when a trigger cuts the view instead of summarizing (``truncate``)."""
+        return self.strategy == "truncate"
+
+    def message_trigger(self, summarized: bool) -> int | None:
+        """The unsummarized message count the message trigger compares with: after the
+        first summary, with ``summarize_every``, the kept ones plus that many."""
+        if self.trigger_messages is None:
+            return None
+        if summarized and self.summarize_every is not None:
+            return (self.keep_messages or 0) + self.summarize_every
+        return self.trigger_messages
+
+    def crosses(self, value: int, trigger: int) -> bool:
+        """Whether ``value`` crosses ``trigger`` by ``trigger_when``."""
+        return value >= trigger if self.trigger_when == "reached" else value > trigger
 
     @property
     def counts_prompt(self) -> bool:

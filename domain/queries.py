@@ -141,8 +141,8 @@ def is_placeholder(s: ConversationState, entry: Entry) -> bool:
 def summaries_tokens(s: ConversationState, layers: list[SummaryLayer] | None = None) -> int:
     """What the summary layers cost in the prompt where the policy places them.
 
-    ``message_tokens`` is a summary's cost as a message of its own (a system or a user
-    message: both role names are one token). Merged into the system prompt, a layer
+    ``message_tokens`` is a summary's cost as a message of its own (a system, user or
+    assistant message: each role name is one token). Merged into the system prompt, a layer
     loses its message framing (3 tokens) and its role (1) and gains a blank-line
     separator (1); the first layer keeps its framing when there is no system prompt.
     """
@@ -206,8 +206,8 @@ def working_memory(s: ConversationState) -> tuple[list[Message], int]:
     """The context the model is sent next, and what its prompt costs in tokens.
 
     Summaries stand where the policy places them: as system messages after the
-    system prompt (the default), as user messages, or merged into the system
-    prompt. As messages, each stands where its range is, so a gap an invalidated
+    system prompt (the default), as user or assistant messages, or merged into the
+    system prompt. As messages, each stands where its range is, so a gap an invalidated
     layer reopened between valid layers keeps its order.
     """
     messages: list[Message] = []
@@ -225,7 +225,7 @@ def working_memory(s: ConversationState) -> tuple[list[Message], int]:
         layers = []
     elif s.system_prompt is not None:
         messages.append(Message(role="system", content=s.system_prompt))
-    role = "user" if placement == "user_message" else "system"
+    role = {"user_message": "user", "assistant_message": "assistant"}.get(placement, "system")
 
     def summary(layer: SummaryLayer) -> Message:
         rendered = summary_message(layer.from_position, layer.through_position, layer.text)

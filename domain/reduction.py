@@ -126,6 +126,8 @@ def plan_range(
     tools_tokens: int = 0,
     tokens: int | None = None,
     keep_offset: int = 0,
+    keep_scale: float = 1.0,
+    summarized: bool = False,
 ) -> PlannedRange | None:
     """Decide whether the policy fires over ``entries`` (all unsummarized messages,
     oldest first) and, if so, which leading range to summarize.
@@ -135,23 +137,27 @@ def plan_range(
     everything in it besides the messages (``unsummarized_tokens`` stays the
     messages' tokens alone). ``keep_offset``: what ``keep_tokens`` spends before the
     kept messages (the prompt's fixed part, when the policy counts the whole prompt).
+    ``keep_scale``: how many tokens the provider counts for each of ours (its reported
+    count of the prompt over our estimate of it, when that is above 1): ``keep_tokens``
+    bounds the kept part by that calibrated count, as the trigger counts the prompt.
 
     The kept suffix is the longest one that starts a tool-call group and satisfies
     ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
     turn the model answers next); an open (unanswered) group is never cut.
     Returns None when the policy does not fire or nothing can be cut. ``tokens``:
-    the entries' tokens, when the caller keeps them as a running sum.
+    the entries' tokens, when the caller keeps them as a running sum. ``summarized``:
+    a summary stands already (``summarize_every`` schedules the message trigger).
     """
     count = len(entries)
     if tokens is None:
         tokens = sum(e.tokens for e in entries)
-    limit = trigger_limit(policy, count, tokens, tools_tokens)
+    limit = trigger_limit(policy, count, tokens, tools_tokens, summarized=summarized)
     if limit is None:
         return None
     keep_n = policy.keep_messages_limit
     keep_t = policy.keep_tokens_limit
     if keep_t is not None:
-        keep_t = max(0, keep_t - keep_offset)
+        keep_t = max(0, int(keep_t / keep_scale) - keep_offset)
     cut = count  # index of the first kept entry
     kept_tokens = 0
     for index in range(count - 1, -1, -1):
@@ -179,10 +185,14 @@ def plan_range(
     )
 
 
-def trigger_limit(policy: ReductionPolicy, count: int, tokens: int, tools_tokens: int) -> Limit | None:
+def trigger_limit(
+    policy: ReductionPolicy, count: int, tokens: int, tools_tokens: int, *, summarized: bool = False
+) -> Limit | None:
     """Which trigger ``count`` unsummarized messages of ``tokens`` tokens (sent with
-    tool definitions of ``tools_tokens``) cross; None: neither."""
-    by_messages = policy.trigger_messages is not None and count > policy.trigger_messages
+    tool definitions of ``tools_tokens``) cross; None: neither. ``summarized``: a
+    summary stands already (``summarize_every`` then sets the message trigger)."""
+    at = policy.message_trigger(summarized)
+    by_messages = at is not None and policy.crosses(count, at)
     by_tokens = tokens_fire(policy, tokens, tools_tokens)
     if by_messages and by_tokens:
         return "messages+tokens"
@@ -193,8 +203,10 @@ def trigger_limit(policy: ReductionPolicy, count: int, tokens: int, tools_tokens
 
 def tokens_fire(policy: ReductionPolicy, message_tokens: int, tools_tokens: int) -> bool:
     """Whether the token trigger fires: the unsummarized messages and the tool
-    definitions sent with them cost more than ``trigger_tokens``."""
-    return policy.trigger_tokens is not None and message_tokens + tools_tokens > policy.trigger_tokens
+    definitions sent with them cost more than ``trigger_tokens`` (or reach it, when
+    ``trigger_when`` is ``reached``)."""
+    trigger = policy.trigger_tokens
+    return trigger is not None and policy.crosses(message_tokens + tools_tokens, trigger)
 
 
 def tools_leave_room(policy: ReductionPolicy, tools_tokens: int) -> bool:

@@ -78,6 +78,10 @@ class ConversationState(BaseModel):
     #: Of the reported prompt tokens, those read from and written to the prompt cache.
     provider_cache_read_tokens: int = 0
     provider_cache_creation_tokens: int = 0
+    #: Model calls whose context a standing summary served (hits), and those made while
+    #: a range waited for a new one (misses): ``UsageRecorded.reduction``.
+    reduction_hits: int = 0
+    reduction_misses: int = 0
     #: The last calibrating usage report (``UsageRecorded.calibrates``) while the
     #: prefix it covers is still what the prompt begins with: the provider's count,
     #: our estimate of the same prompt, and the view's cut lines when it was made

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextledger.domain.budget import keep_offset, trigger_extra
+from contextledger.domain.budget import keep_offset, keep_scale, trigger_extra
 from contextledger.domain.queries import gap_run, tail_index
 from contextledger.domain.reduction import plan_range, trigger_limit
 from contextledger.domain.state import ConversationState
@@ -20,8 +20,9 @@ __all__ = ["range_to_pin"]
 
 def range_to_pin(s: ConversationState) -> dict[str, Any] | None:
     """The fields of the ``ThresholdReached`` the state calls for (None: none does)."""
-    if s.pending is not None or not s.policy.summarizes:
+    if s.pending is not None or not s.policy.summarizes or s.policy.truncates:
         return None
+    summarized = bool(s.summaries)
     start = tail_index(s)
     gap = gap_run(s)
     if gap:
@@ -31,7 +32,7 @@ def range_to_pin(s: ConversationState) -> dict[str, Any] | None:
         unsummarized = [*gap, *s.window[start:]]
         count = len(unsummarized)
         tokens = sum(e.tokens for e in unsummarized)
-        limit = trigger_limit(s.policy, count, tokens, trigger_extra(s))
+        limit = trigger_limit(s.policy, count, tokens, trigger_extra(s), summarized=summarized)
         if limit is None:
             return None
         return {
@@ -49,7 +50,7 @@ def range_to_pin(s: ConversationState) -> dict[str, Any] | None:
     # neither passes over the window nor copies it.
     tokens = tail_tokens(s, start)
     extra = trigger_extra(s)
-    if trigger_limit(s.policy, len(s.window) - start, tokens, extra) is None:
+    if trigger_limit(s.policy, len(s.window) - start, tokens, extra, summarized=summarized) is None:
         return None
     open_index = s.open_group_index - start if s.open_group_index is not None else None
     planned = plan_range(
@@ -59,6 +60,8 @@ def range_to_pin(s: ConversationState) -> dict[str, Any] | None:
         tools_tokens=extra,
         tokens=tokens,
         keep_offset=keep_offset(s),
+        keep_scale=keep_scale(s),
+        summarized=summarized,
     )
     if planned is None:
         return None

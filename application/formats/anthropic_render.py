@@ -13,7 +13,8 @@ gives ``{"system": [...blocks], "messages": [...]}``:
   developer messages before the first other message become ``system`` text blocks (a
   later one stays in its place, as a user turn's text block ``[system] ...`` or
   ``[developer] ...``: ``system`` is not part of the turns); a summary becomes a ``system``
-  text block (``summary="system"``) or a leading user turn (``summary="user"``); a user
+  text block (``summary="system"``), a leading user turn (``summary="user"``) or a
+  leading assistant turn after the short user turn below (``summary="assistant"``); a user
   message becomes text and image blocks (``image_url`` parts as ``base64`` or ``url``
   image sources) and document blocks (a ``file`` part holding a PDF as a ``base64``
   source, plain text as a ``text`` source; other files named in a text block); text
@@ -68,13 +69,15 @@ Turn = dict[str, Any]
 def render_anthropic(
     entries: Sequence[ContextEntry],
     *,
-    summary: Literal["system", "user"] = "system",
+    summary: Literal["system", "user", "assistant"] = "system",
     cache: bool = False,
 ) -> dict[str, Any]:
     """The working memory ``entries`` as ``{"system": [...], "messages": [...]}`` for
     ``messages.create`` (see the module docstring)."""
-    if summary not in ("system", "user"):
-        raise InvalidArgumentError(f'summary must be "system" or "user", not {summary!r}', argument="summary")
+    if summary not in ("system", "user", "assistant"):
+        raise InvalidArgumentError(
+            f'summary must be "system", "user" or "assistant", not {summary!r}', argument="summary"
+        )
     if isinstance(cache, bool) is False:
         raise InvalidArgumentError("cache must be True or False", argument="cache")
     system: list[Block] = []
@@ -102,7 +105,8 @@ def render_anthropic(
     if summary == "system":
         system.extend(summaries)
     elif summaries:
-        turns.insert(0, {"role": "user", "content": summaries})
+        # As the assistant's, it follows the short user turn the API needs first.
+        turns.insert(0, {"role": summary, "content": summaries})
     prefix = summaries[-1] if summaries else (system[-1] if system else None)
     if cache and prefix is not None:
         prefix["cache_control"] = dict(_EPHEMERAL)

@@ -26,8 +26,9 @@ How each ``ContextEntry`` is rendered:
   join the system instruction; a later one stays in its place, a ``[system] ...`` or
   ``[developer] ...`` text part of a user turn.
 - The system prompt is the ``system_instruction``. Summaries go there too
-  (``summary="system"``) or stand as user turns where the policy put them
-  (``summary="user"``).
+  (``summary="system"``) or stand as user turns (``summary="user"``) or model turns
+  (``summary="assistant"``: after the short note that opens the conversation, as a
+  Gemini conversation starts with a user turn) where the policy put them.
 
 The result obeys Gemini's rules (``contextledger.testing.gemini_rules``): roles user
 and model only, every ``function_call`` answered by ``function_response`` parts in
@@ -276,8 +277,8 @@ class _Renderer:
             index += 1
             message = Message.from_openai(entry.message)
             if entry.position is None:
-                if summary == "user" and _is_summary(entry):
-                    turns.append(_Turn("user", [{"text": message.text}]))
+                if summary in ("user", "assistant") and _is_summary(entry):
+                    turns.append(_Turn("user" if summary == "user" else "model", [{"text": message.text}]))
                 else:
                     system.append(message.text)
                 continue
@@ -357,12 +358,14 @@ def _assemble(turns: list[_Turn]) -> list[_Turn]:
 
 
 def render_gemini(
-    entries: Sequence[ContextEntry], *, summary: Literal["system", "user"] = "system"
+    entries: Sequence[ContextEntry], *, summary: Literal["system", "user", "assistant"] = "system"
 ) -> dict[str, Any]:
     """The working memory (``context_entries(...).entries``) as a Gemini request:
     ``{"system_instruction": {"parts": [...]} or None, "contents": [...]}``."""
-    if summary not in ("system", "user"):
-        raise InvalidArgumentError(f"summary must be 'system' or 'user', not {summary!r}", argument="summary")
+    if summary not in ("system", "user", "assistant"):
+        raise InvalidArgumentError(
+            f"summary must be 'system', 'user' or 'assistant', not {summary!r}", argument="summary"
+        )
     renderer = _Renderer(list(entries))
     system, pieces = renderer.pieces(list(entries), summary)
     turns = _assemble(pieces)

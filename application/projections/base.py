@@ -83,6 +83,9 @@ class TokenTotalsRecord:
     #: the provider's prompt cache and written to it.
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: Model calls a standing summary served, and those made while one was pending.
+    reduction_hits: int = 0
+    reduction_misses: int = 0
 
     @property
     def estimate_error(self) -> int:

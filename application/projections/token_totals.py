@@ -154,4 +154,6 @@ class TokenTotalsProjection(ReadModelProjection[TokenTotalsView]):
             usage_records=1,
             cache_read_tokens=event.cache_read_tokens or 0,
             cache_creation_tokens=event.cache_creation_tokens or 0,
+            reduction_hits=1 if event.reduction == "hit" else 0,
+            reduction_misses=1 if event.reduction == "miss" else 0,
         )

@@ -85,6 +85,10 @@ COUNTERS = (
     #: to the provider's prompt cache.
     "cache_read_tokens",
     "cache_creation_tokens",
+    #: Model calls a standing summary served (hits) and those made while a range
+    #: waited for a new one (misses): ``UsageRecorded.reduction``.
+    "reduction_hits",
+    "reduction_misses",
     "retracted_messages",
     "edited_messages",
     "summaries_invalidated",

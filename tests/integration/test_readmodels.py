@@ -123,6 +123,8 @@ def same_counters(record: TokenTotalsRecord, totals: Any) -> bool:
         "cache_read_tokens",
         "cache_creation_tokens",
         "uncached_prompt_tokens",
+        "reduction_hits",
+        "reduction_misses",
     )
     return {n: getattr(record, n) for n in names} == {n: getattr(totals, n) for n in names}
 

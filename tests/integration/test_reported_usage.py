@@ -298,3 +298,29 @@ def test_record_usage_takes_the_cache_figures_sync_and_async(sqlite_url: str) ->
 
     totals = asyncio.run(recorded())
     assert (totals.usage_records, totals.cache_read_tokens, totals.cache_creation_tokens) == (2, 900, 300)
+
+
+def test_the_keep_budget_counts_with_the_providers_count_as_the_trigger_does(shared_url: str) -> None:
+    # The provider counts three times our estimate: the trigger fires on its count, and
+    # the kept messages are bounded by the same count. Counted by the estimate, all of
+    # them fit keep_tokens, nothing was pinned and the prompt stayed over its budget.
+    policy = cl.ReductionPolicy(trigger_tokens=2000, keep_tokens=1000)
+    with cl.Ledger.open(shared_url, run_policy=False) as ledger:
+        cid = ledger.start("Keep notes.", model=MODEL, policy=policy)
+        text = "Flight AF1234 leaves Paris at 08:15 and lands in Rome at 10:20."
+        for index in range(26):
+            ledger.append(cid, {"role": "user" if index % 2 == 0 else "assistant", "content": text})
+        estimate = ledger.totals(cid).context_tokens
+        assert 700 < estimate < 1000 and 3 * estimate > 2000  # all of it under keep_tokens by estimate
+        ledger.commands.record_usage(cid, 3 * estimate, 5)
+        assert ledger.totals(cid).context_tokens == 3 * estimate > 2000
+        request = ledger.pending_summary(cid)
+        assert request is not None and request.from_position == 0
+        state = ledger.conversation(cid).state
+        kept = sum(e.tokens for e in state.window if e.position > request.through_position)
+        fixed = estimate - sum(e.tokens for e in state.window)
+        # What is kept costs at most keep_tokens by the provider's count ...
+        assert 3 * (kept + fixed) <= 1000
+        # ... and no more could be summarized: the next older message breaks the budget.
+        older = next(e for e in state.window if e.position == request.through_position)
+        assert 3 * (kept + older.tokens + fixed) > 1000

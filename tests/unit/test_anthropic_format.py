@@ -272,7 +272,7 @@ def test_cache_skips_a_thinking_block_in_the_newest_turn() -> None:
 
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(InvalidArgumentError):
-        render_anthropic(entries([ASK]), summary="assistant")  # type: ignore[arg-type]
+        render_anthropic(entries([ASK]), summary="model")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
         render_anthropic([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
 

@@ -253,7 +253,7 @@ def test_chat_form_messages_summaries_and_a_leading_model_turn_are_converted() -
     assert as_user["contents"][0] == {"role": "user", "parts": [{"text": summary["content"]}]}
     assert render_gemini(entries[2:3])["contents"][0] == {"role": "user", "parts": [{"text": CONTINUED}]}
     with pytest.raises(InvalidArgumentError):
-        render_gemini(entries, summary="assistant")  # type: ignore[arg-type]
+        render_gemini(entries, summary="model")  # type: ignore[arg-type]
 
 
 def test_the_checker_names_each_broken_rule() -> None:
