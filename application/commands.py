@@ -23,9 +23,10 @@ from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.counting import TokenCounters
-from contextledger.application.formats.base import InboundAdapter, ProviderUsage
+from contextledger.application.formats.base import Decoded, InboundAdapter, ProviderUsage
 from contextledger.application.formats.gemini import OpenCall, open_calls_of
 from contextledger.application.formats.inbound import ANTHROPIC, GEMINI
+from contextledger.application.formats.responses import RESPONSES, DecodedItems, decode_items
 from contextledger.application.idempotency import (
     check_client_message_id,
     check_client_message_ids,
@@ -70,17 +71,53 @@ class _Piece:
     message: Message
     original: dict[str, Any] | None
     client_id: str | None
+    #: The raw Responses items it stands for (None: not appended as items).
+    items: tuple[dict[str, Any], ...] | None = None
 
 
 def _wire_adapter(obj: Any) -> InboundAdapter | None:
-    """The Anthropic or Gemini adapter when one claims ``obj`` (its messages come with
-    originals, maybe several to one object); None for what ``inbound`` takes. Asked
-    once per object: the answer travels with it to the decoding."""
+    """The Anthropic, Gemini or Responses adapter when one claims ``obj`` (its messages
+    come with originals or items, maybe several to one object); None for what
+    ``inbound`` takes. Asked once per object: the answer travels with it to the
+    decoding."""
     if ANTHROPIC.accepts(obj):
         return ANTHROPIC
     if GEMINI.accepts(obj):
         return GEMINI
+    if RESPONSES.accepts(obj):
+        return RESPONSES
     return None
+
+
+def _item_run(objs: Sequence[Any], adapters: Sequence[InboundAdapter | None], start: int) -> int:
+    """How many objects from ``start`` are single Responses items (not whole replies)
+    to be grouped together, as ``append_items`` groups them: a run of function calls is
+    one assistant message, reasoning stays with the call it preceded."""
+    end = start
+    while end < len(objs) and adapters[end] is RESPONSES and not _is_reply(objs[end]):
+        end += 1
+    return end - start
+
+
+def _is_reply(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return obj.get("object") == "response"
+    return getattr(obj, "object", None) == "response"
+
+
+def _decode_one(
+    obj: Any,
+    adapter: InboundAdapter | None,
+    client_id: str | None,
+    conversation_id: UUID,
+    open_calls: list[OpenCall],
+) -> Decoded | None:
+    """What one object decodes to by its adapter (None: it has none)."""
+    if adapter is None:
+        return None
+    if adapter is GEMINI:
+        return GEMINI.decode(obj, open_calls=open_calls, new_id=_id_maker(conversation_id, client_id))
+    return adapter.decode(obj)
 
 
 def _follow_calls(open_calls: list[OpenCall], message: Message) -> None:
@@ -295,22 +332,27 @@ class ConversationCommands:
         limit = self._settings.max_message_bytes
         pieces: list[_Piece] = []
         usage: ProviderUsage | None = None
-        for obj, adapter, client_id in zip(objs, adapters, ids, strict=True):
-            if adapter is None:  # as a plain append or extend takes it (its usage unrecorded)
+        index = 0
+        while index < len(objs):
+            obj, adapter, client_id = objs[index], adapters[index], ids[index]
+            run = _item_run(objs, adapters, index)
+            if run > 1 and all(i is None for i in ids[index + 1 : index + run]):
+                decoded: Decoded | None = decode_items([RESPONSES.dump(o) for o in objs[index : index + run]])
+                index += run
+            else:
+                index += 1
+                decoded = _decode_one(obj, adapter, client_id, conversation_id, open_calls)
+            if decoded is None:  # as a plain append or extend takes it (its usage unrecorded)
                 pieces.append(_Piece(inbound(obj).message, None, client_id))
                 _follow_calls(open_calls, pieces[-1].message)
                 continue
-            if adapter is GEMINI:
-                new_id = _id_maker(conversation_id, client_id)
-                decoded = GEMINI.decode(obj, open_calls=open_calls, new_id=new_id)
-            else:
-                decoded = adapter.decode(obj)
             usage = decoded.usage or usage
-            for index, (message, original) in enumerate(
-                zip(decoded.messages, decoded.originals, strict=True)
+            items = decoded.items if isinstance(decoded, DecodedItems) else (None,) * len(decoded.messages)
+            for number, (message, original, raw) in enumerate(
+                zip(decoded.messages, decoded.originals, items, strict=True)
             ):
                 checked = None if original is None else check_original(original, limit=limit)
-                pieces.append(_Piece(message, checked, client_id if index == 0 else None))
+                pieces.append(_Piece(message, checked, client_id if number == 0 else None, raw))
                 _follow_calls(open_calls, message)
         return pieces, usage
 
@@ -329,7 +371,9 @@ class ConversationCommands:
             if usage is not None:  # the provider saw the context before its own answer
                 self._record(conversation, usage)
             positions = [
-                self.append_to(conversation, p.message, p.client_id, id(p) in hide, original=p.original)
+                self.append_to(
+                    conversation, p.message, p.client_id, id(p) in hide, original=p.original, items=p.items
+                )
                 for p in pieces
             ]
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
@@ -344,8 +388,9 @@ class ConversationCommands:
         hidden: bool = False,
         *,
         original: dict[str, Any] | None = None,
+        items: tuple[dict[str, Any], ...] | None = None,
     ) -> int:
-        """Append ``message`` (with its wire ``original``, if any) to ``conversation``
+        """Append ``message`` (with its wire ``original`` or Responses ``items``, if any) to ``conversation``
         inside a command, its size and tokens checked and counted; returns its position."""
         conversation.check_message(message)
         check_message_bytes(message, self._settings)
@@ -359,6 +404,7 @@ class ConversationCommands:
             at=self._clock(),
             hidden=hidden,
             original=original,
+            items=items,
         )
 
     def close_open_tool_calls(self, conversation_id: ConversationRef, content: str) -> list[int]:

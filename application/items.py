@@ -35,6 +35,7 @@ __all__ = [
     "append_grouped",
     "append_items",
     "context_items",
+    "entry_items",
     "grouped_items",
     "items_of_conversation",
     "transcript_items",
@@ -60,7 +61,6 @@ class ItemsHost(Protocol):
     def conversation(self, conversation_id: UUID, *, version: int | None = None) -> Conversation:
         """A private copy of the conversation (at ``version``)."""
         ...
-
 
 
 def append_grouped(
@@ -98,7 +98,9 @@ def append_items(ledger: ItemsHost, conversation_id: UUID, items: Iterable[Item]
     return ledger.store.execute(conversation_id, command)
 
 
-def _entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
+def entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
+    """The items one window entry is sent as: its own items, its placeholder's, or
+    its chat form converted."""
     if is_placeholder(conversation.state, entry):
         text = placeholder_message(entry).text
         outputs = [i for i in entry.items or () if i.get("type") == "function_call_output"]
@@ -120,7 +122,7 @@ def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRo
         text = summary_message(layer.from_position, layer.through_position, layer.text).text
         out.append({"type": "message", "role": summary_role, "content": text})
     for entry in conversation.visible_entries():
-        out.extend(_entry_items(conversation, entry))
+        out.extend(entry_items(conversation, entry))
     return out
 
 
@@ -141,9 +143,7 @@ def context_items(
     if version is not None:
         past = ledger.conversation(conversation_id, version=version)
         return items_of_conversation(past, summary_role=summary_role)
-    return ledger.store.read(
-        conversation_id, lambda c: items_of_conversation(c, summary_role=summary_role)
-    )
+    return ledger.store.read(conversation_id, lambda c: items_of_conversation(c, summary_role=summary_role))
 
 
 def transcript_items(ledger: ItemsHost, conversation_id: UUID) -> list[Item]:

@@ -17,6 +17,8 @@ contextledger`` never imports this package, and nothing here needs pytest).
 - ``ScriptedSummarizer``: a ``Summarizer`` that fails, waits and blocks as scripted.
 - ``assert_valid_openai_context`` / ``openai_context_violations``: OpenAI's ordering
   rules for tool calls, checked on any list of messages;
+  ``assert_valid_responses_input`` / ``responses_input_violations``: the Responses
+  API's rules for an ``input`` (calls answered, reasoning followed by its item);
   ``assert_valid_anthropic_request`` / ``anthropic_request_violations``: the Anthropic
   Messages API's rules, checked on a ``messages.create`` request.
 
@@ -48,7 +50,12 @@ from contextledger.testing.fake_anthropic import AnthropicFunc, Blocks, FakeAnth
 from contextledger.testing.fake_gemini import FakeGeminiServer, GeminiFunc, GeminiReply, rate_limited
 from contextledger.testing.fake_openai import FakeOpenAIServer, echo_summary
 from contextledger.testing.gemini_rules import assert_valid_gemini_request, gemini_request_violations
-from contextledger.testing.openai_rules import assert_valid_openai_context, openai_context_violations
+from contextledger.testing.openai_rules import (
+    assert_valid_openai_context,
+    assert_valid_responses_input,
+    openai_context_violations,
+    responses_input_violations,
+)
 from contextledger.testing.scripted_summarizer import ScriptedSummarizer
 
 __all__ = [
@@ -75,8 +82,10 @@ __all__ = [
     "assert_valid_anthropic_request",
     "assert_valid_gemini_request",
     "assert_valid_openai_context",
+    "assert_valid_responses_input",
     "echo_summary",
     "gemini_request_violations",
     "openai_context_violations",
     "rate_limited",
+    "responses_input_violations",
 ]
