@@ -1,14 +1,15 @@
 """Test doubles and checks for applications built on contextledger (opt-in: ``import
 contextledger`` never imports this package, and nothing here needs pytest).
 
-- ``FakeOpenAIServer``: a local OpenAI-compatible HTTP server (chat completions and
-  the Responses API) for the real ``openai`` client, scripted with the behaviours
-  ``Reply`` (with ``Call``), ``Empty``, ``Delay``, ``Status``, ``Malformed``, ``Drop``
-  and ``Func``; it records every request as a ``RecordedRequest``.
+- ``FakeOpenAIServer``: a local OpenAI-compatible HTTP server (chat completions, the
+  Responses API with its compaction and ``responses/compact``) for the real ``openai``
+  client, scripted with the behaviours ``Reply`` (with ``Call``), ``Empty``, ``Delay``,
+  ``Status``, ``Malformed``, ``Drop`` and ``Func``; it records every request as a ``RecordedRequest``.
 - ``FakeAnthropicServer``: a local Anthropic Messages API server (``/v1/messages``
   and ``/v1/messages/count_tokens``) for the real ``anthropic`` client, scripted with
   the same behaviours plus ``Blocks`` (any content blocks, cache usage) and
-  ``AnthropicFunc``; it answers 400 to a request that breaks the API's rules.
+  ``AnthropicFunc``; it answers 400 to a request that breaks the API's rules, and
+  compacts under the ``compact-2026-01-12`` beta (``contextledger.testing.compaction``).
 - ``FakeGeminiServer``: a local Gemini API (``generateContent``, ``countTokens``) for
   the real ``google-genai`` client, scripted with ``GeminiReply`` and ``GeminiFunc`` (or the behaviours
   above; ``rate_limited`` makes a 429 with Google's retry delay); it answers 400 to
