@@ -8,7 +8,10 @@
 - The system prompt is ``instructions`` (with ``summary_placement="system_prompt"``
   the summaries join it, as they join the chat format's system message).
 - Each summary is a ``system`` message item standing where the chat format puts it
-  (``summary_placement="user_message"``, or ``summary="user"``: a ``user`` item).
+  (``summary_placement="user_message"``, or ``summary="user"``: a ``user`` item). A
+  compaction OpenAI made (a native summary) is sent as it came, its opaque
+  ``compaction`` item in place of the range it covers; Anthropic's compaction is sent
+  as its summary text.
 - A message appended as Responses items (``append_items``, a ``Response`` reply, an
   agent session) comes back as the very items it was appended as: reasoning items
   with their encrypted content, function calls with their ids, hosted tool calls.
@@ -26,6 +29,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from contextledger.application.items import entry_items
@@ -47,20 +51,23 @@ def render_responses(
     instructions = s.system_prompt
     if placement == "system_prompt" and layers and summary == "system":
         parts = [] if s.system_prompt is None else [s.system_prompt]
-        parts.extend(_summary_text(layer) for layer in layers)
+        parts.extend(_summary_text(layer) for layer in layers if layer.native != "responses")
         instructions = "\n\n".join(parts)
-        layers = []
+        layers = [layer for layer in layers if layer.native == "responses"]
     role = "user" if placement == "user_message" or summary == "user" else "system"
 
-    def summary_item(layer: SummaryLayer) -> Item:
-        return {"type": "message", "role": role, "content": _summary_text(layer)}
+    def summary_items(layer: SummaryLayer) -> list[Item]:
+        if layer.native == "responses" and layer.payload:  # OpenAI's own compaction, as it came
+            return copy.deepcopy(list(layer.payload))
+        return [{"type": "message", "role": role, "content": _summary_text(layer)}]
 
     items: list[Item] = []
     for entry in conversation.visible_entries():
         while layers and layers[0].from_position < entry.position:
-            items.append(summary_item(layers.pop(0)))
+            items.extend(summary_items(layers.pop(0)))
         items.extend(entry_items(conversation, entry))
-    items.extend(summary_item(layer) for layer in layers)
+    for layer in layers:
+        items.extend(summary_items(layer))
     rendered: dict[str, Any] = {"input": items}
     if instructions is not None:
         rendered = {"instructions": instructions, "input": items}

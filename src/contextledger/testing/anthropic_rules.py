@@ -139,7 +139,8 @@ def anthropic_request_violations(request: Mapping[str, Any], *, count_tokens: bo
                 )
     kept = after_compaction(messages)
     skipped = len(messages) - len(kept)
-    compacted = skipped > 0 or kept != messages
+    first = _blocks_of(kept[0]) if kept and isinstance(kept[0], dict) else []
+    compacted = bool(first) and isinstance(first[0], dict) and first[0].get("type") == "compaction"
     seen_ids: set[str] = set()
     open_ids: list[str] = []
     previous_role: Any = None

@@ -165,8 +165,14 @@ def _reply_blocks(reply: Reply, serial: int) -> Blocks:
 
 def compacted_summary(request: RecordedRequest) -> str | None:
     """The default compaction summary: ``"Compacted: "`` and the start of the input's text."""
-    body = {**request.body, "messages": after_compaction(request.body.get("messages"))}
-    return "Compacted: " + " ".join(" ".join(_texts(body)).split())[:300]
+    texts: list[str] = []
+    for message in after_compaction(request.body.get("messages")):
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else [{"text": content}]:
+            text = block.get("text") or block.get("content") if isinstance(block, dict) else None
+            if isinstance(text, str):
+                texts.append(text.removeprefix("Compacted: "))
+    return "Compacted: " + " ".join(" ".join(texts).split())[:300]
 
 
 def render_message(body: Mapping[str, Any], blocks: Blocks, *, serial: int) -> dict[str, Any]:
