@@ -19,6 +19,7 @@ from uuid import UUID
 
 from contextledger.application.counting import TokenCounters
 from contextledger.application.formats.responses import grouped_items
+from contextledger.application.native import sendable
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError
@@ -119,6 +120,9 @@ def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRo
     if s.system_prompt is not None:
         out.extend(items_from_message(Message(role="system", content=s.system_prompt)))
     for layer in s.summaries:
+        if layer.native == "responses" and layer.payload:  # OpenAI's own compaction, as it came
+            out.extend(sendable(layer.payload))
+            continue
         text = summary_message(layer.from_position, layer.through_position, layer.text).text
         out.append({"type": "message", "role": summary_role, "content": text})
     for entry in conversation.visible_entries():

@@ -34,7 +34,19 @@ from contextledger.domain.events import SummaryProvenance
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import summary_message
 
-__all__ = ["NATIVE_PROMPT_VERSION", "NativeCompaction", "readable_text", "record_native", "split_compactions"]
+__all__ = [
+    "NATIVE_PROMPT_VERSION",
+    "NativeCompaction",
+    "readable_text",
+    "record_native",
+    "sendable",
+    "split_compactions",
+]
+
+#: Fields of a Responses compaction item that only come back from the API: left out
+#: when the item is sent (``ResponseCompactionItemParam`` has ``type``, ``id`` and
+#: ``encrypted_content``).
+_OUTPUT_ONLY = ("created_by",)
 
 #: The ``prompt_version`` of a native summary's provenance (``native:<format>``).
 NATIVE_PROMPT_VERSION = "native:"
@@ -115,6 +127,18 @@ def _responses(data: Any, model: str = "") -> tuple[Any, list[NativeCompaction]]
     ]
     rest = [i for i in output if not _is_compaction(i)]
     return {**data, "output": rest}, found
+
+
+def sendable(payload: Any) -> list[dict[str, Any]]:
+    """A copy of a Responses native summary's payload as the API takes it back as input:
+    the items as they came, the output-only fields of the compaction item left out."""
+    out = []
+    for item in copy.deepcopy(list(payload or ())):
+        if _is_compaction(item):
+            for name in _OUTPUT_ONLY:
+                item.pop(name, None)
+        out.append(item)
+    return out
 
 
 def split_compactions(obj: Any, native: str) -> tuple[Any, list[NativeCompaction]]:

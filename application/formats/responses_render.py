@@ -29,10 +29,10 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Literal
 
 from contextledger.application.items import entry_items
+from contextledger.application.native import sendable
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.items import Item
 from contextledger.domain.reduction import SummaryLayer, summary_message
@@ -58,7 +58,7 @@ def render_responses(
 
     def summary_items(layer: SummaryLayer) -> list[Item]:
         if layer.native == "responses" and layer.payload:  # OpenAI's own compaction, as it came
-            return copy.deepcopy(list(layer.payload))
+            return sendable(layer.payload)
         return [{"type": "message", "role": role, "content": _summary_text(layer)}]
 
     items: list[Item] = []

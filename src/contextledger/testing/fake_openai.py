@@ -5,8 +5,9 @@ a script of behaviours (answers, function calls, delays, 429s and 5xxs, malforme
 JSON, dropped connections) to the real ``openai`` client, which is never patched,
 and records every request with its body and headers. It compacts as OpenAI does
 (``contextledger.testing.compaction``): ``POST /v1/responses/compact`` answers, from
-the request and without taking a scripted behaviour, the input's user messages and an
-opaque ``compaction`` item; a ``responses.create`` with ``context_management=[{"type":
+the request (its ``input``, after the items of its ``previous_response_id``: the input
+and output of an earlier answer) and without taking a scripted behaviour, the user
+messages and an opaque ``compaction`` item; a ``responses.create`` with ``context_management=[{"type":
 "compaction", "compact_threshold": N}]`` whose input is over N tokens gets a compaction
 item first in its ``output``. A compaction item it did not issue, or one issued for
 another model family, is refused (400). ``strict=True`` also refuses a Responses input
@@ -57,6 +58,9 @@ class FakeOpenAIServer(FakeServer[Behaviour]):
         self.compactions = OpenAICompactions()
         #: An error status every ``responses/compact`` request is answered with (None: compact).
         self.compact_status: int | None = None
+        #: Each Responses answer's input and output items, by response id (what
+        #: ``previous_response_id`` refers to).
+        self._stored: dict[str, list[Any]] = {}
 
     @property
     def violations(self) -> list[tuple[int, list[str]]]:
@@ -107,8 +111,17 @@ class FakeOpenAIServer(FakeServer[Behaviour]):
             handler.send_json(code, self._error_body(code, "the compaction failed"))
             return
         body = request.body
-        given = body.get("input")
-        items = given if isinstance(given, list) else [{"role": "user", "content": str(given or "")}]
+        items = _input_items(body.get("input"))
+        previous = body.get("previous_response_id")
+        if previous is not None:
+            with self._lock:
+                earlier = self._stored.get(str(previous))
+            if earlier is None:
+                message = f"Previous response with id '{previous}' not found."
+                self._refuse(handler, (serial - 1, [message]), _error(message, "invalid_request_error"))
+                return
+            items = [*earlier, *items]
+            body = {**body, "input": items}
         users = [_user_item(i) for i in items if isinstance(i, dict) and _is_user(i)]
         item = self.compactions.issue(str(body.get("model") or ""), texts_of(body), serial)
         prompt = self._prompt_tokens(body)
@@ -154,7 +167,15 @@ class FakeOpenAIServer(FakeServer[Behaviour]):
         if threshold is not None and prompt > threshold:
             item = self.compactions.issue(payload["model"], texts_of(body), serial)
             payload["output"].insert(0, item)
+        with self._lock:
+            self._stored[payload["id"]] = [*_input_items(body.get("input")), *payload["output"]]
         self._answer(handler, payload)
+
+
+def _input_items(given: Any) -> list[Any]:
+    if isinstance(given, list):
+        return list(given)
+    return [] if given is None else [{"role": "user", "content": str(given)}]
 
 
 def _is_user(item: dict[str, Any]) -> bool:
