@@ -92,9 +92,13 @@ class SummaryCommands(ConversationRoot):
         provenance: SummaryProvenance,
         at: datetime,
         threshold_version: int | None = None,
+        native: str | None = None,
+        payload: tuple[dict[str, Any], ...] | None = None,
     ) -> None:
         """Command: record the summary of the pending range; stale ones are rejected
-        (with ``threshold_version``, also a range pinned again after an edit)."""
+        (with ``threshold_version``, also a range pinned again after an edit). A
+        ``native`` one (a provider's compaction, with its ``payload``) re-folds every
+        summary before it."""
         pending = self._require_pending(from_position, through_position, threshold_version)
         s = self.state
         stripped = text.strip()
@@ -128,7 +132,8 @@ class SummaryCommands(ConversationRoot):
                     conversation_id=self.id,
                 )
         # a re-folding summary covers all there is (of a fork's remainder, its own part)
-        covers_from = s.erased_before if folds_previous(s, pending) else from_position
+        folds = native is not None or folds_previous(s, pending)
+        covers_from = s.erased_before if folds else from_position
         self._trigger(
             SummaryCreated,
             at,
@@ -140,9 +145,11 @@ class SummaryCommands(ConversationRoot):
             message_tokens=message_tokens,
             source_digest=source_digest,
             threshold_version=pending.threshold_version,
-            consolidated=pending.consolidate,
+            consolidated=pending.consolidate or native is not None,
             provenance=provenance,
             policy_version=s.policy_version,
+            native=native,
+            payload=payload,
         )
         self._maybe_pin_range(at)
 

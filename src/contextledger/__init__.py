@@ -118,6 +118,7 @@ if TYPE_CHECKING:
     from contextledger.domain.policy import ReductionPolicy
     from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.compaction_summarizer import OpenAICompactionSummarizer
     from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
@@ -213,6 +214,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "infrastructure.tokens": ("TiktokenCounter",),
     "infrastructure.estimates": ("ClaudeCounter", "GeminiCounter"),
     "infrastructure.subject_keys": ("SubjectKeys",),
+    "infrastructure.compaction_summarizer": ("OpenAICompactionSummarizer",),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
     "infrastructure.readmodels": ("SQLReadModels", "attach_read_models"),
 }
@@ -287,6 +289,7 @@ __all__ = [
     "MessageTooLargeError",
     "ModelPrice",
     "OfflineSummarizer",
+    "OpenAICompactionSummarizer",
     "OpenAISummarizer",
     "ReadModelAheadError",
     "ReadModelProjection",
