@@ -1,6 +1,7 @@
-"""OpenAI's own compaction as a summarizer: ``OpenAICompactionSummarizer`` calls
-``responses.compact`` on the range the policy chose (the policy decides *when*, by its
-thresholds, once per crossing; the provider decides *what*).
+"""The providers' own compaction as a summarizer: ``OpenAICompactionSummarizer`` calls
+``responses.compact`` on the range the policy chose, ``AnthropicCompactionSummarizer``
+Anthropic's compaction edit (the policy decides *when*, by its thresholds, once per
+crossing; the provider decides *what*).
 
 Its result is a native summary (``SummaryResult.native == "responses"``): the
 compacted output (the user messages and one opaque ``compaction`` item) is its
@@ -22,13 +23,22 @@ import openai
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult
 from contextledger.domain.errors import SummarizerError, SummarizerOutputError
 from contextledger.domain.items import items_from_messages
+from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
 from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.summarizer_base import ModelSummarizer
 
-__all__ = ["NATIVE_PROMPT_VERSION", "OpenAICompactionSummarizer"]
+__all__ = [
+    "ANTHROPIC_PROMPT_VERSION",
+    "NATIVE_PROMPT_VERSION",
+    "AnthropicCompactionSummarizer",
+    "OpenAICompactionSummarizer",
+]
 
-#: The ``prompt_version`` of its results (the provider's own compaction prompt).
+#: The ``prompt_version`` of their results (the provider's own compaction prompt).
 NATIVE_PROMPT_VERSION = "native:responses"
+ANTHROPIC_PROMPT_VERSION = "native:anthropic"
+#: The beta header value that turns Anthropic's compaction on.
+ANTHROPIC_COMPACTION_BETA = "compact-2026-01-12"
 
 
 class OpenAICompactionSummarizer(ModelSummarizer):
@@ -124,4 +134,85 @@ class OpenAICompactionSummarizer(ModelSummarizer):
             latency_ms=latency_ms,
             native="responses",
             payload=tuple(output),
+        )
+
+
+class AnthropicCompactionSummarizer(AnthropicSummarizer):
+    """Summarizes a range with Anthropic's own compaction (the ``compact_20260112`` edit
+    under the ``compact-2026-01-12`` beta, paused after the compaction): a native
+    summary whose text is the compaction block's summary and whose payload is the block.
+
+    ``trigger_tokens`` is the edit's input-token trigger (the range is always over it, so
+    the server compacts it). A block with null content, or an answer without one, is a
+    ``SummarizerOutputError``; ``fallback_to_summary=True`` answers it with a plain
+    summary by the same model (``AnthropicSummarizer``) in the same call.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "claude-haiku-4-5",
+        api_key: str | None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 0,
+        trigger_tokens: int = 1,
+        fallback_to_summary: bool = False,
+    ) -> None:
+        super().__init__(
+            model=model, api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+        self.trigger_tokens = trigger_tokens
+        self.fallback_to_summary = fallback_to_summary
+        self._summary = AnthropicSummarizer(
+            model=model, api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        try:
+            return super().summarize(request)
+        except SummarizerError:
+            if not self.fallback_to_summary:
+                raise
+            return self._summary.summarize(request)
+
+    def _send(self, request: SummaryRequest, model: str) -> Any:
+        edit = {
+            "type": "compact_20260112",
+            "trigger": {"type": "input_tokens", "value": self.trigger_tokens},
+            "pause_after_compaction": True,
+        }
+        return self._client.beta.messages.create(
+            model=model,
+            betas=[ANTHROPIC_COMPACTION_BETA],
+            context_management={"edits": [edit]},
+            extra_headers={"Idempotency-Key": request.idempotency_key},
+            **self.request_for(request),
+        )
+
+    def _result(self, response: Any, model: str, latency_ms: float) -> SummaryResult:
+        blocks = [
+            b if isinstance(b, dict) else b.model_dump(mode="json", exclude_none=True)
+            for b in getattr(response, "content", None) or []
+        ]
+        found = next((b for b in blocks if b.get("type") == "compaction"), None)
+        if found is None:
+            raise SummarizerOutputError("the answer holds no compaction block", model=model)
+        text = found.get("content")
+        if not isinstance(text, str) or not text.strip():
+            raise SummarizerOutputError("the provider's compaction returned no summary", model=model)
+        usage = getattr(response, "usage", None)
+        spent = next(
+            (i for i in getattr(usage, "iterations", None) or [] if getattr(i, "type", None) == "compaction"),
+            usage,
+        )
+        return SummaryResult(
+            text=text.strip(),
+            model=str(getattr(response, "model", None) or model),
+            prompt_version=ANTHROPIC_PROMPT_VERSION,
+            input_tokens=getattr(spent, "input_tokens", None),
+            output_tokens=getattr(spent, "output_tokens", None),
+            latency_ms=latency_ms,
+            native="anthropic",
+            payload=(found,),
         )

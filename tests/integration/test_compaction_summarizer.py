@@ -12,7 +12,13 @@ import openai
 import pytest
 
 import contextledger as cl
-from contextledger.testing import FakeOpenAIServer, responses_input_violations
+from contextledger.testing import (
+    FakeAnthropicServer,
+    FakeOpenAIServer,
+    anthropic_request_violations,
+    responses_input_violations,
+)
+from contextledger.testing.compaction import ANTHROPIC_COMPACTION_BETA
 
 POLICY = cl.ReductionPolicy(trigger_messages=8, keep_messages=2)
 
@@ -99,3 +105,33 @@ def test_the_background_policy_runs_the_compaction_summarizer(sqlite_url: str) -
             assert ledger.wait_idle(30)
             assert [s.native for s in ledger.summaries(cid)] == ["responses"]
             assert len(server.requests_to("compact")) == 1
+
+
+def test_anthropic_compaction_is_a_summarizer_too(sqlite_url: str) -> None:
+    with FakeAnthropicServer() as server:
+        summarizer = cl.AnthropicCompactionSummarizer(api_key="sk-ant-test", base_url=server.base_url)
+        with cl.Ledger.open(sqlite_url, summarizer=summarizer, run_policy=False) as ledger:
+            cid = _fill(ledger, 5)
+            request = ledger.pending_summary(cid)
+            assert request is not None
+            result = summarizer.summarize(request)
+            assert result.native == "anthropic" and result.payload is not None
+            ledger.record_summary(request, result)
+            [summary] = ledger.summaries(cid)
+            assert summary.native == "anthropic" and summary.text == summary.payload[0]["content"]
+            body = ledger.context(cid, format="anthropic")
+            assert body["messages"][0]["content"][0] == summary.payload[0]
+            assert anthropic_request_violations({"model": "m", "max_tokens": 5, **body}) == []
+            assert summary.text in ledger.context(cid)[1]["content"]
+            assert ledger.verify(cid).ok
+            sent = server.requests[0]
+            assert sent.header("anthropic-beta") == ANTHROPIC_COMPACTION_BETA
+            assert sent.body["context_management"]["edits"][0]["pause_after_compaction"] is True
+            # A failed compaction is an output error; native first falls back to a summary.
+            server.compaction_summary = lambda request: None
+            with pytest.raises(cl.SummarizerOutputError):
+                summarizer.summarize(request)
+            native_first = cl.AnthropicCompactionSummarizer(
+                api_key="sk-ant-test", base_url=server.base_url, fallback_to_summary=True
+            )
+            assert native_first.summarize(request).native is None

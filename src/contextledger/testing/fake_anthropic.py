@@ -16,7 +16,8 @@ beta header and a ``compact_20260112`` edit in ``context_management.edits``, a r
 whose input (what is left after the newest compaction block) is over the trigger's
 tokens is answered with a ``compaction`` block first, holding ``compaction_summary(request)``
 (None: a failed compaction, ``content: null``), and the compaction's usage as an
-``iterations`` entry. The edit, or a compaction block, without the beta header is
+``iterations`` entry; with ``pause_after_compaction`` the compaction block alone
+(``stop_reason: "compaction"``). The edit, or a compaction block, without the beta header is
 refused (400)::
 
     with FakeAnthropicServer() as server:
@@ -172,7 +173,7 @@ def compacted_summary(request: RecordedRequest) -> str | None:
             text = block.get("text") or block.get("content") if isinstance(block, dict) else None
             if isinstance(text, str):
                 texts.append(text.removeprefix("Compacted: "))
-    return "Compacted: " + " ".join(" ".join(texts).split())[:300]
+    return "Compacted: " + " ".join(" ".join(texts).split())[:200]
 
 
 def render_message(body: Mapping[str, Any], blocks: Blocks, *, serial: int) -> dict[str, Any]:
@@ -298,6 +299,8 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
         compacted = {**body, "messages": [{"role": "assistant", "content": [block]}]}
         with self._lock:
             self.compactions += 1
+        if _pauses(body):  # the compaction block alone, the turn paused after it
+            blocks = replace(blocks, content=[], stop_reason="compaction")
         payload = render_message(compacted, replace(blocks, content=[block, *blocks.content]), serial=serial)
         spent = {"input_tokens": before, "output_tokens": len(summary or "") // 4 + 1}
         payload["usage"]["iterations"] = [
@@ -305,6 +308,15 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
             {"type": "message", **payload["usage"]},
         ]
         self._answer(handler, payload)
+
+
+def _pauses(body: dict[str, Any]) -> bool:
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return any(
+        isinstance(e, dict) and e.get("type") == "compact_20260112" and e.get("pause_after_compaction")
+        for e in edits or []
+    )
 
 
 def _has_beta(request: RecordedRequest) -> bool:
