@@ -201,11 +201,9 @@ class ConversationCommands:
             if adapter is not None:
                 checked = [None if client_message_id is None else check_client_message_id(client_message_id)]
                 batch = self._decode_wire(cid, [message], [adapter], checked)
-                positions = self._append_pieces(cid, batch, hidden)
-                if not positions:
-                    raise InvalidMessageError("the message holds nothing but a provider's compaction")
-                position = positions[0]
-                role = batch.pieces[0].message.role
+                # An object that held only a compaction: the newest message it covers.
+                position = self._append_pieces(cid, batch, hidden, newest=True)[0]
+                role = batch.pieces[0].message.role if batch.pieces else "summary"
             else:
                 given = inbound(message)
                 position = self._append(cid, given, client_message_id, hidden)
@@ -275,10 +273,13 @@ class ConversationCommands:
             limit=self._settings.max_message_bytes,
         )
 
-    def _append_pieces(self, conversation_id: UUID, batch: WireBatch, hidden: bool) -> list[int]:
+    def _append_pieces(
+        self, conversation_id: UUID, batch: WireBatch, hidden: bool, *, newest: bool = False
+    ) -> list[int]:
         """Append ``batch`` in one transaction (after recording its usage), each of its
         compactions recorded as a native summary where it stood; ``hidden`` hides the
-        tool results (the first message when none is one: refused)."""
+        tool results (the first message when none is one: refused). No message appended:
+        ``[]``, or with ``newest`` the position of the conversation's newest message."""
         pieces, usage = batch.pieces, batch.usage
         if not pieces and not batch.compactions:
             return []
@@ -307,6 +308,8 @@ class ConversationCommands:
                             items=p.items,
                         )
                     )
+            if not positions and newest:
+                return [conversation.state.next_position - 1], []
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
         return execute_once(self._host.store, conversation_id, command, ids, [p.message for p in pieces])

@@ -209,3 +209,22 @@ def test_erasing_the_subject_makes_the_native_payloads_unreadable(tmp_path: Path
     sealed = b"".join(p.read_bytes() for p in (tmp_path / "sealed").iterdir())
     assert payloads[0].encode() in clear  # the scan finds a payload stored in the clear
     assert payloads[1].encode() not in sealed
+
+
+def test_a_compaction_item_appended_on_its_own_is_a_native_summary_and_append_gives_the_newest_position() -> (
+    None
+):
+    with FakeOpenAIServer() as server, cl.Ledger.open("memory://", run_policy=False) as ledger:
+        cid = ledger.start("s", model="gpt-4.1")
+        for n in range(3):
+            ledger.append(cid, {"role": "user", "content": f"question {n}"})
+            ledger.append(cid, {"role": "assistant", "content": f"answer {n}"})
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        compacted = client.responses.compact(model="gpt-4.1", **ledger.context(cid, format="responses"))
+        assert ledger.append(cid, compacted.output[-1]) == 5  # the newest message it covers
+        [summary] = ledger.summaries(cid)
+        assert (summary.native, summary.from_position, summary.through_position) == ("responses", 0, 5)
+        assert len(ledger.transcript(cid)) == 6
+        # Nothing new to cover: appended again, it records nothing.
+        assert ledger.append(cid, compacted.output[-1]) == 5
+        assert len(ledger.summaries(cid)) == 1
