@@ -350,6 +350,17 @@ class AsyncLedger:
         conversation_id: ConversationRef,
         *,
         version: int | None = None,
+        format: Literal["responses"],
+        cache: Literal[False] = False,
+        summary: Literal["system", "user"] = "system",
+    ) -> dict[str, Any]: ...
+
+    @overload
+    async def context(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
         format: Literal["anthropic", "gemini"],
         cache: bool = False,
         summary: Literal["system", "user", "assistant"] = "system",

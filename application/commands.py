@@ -14,10 +14,9 @@ of the ledger is the ``CommandHost`` port; the ``Ledger`` satisfies it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
-from uuid import UUID, uuid4, uuid5
+from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError
 
@@ -25,7 +24,7 @@ from contextledger.application.addressing import ConversationRef, check_key, id_
 from contextledger.application.counting import TokenCounters
 from contextledger.application.formats.base import InboundAdapter, ProviderUsage
 from contextledger.application.formats.gemini import OpenCall, open_calls_of
-from contextledger.application.formats.inbound import ANTHROPIC, GEMINI
+from contextledger.application.formats.inbound import GEMINI
 from contextledger.application.idempotency import (
     check_client_message_id,
     check_client_message_ids,
@@ -39,12 +38,14 @@ from contextledger.application.limits import (
     check_message_tokens,
     with_default_cap,
 )
+from contextledger.application.native import readable_text, record_native
 from contextledger.application.observability import Tracer, log
-from contextledger.application.originals import check_original
+from contextledger.application.ports import Summarizer, SummaryResult
 from contextledger.application.settings import Settings
 from contextledger.application.store import ConversationStore
 from contextledger.application.subjects import Subjects
 from contextledger.application.wire import ToolDefinition
+from contextledger.application.wire_pieces import WireBatch, decode_wire, wire_adapter
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import (
     ConfigurationError,
@@ -61,42 +62,6 @@ from contextledger.domain.validation import check_text, shown
 __all__ = ["DEFAULT_POLICY", "CommandHost", "ConversationCommands"]
 
 #: The reduction policy of a conversation started without one.
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """One chat message a wire message decoded to, as it is appended."""
-
-    message: Message
-    original: dict[str, Any] | None
-    client_id: str | None
-
-
-def _wire_adapter(obj: Any) -> InboundAdapter | None:
-    """The Anthropic or Gemini adapter when one claims ``obj`` (its messages come with
-    originals, maybe several to one object); None for what ``inbound`` takes. Asked
-    once per object: the answer travels with it to the decoding."""
-    if ANTHROPIC.accepts(obj):
-        return ANTHROPIC
-    if GEMINI.accepts(obj):
-        return GEMINI
-    return None
-
-
-def _follow_calls(open_calls: list[OpenCall], message: Message) -> None:
-    for call in message.tool_calls or ():
-        open_calls.append((call.id, call.function.name))
-    if message.role == "tool":
-        open_calls[:] = [c for c in open_calls if c[0] != message.tool_call_id]
-
-
-def _id_maker(conversation_id: UUID, client_id: str | None) -> Callable[[], str] | None:
-    """Ids for Gemini calls without one: derived from the client message id when there
-    is one (a retried append decodes to the same messages), else fresh."""
-    if client_id is None:
-        return None
-    count = iter(range(1 << 30))
-    return lambda: f"call_{uuid5(conversation_id, f'{client_id}/{next(count)}').hex}"
 
 
 class CommandHost(Protocol):
@@ -121,6 +86,14 @@ class CommandHost(Protocol):
 
     @property
     def subjects(self) -> Subjects: ...
+
+    @property
+    def summarizer(self) -> Summarizer: ...
+
+    @property
+    def fallback_summarizer(self) -> Summarizer | None: ...
+
+    def summarizer_model_name(self) -> str: ...
 
 
 class ConversationCommands:
@@ -224,12 +197,13 @@ class ConversationCommands:
     ) -> int:
         cid = resolve(conversation_id)
         with self._host.tracer.span("append", conversation_id=cid) as span:
-            adapter = _wire_adapter(message)
+            adapter = wire_adapter(message)
             if adapter is not None:
                 checked = [None if client_message_id is None else check_client_message_id(client_message_id)]
-                pieces, usage = self._decode_wire(cid, [message], [adapter], checked)
-                position = self._append_pieces(cid, pieces, usage, hidden)[0]
-                role = pieces[0].message.role
+                batch = self._decode_wire(cid, [message], [adapter], checked)
+                # An object that held only a compaction: the newest message it covers.
+                position = self._append_pieces(cid, batch, hidden, newest=True)[0]
+                role = batch.pieces[0].message.role if batch.pieces else "summary"
             else:
                 given = inbound(message)
                 position = self._append(cid, given, client_message_id, hidden)
@@ -264,10 +238,11 @@ class ConversationCommands:
             )
         given = list(messages)
         ids = check_client_message_ids(client_message_ids, len(given))
-        adapters = [_wire_adapter(m) for m in given]
+        adapters = [wire_adapter(m) for m in given]
         if any(a is not None for a in adapters):
-            pieces, _ = self._decode_wire(conversation_id, given, adapters, ids)
-            return self._append_pieces(conversation_id, pieces, None, False)
+            batch = self._decode_wire(conversation_id, given, adapters, ids)
+            batch.usage = None  # extend records no usage
+            return self._append_pieces(conversation_id, batch, False)
         msgs = [inbound(m).message for m in given]
         if not msgs:
             return []
@@ -284,57 +259,84 @@ class ConversationCommands:
         objs: Sequence[Any],
         adapters: Sequence[InboundAdapter | None],
         ids: Sequence[str | None],
-    ) -> tuple[list[_Piece], ProviderUsage | None]:
-        """Every chat message ``objs`` stand for, in order, with its original and
-        client id (an object's id goes with its first message), and the usage the
-        last of them reported. Gemini function responses without an id answer the
-        conversation's open calls, and the calls decoded before them."""
+    ) -> WireBatch:
+        """``wire_pieces.decode_wire`` with the conversation's open calls (for Gemini)."""
         open_calls: list[OpenCall] = []
         if GEMINI in adapters:
             open_calls = self._host.store.read(conversation_id, open_calls_of)
-        limit = self._settings.max_message_bytes
-        pieces: list[_Piece] = []
-        usage: ProviderUsage | None = None
-        for obj, adapter, client_id in zip(objs, adapters, ids, strict=True):
-            if adapter is None:  # as a plain append or extend takes it (its usage unrecorded)
-                pieces.append(_Piece(inbound(obj).message, None, client_id))
-                _follow_calls(open_calls, pieces[-1].message)
-                continue
-            if adapter is GEMINI:
-                new_id = _id_maker(conversation_id, client_id)
-                decoded = GEMINI.decode(obj, open_calls=open_calls, new_id=new_id)
-            else:
-                decoded = adapter.decode(obj)
-            usage = decoded.usage or usage
-            for index, (message, original) in enumerate(
-                zip(decoded.messages, decoded.originals, strict=True)
-            ):
-                checked = None if original is None else check_original(original, limit=limit)
-                pieces.append(_Piece(message, checked, client_id if index == 0 else None))
-                _follow_calls(open_calls, message)
-        return pieces, usage
+        return decode_wire(
+            conversation_id,
+            objs,
+            adapters,
+            ids,
+            open_calls=open_calls,
+            limit=self._settings.max_message_bytes,
+        )
 
     def _append_pieces(
-        self, conversation_id: UUID, pieces: list[_Piece], usage: ProviderUsage | None, hidden: bool
+        self, conversation_id: UUID, batch: WireBatch, hidden: bool, *, newest: bool = False
     ) -> list[int]:
-        """Append ``pieces`` in one transaction (after recording ``usage``); ``hidden``
-        hides their tool results (the first message when none is one: refused)."""
-        if not pieces:
+        """Append ``batch`` in one transaction (after recording its usage), each of its
+        compactions recorded as a native summary where it stood; ``hidden`` hides the
+        tool results (the first message when none is one: refused). No message appended:
+        ``[]``, or with ``newest`` the position of the conversation's newest message."""
+        pieces, usage = batch.pieces, batch.usage
+        if not pieces and not batch.compactions:
             return []
         tools = [p for p in pieces if p.message.role == "tool"]
         hide = {id(p) for p in (tools or pieces[:1])} if hidden else set()
         ids = [p.client_id for p in pieces]
+        readable = self._readable(conversation_id, batch)
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
                 self._record(conversation, usage)
-            positions = [
-                self.append_to(conversation, p.message, p.client_id, id(p) in hide, original=p.original)
-                for p in pieces
-            ]
+            counter = self._host.counters.for_model(conversation.state.model)
+            marks = list(batch.compactions)
+            positions = []
+            for index, p in enumerate([*pieces, None]):
+                while marks and marks[0][0] == index:
+                    record_native(conversation, marks.pop(0)[1], counter, self._clock(), readable)
+                if p is not None:
+                    positions.append(
+                        self.append_to(
+                            conversation,
+                            p.message,
+                            p.client_id,
+                            id(p) in hide,
+                            original=p.original,
+                            items=p.items,
+                        )
+                    )
+            if not positions and newest:
+                return [conversation.state.next_position - 1], []
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
         return execute_once(self._host.store, conversation_id, command, ids, [p.message for p in pieces])
+
+    def _readable(self, conversation_id: UUID, batch: WireBatch) -> SummaryResult | None:
+        """For an opaque compaction: a summary of what it covers by the conversation's
+        summarizer, made before the transaction (None when no compaction is opaque)."""
+        opaque = [c for at, c in batch.compactions if c.text is None and not c.failed]
+        if not opaque:
+            return None
+        host = self._host
+        # The messages of this batch that come before it: it covers them too.
+        before = tuple(p.message for p in batch.pieces[: batch.compactions[0][0]])
+
+        def summarize(conversation: Conversation) -> SummaryResult | None:
+            policy = conversation.policy
+            return readable_text(
+                conversation,
+                host.summarizer,
+                host.fallback_summarizer,
+                model=policy.summarizer_model or host.summarizer_model_name(),
+                max_summary_tokens=policy.max_summary_tokens,
+                counter=host.counters.for_model(conversation.state.model),
+                appended=before,
+            )
+
+        return host.store.read(conversation_id, summarize)
 
     def append_to(
         self,
@@ -344,8 +346,9 @@ class ConversationCommands:
         hidden: bool = False,
         *,
         original: dict[str, Any] | None = None,
+        items: tuple[dict[str, Any], ...] | None = None,
     ) -> int:
-        """Append ``message`` (with its wire ``original``, if any) to ``conversation``
+        """Append ``message`` (with its wire ``original`` or Responses ``items``, if any) to ``conversation``
         inside a command, its size and tokens checked and counted; returns its position."""
         conversation.check_message(message)
         check_message_bytes(message, self._settings)
@@ -359,6 +362,7 @@ class ConversationCommands:
             at=self._clock(),
             hidden=hidden,
             original=original,
+            items=items,
         )
 
     def close_open_tool_calls(self, conversation_id: ConversationRef, content: str) -> list[int]:

@@ -70,9 +70,7 @@ def check_client_message_ids(values: Any, count: int) -> list[str | None]:
     ids = [None if v is None else check_client_message_id(v, "client_message_ids") for v in values]
     given = [i for i in ids if i is not None]
     if len(set(given)) != len(given):
-        raise InvalidArgumentError(
-            "client_message_ids names one id twice", argument="client_message_ids"
-        )
+        raise InvalidArgumentError("client_message_ids names one id twice", argument="client_message_ids")
     return ids
 
 

@@ -285,8 +285,12 @@ class _Recount:
             return
         if isinstance(event, Started):
             self._system(counters, event, event.model, event.system_prompt, event.system_tokens)
-            self._same(event, "the tool definitions' tokens", event.tools_tokens,
-                       counters.tools_cost(event.model, event.tools))
+            self._same(
+                event,
+                "the tool definitions' tokens",
+                event.tools_tokens,
+                counters.tools_cost(event.model, event.tools),
+            )
             return
         if before is None:
             return
@@ -294,36 +298,50 @@ class _Recount:
         if isinstance(event, MessageAppended):
             tokens, placeholder = counters.message_cost(before, event.message)
             self._same(event, f"message {event.position}'s tokens", event.tokens, tokens)
-            self._same(event, f"message {event.position}'s placeholder tokens",
-                       event.placeholder_tokens, placeholder)
+            self._same(
+                event, f"message {event.position}'s placeholder tokens", event.placeholder_tokens, placeholder
+            )
         elif isinstance(event, MessageEdited):
             counter = counters.for_model(model)
             tokens = counter.count_message(event.message)
             self._same(event, f"the edit of {event.position}: its tokens", event.tokens, tokens)
             old = next((e for e in before.state.window if e.position == event.position), None)
             if old is not None:
-                self._same(event, f"the edit of {event.position}: the replaced message's tokens",
-                           event.replaced_tokens, old.tokens)
+                self._same(
+                    event,
+                    f"the edit of {event.position}: the replaced message's tokens",
+                    event.replaced_tokens,
+                    old.tokens,
+                )
                 if event.message.role == "tool":
                     text = placeholder_text(old.tool_name, tokens, event.position)
                     placeholder = counter.count_message(
                         Message(role="tool", tool_call_id=event.message.tool_call_id, content=text)
                     )
-                    self._same(event, f"the edit of {event.position}: its placeholder tokens",
-                               event.placeholder_tokens, placeholder)
+                    self._same(
+                        event,
+                        f"the edit of {event.position}: its placeholder tokens",
+                        event.placeholder_tokens,
+                        placeholder,
+                    )
         elif isinstance(event, SystemPromptChanged):
             self._system(counters, event, model, event.system_prompt, event.system_tokens)
         elif isinstance(event, ToolsChanged):
-            self._same(event, "the tool definitions' tokens", event.tools_tokens,
-                       counters.tools_cost(model, event.tools))
+            self._same(
+                event,
+                "the tool definitions' tokens",
+                event.tools_tokens,
+                counters.tools_cost(model, event.tools),
+            )
         elif isinstance(event, SummaryCreated):
             counter = counters.for_model(model)
             start = 0 if before.previous_summary_text() is not None else event.from_position
             rendered = summary_message(start, event.through_position, event.text)
             what = f"the summary of {event.from_position}-{event.through_position}"
             self._same(event, f"{what}: its tokens", event.tokens, counter.count_text(event.text))
-            self._same(event, f"{what}: its message tokens", event.message_tokens,
-                       counter.count_message(rendered))
+            self._same(
+                event, f"{what}: its message tokens", event.message_tokens, counter.count_message(rendered)
+            )
 
     def _system(
         self, counters: TokenCounters, event: ConversationEvent, model: str, prompt: str | None, stored: int

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from contextledger.application.counting import TokenCounters
 from contextledger.application.formats.responses import grouped_items
+from contextledger.application.native import sendable
 from contextledger.application.store import ConversationStore
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidArgumentError
@@ -35,6 +36,7 @@ __all__ = [
     "append_grouped",
     "append_items",
     "context_items",
+    "entry_items",
     "grouped_items",
     "items_of_conversation",
     "transcript_items",
@@ -60,7 +62,6 @@ class ItemsHost(Protocol):
     def conversation(self, conversation_id: UUID, *, version: int | None = None) -> Conversation:
         """A private copy of the conversation (at ``version``)."""
         ...
-
 
 
 def append_grouped(
@@ -98,7 +99,9 @@ def append_items(ledger: ItemsHost, conversation_id: UUID, items: Iterable[Item]
     return ledger.store.execute(conversation_id, command)
 
 
-def _entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
+def entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
+    """The items one window entry is sent as: its own items, its placeholder's, or
+    its chat form converted."""
     if is_placeholder(conversation.state, entry):
         text = placeholder_message(entry).text
         outputs = [i for i in entry.items or () if i.get("type") == "function_call_output"]
@@ -117,10 +120,13 @@ def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRo
     if s.system_prompt is not None:
         out.extend(items_from_message(Message(role="system", content=s.system_prompt)))
     for layer in s.summaries:
+        if layer.native == "responses" and layer.payload:  # OpenAI's own compaction, as it came
+            out.extend(sendable(layer.payload))
+            continue
         text = summary_message(layer.from_position, layer.through_position, layer.text).text
         out.append({"type": "message", "role": summary_role, "content": text})
     for entry in conversation.visible_entries():
-        out.extend(_entry_items(conversation, entry))
+        out.extend(entry_items(conversation, entry))
     return out
 
 
@@ -141,9 +147,7 @@ def context_items(
     if version is not None:
         past = ledger.conversation(conversation_id, version=version)
         return items_of_conversation(past, summary_role=summary_role)
-    return ledger.store.read(
-        conversation_id, lambda c: items_of_conversation(c, summary_role=summary_role)
-    )
+    return ledger.store.read(conversation_id, lambda c: items_of_conversation(c, summary_role=summary_role))
 
 
 def transcript_items(ledger: ItemsHost, conversation_id: UUID) -> list[Item]:

@@ -51,6 +51,17 @@ class LedgerReads:
         conversation_id: ConversationRef,
         *,
         version: int | None = None,
+        format: Literal["responses"],
+        cache: Literal[False] = False,
+        summary: Literal["system", "user"] = "system",
+    ) -> dict[str, Any]: ...
+
+    @overload
+    def context(
+        self,
+        conversation_id: ConversationRef,
+        *,
+        version: int | None = None,
         format: Literal["anthropic", "gemini"],
         cache: bool = False,
         summary: Literal["system", "user", "assistant"] = "system",
@@ -68,16 +79,19 @@ class LedgerReads:
         """What the model is sent next (or was sent at aggregate ``version``).
 
         ``format="openai"`` (the default): OpenAI chat messages, typed as the openai
-        SDK's ``ChatCompletionMessageParam``. ``format="anthropic"``: ``{"system": [...],
+        SDK's ``ChatCompletionMessageParam``. ``format="responses"``: ``{"instructions":
+        ..., "input": [...items]}`` for ``client.responses.create(model=..., **ctx)``
+        (``instructions`` only with a system prompt). ``format="anthropic"``: ``{"system": [...],
         "messages": [...]}`` for ``client.messages.create(**ctx, model=..., max_tokens=...)``;
         ``cache=True`` marks prompt-cache breakpoints (``docs/providers.md``).
         ``format="gemini"``: ``{"system_instruction": ..., "contents": [...]}`` for
-        ``generate_content``. ``summary="user"`` (Anthropic, Gemini) sends summaries as
-        user turns instead of system text, ``summary="assistant"`` as an assistant
-        (model) turn after a short user turn (their first turn must be the user's).
-        Messages appended in another format are converted (what cannot cross is
-        dropped: ``docs/providers.md``). An unknown format or a combination it cannot
-        take (``cache=True`` but not Anthropic) is an ``InvalidArgumentError``.
+        ``generate_content``. ``summary="user"`` (Responses, Anthropic, Gemini) sends
+        summaries as user turns instead of system text, ``summary="assistant"`` as an
+        assistant (model) turn (for Anthropic and Gemini after a short user turn: their
+        first turn must be the user's). Messages appended in another format are
+        converted (what cannot cross is dropped: ``docs/providers.md``). An unknown
+        format or a combination it cannot take (``cache=True`` but not Anthropic) is an
+        ``InvalidArgumentError``.
         """
         if format == "openai" and cache is False and summary == "system":
             return self.queries.working_memory(conversation_id, version).messages

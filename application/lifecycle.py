@@ -57,8 +57,16 @@ class Lifecycle:
     """
 
     __slots__ = (
-        "_closed", "_drained", "_entered", "_handed", "_left", "_lock", "_release", "_released",
-        "_stop", "name",
+        "_closed",
+        "_drained",
+        "_entered",
+        "_handed",
+        "_left",
+        "_lock",
+        "_release",
+        "_released",
+        "_stop",
+        "name",
     )
 
     def __init__(

@@ -30,9 +30,10 @@ from contextledger.domain.errors import InvalidArgumentError, InvalidMessageErro
 from contextledger.domain.events import MessageAppended
 from contextledger.domain.messages import Message
 from contextledger.domain.queries import is_placeholder
-from contextledger.domain.reduction import Entry
+from contextledger.domain.reduction import Entry, summary_message
 
 __all__ = [
+    "NATIVE_FORMAT",
     "ContextEntry",
     "OriginalsHost",
     "WorkingEntries",
@@ -52,14 +53,20 @@ class OriginalsHost(ItemsHost, Protocol):
     def settings(self) -> Settings: ...
 
 
+#: The ``"format"`` of the original a native summary's context entry carries:
+#: ``{"format": NATIVE_FORMAT, "native": "anthropic", "payload": [...blocks]}``.
+NATIVE_FORMAT = "native-compaction"
+
+
 @dataclass(frozen=True)
 class ContextEntry:
     """One message of the working memory and the original it was appended with."""
 
     #: The message as ``Ledger.context`` gives it (OpenAI format).
     message: dict[str, Any]
-    #: The framework's own form of it (None: the system prompt, a summary, or a
-    #: message appended without one).
+    #: The framework's own form of it (None: the system prompt, a summary of
+    #: contextledger's own, or a message appended without one; a provider's
+    #: compaction: its ``NATIVE_FORMAT`` original).
     original: dict[str, Any] | None
     #: True when a placeholder stands for the message (an old tool result).
     reduced: bool
@@ -163,6 +170,11 @@ def entries_of(conversation: Conversation, *, pending: bool = False) -> WorkingE
             placeholders.setdefault(shown_entry.message.tool_call_id, []).append(shown_entry)
         else:
             shown.setdefault(id(shown_entry.message), []).append(shown_entry)
+    native = {
+        summary_message(layer.from_position, layer.through_position, layer.text).content: layer
+        for layer in conversation.state.summaries
+        if layer.native is not None
+    }
     out: list[ContextEntry] = []
     for message in messages:
         same = shown.get(id(message))
@@ -172,7 +184,9 @@ def entries_of(conversation: Conversation, *, pending: bool = False) -> WorkingE
         if entry is None and waiting:
             entry, reduced = waiting.pop(0), True
         if entry is None:
-            out.append(ContextEntry(message.to_openai(), None, False, None))
+            layer = native.get(message.content) if message.role in ("system", "user") else None
+            mark = None if layer is None else _native_original(layer.native, layer.payload)
+            out.append(ContextEntry(message.to_openai(), mark, False, None))
         else:
             original = copy.deepcopy(entry.original)
             out.append(ContextEntry(message.to_openai(), original, reduced, entry.position))
@@ -182,6 +196,10 @@ def entries_of(conversation: Conversation, *, pending: bool = False) -> WorkingE
         original = copy.deepcopy(unanswered.original)
         out.append(ContextEntry(unanswered.message.to_openai(), original, False, unanswered.position))
     return WorkingEntries(out, conversation.version, len(group))
+
+
+def _native_original(native: str | None, payload: Any) -> dict[str, Any]:
+    return {"format": NATIVE_FORMAT, "native": native, "payload": copy.deepcopy(list(payload or ()))}
 
 
 def context_entries(

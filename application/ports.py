@@ -7,7 +7,7 @@ port has a contract suite in ``contextledger.testing.contracts`` to run an adapt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from contextledger.domain.errors import InvalidArgumentError
@@ -99,6 +99,12 @@ class SummaryResult:
     output_tokens: int | None = None
     latency_ms: float = 0.0
     extra: dict[str, str] = field(default_factory=dict)
+    #: A provider's own compaction (``"responses"``, ``"anthropic"``; None: a summary of
+    #: contextledger's own): recorded as a native summary, ``payload`` sent as it came
+    #: to that provider's format and ``text`` to every other.
+    native: str | None = None
+    #: The compaction's items or blocks, exactly as the provider gave them.
+    payload: tuple[dict[str, Any], ...] | None = None
 
 
 @runtime_checkable

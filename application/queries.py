@@ -16,6 +16,7 @@ from contextledger.application.addressing import ConversationRef, resolve
 from contextledger.application.audit import Audit
 from contextledger.application.formats.anthropic_render import render_anthropic
 from contextledger.application.formats.gemini_render import render_gemini
+from contextledger.application.formats.responses_render import render_responses
 from contextledger.application.history import shared_history, summary_infos, transcript_entries
 from contextledger.application.observability import Tracer
 from contextledger.application.originals import WorkingEntries, entries_of
@@ -43,7 +44,7 @@ from contextledger.domain.validation import check_count
 __all__ = ["FORMATS", "AuditedStore", "ConversationQueries", "QueryHost", "check_context_format"]
 
 #: The formats ``Ledger.context`` gives the working memory in.
-FORMATS = ("openai", "anthropic", "gemini")
+FORMATS = ("openai", "responses", "anthropic", "gemini")
 
 
 def check_context_format(format: Any, cache: Any, summary: Any) -> None:
@@ -66,7 +67,7 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
         )
     if summary != "system" and format == "openai":
         raise InvalidArgumentError(
-            f'summary="{summary}" needs format="anthropic" or "gemini" (the OpenAI format places '
+            f'summary="{summary}" needs format="responses", "anthropic" or "gemini" (the OpenAI format places '
             "summaries as the policy's summary_placement says)",
             argument="summary",
         )
@@ -161,8 +162,10 @@ class ConversationQueries:
         check_context_format(format, cache, summary)
         conversation_id = resolve(conversation_id)
         with self._host.tracer.span("context", conversation_id=conversation_id, version=version) as span:
-            working: WorkingEntries
             self.check_digests(conversation_id)
+            if format == "responses":
+                return self._responses(conversation_id, version, summary)
+            working: WorkingEntries
             if version is not None:
                 working = entries_of(self.conversation(conversation_id, version))
             else:
@@ -174,6 +177,11 @@ class ConversationQueries:
             if format == "gemini":
                 return render_gemini(working.entries, summary=summary)
             return [entry.message for entry in working.entries]
+
+    def _responses(self, conversation_id: UUID, version: int | None, summary: Any) -> dict[str, Any]:
+        if version is not None:
+            return render_responses(self.conversation(conversation_id, version), summary=summary)
+        return self._host.store.read(conversation_id, lambda c: render_responses(c, summary=summary))
 
     def conversation(self, conversation_id: ConversationRef, version: int | None) -> Conversation:
         conversation_id = resolve(conversation_id)

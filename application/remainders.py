@@ -29,7 +29,6 @@ from contextledger.domain.remainder import Remainder, fold_remainder, remainder_
 __all__ = ["load_remainder", "remainder"]
 
 
-
 def remainder(events: EventStore[UUID], conversation_id: UUID, version: int | None = None) -> Remainder:
     """The conversation's records sorted as a remainder, through ``version`` (default:
     all); raises ``ConversationErasedError`` when it is not one (erased whole)."""
@@ -49,6 +48,4 @@ def load_remainder(
 ) -> Conversation:
     """The fork as what is left of it (see the module doc)."""
     found = remainder(events, conversation_id, version)
-    return fold_remainder(
-        found, model=DEFAULT_MODEL, policy=with_default_cap(DEFAULT_POLICY, DEFAULT_MODEL)
-    )
+    return fold_remainder(found, model=DEFAULT_MODEL, policy=with_default_cap(DEFAULT_POLICY, DEFAULT_MODEL))

@@ -215,6 +215,12 @@ class SummaryInfo:
     inherited_from: UUID | None = None
     #: The conversation whose ``SummaryInvalidated`` took it back (None while valid).
     invalidated_in: UUID | None = None
+    #: The provider format of a compaction the provider made (``"responses"``,
+    #: ``"anthropic"``); None for contextledger's own summaries.
+    native: str | None = None
+    #: A native compaction's own items or blocks, exactly as the provider gave them
+    #: (None for contextledger's own summaries).
+    payload: tuple[dict[str, Any], ...] | None = None
 
     @classmethod
     def from_event(cls, event: SummaryCreated) -> SummaryInfo:
@@ -234,6 +240,8 @@ class SummaryInfo:
             version=event.originator_version,
             timestamp=event.timestamp,
             source_digest=event.source_digest,
+            native=event.native,
+            payload=event.payload,
         )
 
 

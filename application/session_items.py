@@ -14,6 +14,12 @@ of ``add_items`` and ``pop_item``, kept within the ledger's rules.
   for their outputs (the working memory leaves an open group out; a session shows
   it, as one that returns every stored row does, and the Agents SDK leaves
   unanswered calls out of what it sends).
+- ``compact_session``: the Agents SDK's compaction session replaces the whole history
+  with what ``responses.compact`` returned (the user messages and one opaque
+  ``compaction`` item). That is recorded as a native summary of every message not yet
+  summarized (``application.native``), its payload the compacted items as they came:
+  nothing is retracted, the transcript keeps every item, and ``session_items`` gives
+  back the compacted items, then what follows them.
 - ``pop_session_item``: removes exactly the newest item and returns it. The ledger's
   ``pop`` retracts a whole tool-call group; the items of the group that stay are
   appended again right after, in the same transaction (a popped output leaves its
@@ -24,12 +30,15 @@ No framework is imported here; the integrations call these functions.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from contextledger.application.items import SummaryRole, append_grouped, grouped_items, items_of_conversation
 from contextledger.application.limits import check_message_bytes, check_message_tokens
+from contextledger.application.native import NativeCompaction, readable_text, record_native
+from contextledger.application.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import InvalidEditError, InvalidMessageError
 from contextledger.domain.items import Item, items_from_messages, messages_from_items
@@ -39,7 +48,13 @@ from contextledger.domain.reduction import Entry, placeholder_text
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
 
-__all__ = ["ABANDONED_CALL_OUTPUT", "append_session_items", "pop_session_item", "session_items"]
+__all__ = [
+    "ABANDONED_CALL_OUTPUT",
+    "append_session_items",
+    "compact_session",
+    "pop_session_item",
+    "session_items",
+]
 
 #: The output recorded for a function call the conversation moved on from.
 ABANDONED_CALL_OUTPUT = (
@@ -157,3 +172,38 @@ def session_items(
         return out
 
     return ledger.store.read(conversation_id, read)
+
+
+def compact_session(ledger: Ledger, conversation_id: UUID, output: list[Item]) -> bool:
+    """Record a session's compaction (``output``: what ``responses.compact`` returned,
+    user messages and one ``compaction`` item) as a native summary of every message not
+    yet summarized, with a readable summary of them by the conversation's summarizer;
+    False (nothing written) when ``output`` is not that, or there is nothing to cover."""
+    compactions = [i for i in output if isinstance(i, dict) and i.get("type") == "compaction"]
+    rest = [i for i in output if i not in compactions]
+    if len(compactions) != 1 or any(
+        not isinstance(i, dict) or i.get("role") != "user" or i.get("type", "message") != "message"
+        for i in rest
+    ):
+        return False
+    payload = tuple(copy.deepcopy(output))
+
+    def readable(conversation: Conversation) -> SummaryResult | None:
+        policy = conversation.policy
+        return readable_text(
+            conversation,
+            ledger.summarizer,
+            ledger.fallback_summarizer,
+            model=policy.summarizer_model or ledger.summarizer_model_name(),
+            max_summary_tokens=policy.max_summary_tokens,
+            counter=ledger.counters.for_model(conversation.state.model),
+        )
+
+    text = ledger.store.read(conversation_id, readable)
+
+    def command(conversation: Conversation) -> tuple[bool, list[Any]]:
+        counter = ledger.counters.for_model(conversation.state.model)
+        compaction = NativeCompaction("responses", payload, None, model=conversation.state.model)
+        return record_native(conversation, compaction, counter, ledger.clock(), text), []
+
+    return ledger.store.execute(conversation_id, command)

@@ -95,18 +95,19 @@ def record_result(
     ``StaleSummaryError`` if the range is no longer pending, ``SummaryQualityError``
     if the gate fails."""
     text = result.text.strip()
-    rendered = summary_message(
-        0 if conversation.previous_summary_text() is not None else request.from_position,
-        request.through_position,
-        text,
-    )
+    previous = request.previous_summary
+    folds = conversation.previous_summary_text() is not None
+    if result.native is not None:  # a provider's compaction re-folds all there is
+        previous = "\n\n".join(layer.text for layer in conversation.state.summaries) or None
+        folds = True
+    rendered = summary_message(0 if folds else request.from_position, request.through_position, text)
     conversation.record_summary(
         from_position=request.from_position,
         through_position=request.through_position,
         text=text,
         tokens=counter.count_text(text),
         message_tokens=counter.count_message(rendered),
-        source_digest=summary_source_digest(request.previous_summary, sources(conversation, request)),
+        source_digest=summary_source_digest(previous, sources(conversation, request)),
         provenance=SummaryProvenance(
             model=result.model,
             prompt_version=result.prompt_version,
@@ -116,6 +117,8 @@ def record_result(
         ),
         at=at,
         threshold_version=request.threshold_version,
+        native=result.native,
+        payload=result.payload,
     )
 
 

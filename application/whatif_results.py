@@ -79,7 +79,7 @@ def parse_prices(raw: Any) -> dict[str, ModelPrice]:
             pair = (value[0], value[1])
         else:
             raise InvalidArgumentError(
-                f"the price of {model!r} must be {{\"input\": X, \"output\": Y}} or [X, Y] "
+                f'the price of {model!r} must be {{"input": X, "output": Y}} or [X, Y] '
                 "(dollars per million tokens)",
                 argument="prices",
             )
@@ -313,9 +313,13 @@ class WhatIfReport:
             "recorded": self.recorded.to_dict(),
             "simulated": self.simulated.to_dict(),
             "largest_differences": [
-                {"conversation_id": str(c.conversation_id), "key": c.key, "difference": c.difference,
-                 "recorded_tokens": c.recorded.tokens_sent,
-                 "simulated_tokens": c.simulated.tokens_sent if c.simulated else None}
+                {
+                    "conversation_id": str(c.conversation_id),
+                    "key": c.key,
+                    "difference": c.difference,
+                    "recorded_tokens": c.recorded.tokens_sent,
+                    "simulated_tokens": c.simulated.tokens_sent if c.simulated else None,
+                }
                 for c in self.largest_differences()
             ],
             "conversations": [conversation(c) for c in self.conversations],

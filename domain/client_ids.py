@@ -32,9 +32,7 @@ class ClientMessageId:
                 self.originator_id, self.conversation_id, self.client_message_id, self.position
             )
 
-    def __init__(
-        self, index_id: UUID, conversation_id: UUID, client_message_id: str, position: int
-    ) -> None:
+    def __init__(self, index_id: UUID, conversation_id: UUID, client_message_id: str, position: int) -> None:
         self.id = index_id
         self.version = 1
         self.conversation_id = conversation_id

@@ -188,6 +188,4 @@ class HistoryFold:
 
     def range(self, from_position: int, through_position: int) -> list[Entry]:
         """Current entries in the range, oldest first."""
-        return [
-            self.entries[p] for p in range(from_position, through_position + 1) if p in self.entries
-        ]
+        return [self.entries[p] for p in range(from_position, through_position + 1) if p in self.entries]

@@ -19,7 +19,7 @@ from contextledger.domain.digests import event_seal
 from contextledger.domain.errors import UsageError
 from contextledger.domain.messages import Message
 from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink, omit_unhidden
+from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink, omit_unhidden, omit_unset_native
 
 __all__ = [
     "ConversationEvent",
@@ -233,6 +233,15 @@ class SummaryCreated(SealedEvent):
     consolidated: bool = False
     provenance: SummaryProvenance
     policy_version: int
+    #: The provider format of a compaction the provider made (``"responses"``,
+    #: ``"anthropic"``); None (and left out of the stored form) for contextledger's own.
+    native: str | None = None
+    #: A native compaction's own items or blocks, exactly as the provider gave them.
+    payload: tuple[dict[str, Any], ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_unset_native(handler(self))
 
 
 class SummarizationFailed(SealedEvent):
@@ -248,6 +257,13 @@ class SummarizationFailed(SealedEvent):
     called_provider: bool = True
     input_tokens: int | None = None
     output_tokens: int | None = None
+    #: The provider format of a native compaction that failed (it leaves the pending
+    #: range, if any, to the policy's summarizer); None (left out) for the policy's own.
+    native: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_unset_native(handler(self))
 
 
 class PolicyChanged(SealedEvent):

@@ -71,7 +71,7 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
     elif isinstance(event, SummaryCreated):
         _apply_summary(s, event)
     elif isinstance(event, SummarizationFailed):
-        if s.pending is not None:
+        if s.pending is not None and event.native is None:
             s.pending = s.pending.model_copy(update={"attempts": event.attempt})
         s.summarizer_failures += 1
         if event.called_provider:
@@ -236,6 +236,15 @@ def _apply_message(s: ConversationState, event: MessageAppended) -> None:
 
 def _apply_summary(s: ConversationState, event: SummaryCreated) -> None:
     pending = s.pending
+    if event.native is not None:  # a provider's compaction re-folds all there is
+        pending = PendingRange(
+            from_position=event.from_position,
+            through_position=event.through_position,
+            threshold_version=event.threshold_version,
+            from_version=0,
+            through_version=0,
+            consolidate=True,
+        )
     layers = layers_after(
         s,
         pending,
@@ -245,6 +254,10 @@ def _apply_summary(s: ConversationState, event: SummaryCreated) -> None:
         event.message_tokens,
         version=event.originator_version,
     )
+    if event.native is not None:
+        layers = [
+            layer.model_copy(update={"native": event.native, "payload": event.payload}) for layer in layers
+        ]
     s.summaries = layers
     s.summarized_through = max(layer.through_position for layer in layers)
     open_position = _open_group_position(s)

@@ -107,9 +107,7 @@ def describe_item(item: Item) -> str:
     kind = _kind(item)
     if kind == "reasoning":
         summary = item.get("summary") or []
-        text = " ".join(
-            str(s.get("text", "")) for s in summary if isinstance(s, dict) and s.get("text")
-        )
+        text = " ".join(str(s.get("text", "")) for s in summary if isinstance(s, dict) and s.get("text"))
         return f"[reasoning: {_clip(text)}]" if text else "[reasoning]"
     details = []
     for key in ("name", "action", "query", "queries", "status"):

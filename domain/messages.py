@@ -102,9 +102,7 @@ class Message(BaseModel):
             raise ValueError("only tool messages carry tool_call_id")
         if self.content is None:
             if not (role == "assistant" and self.tool_calls):
-                raise ValueError(
-                    "content may be null only on an assistant message with tool_calls"
-                )
+                raise ValueError("content may be null only on an assistant message with tool_calls")
         elif isinstance(self.content, tuple):
             _check_parts(role, self.content)
         try:
@@ -131,9 +129,7 @@ class Message(BaseModel):
         if isinstance(data, Message):
             return data
         if not isinstance(data, dict):
-            raise InvalidMessageError(
-                f"a message must be a dict in OpenAI format, not {type(data).__name__}"
-            )
+            raise InvalidMessageError(f"a message must be a dict in OpenAI format, not {type(data).__name__}")
         unknown = set(data) - _MESSAGE_KEYS
         if unknown:
             raise InvalidMessageError(

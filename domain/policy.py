@@ -171,13 +171,10 @@ class ReductionPolicy(BaseModel):
         if cap is not None:
             if self.max_summary_tokens >= cap:
                 raise ValueError(
-                    f"max_summary_tokens ({self.max_summary_tokens}) must be below "
-                    f"max_context_tokens ({cap})"
+                    f"max_summary_tokens ({self.max_summary_tokens}) must be below max_context_tokens ({cap})"
                 )
             if self.keep_tokens is not None and self.keep_tokens + self.max_summary_tokens >= cap:
-                raise ValueError(
-                    "keep_tokens plus max_summary_tokens must stay below max_context_tokens"
-                )
+                raise ValueError("keep_tokens plus max_summary_tokens must stay below max_context_tokens")
         return self
 
     def _check_options(self) -> None:

@@ -26,8 +26,9 @@ _SECRETS = (
     (re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=*\-]{6,}", re.IGNORECASE), r"\1***"),
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"), "AIza***"),
     (
-        re.compile(r"""(\b(?:api[_-]?key|access[_-]?token|secret)["']?\s*[:=]\s*["']?)[^\s"',;&}]+""",
-                   re.IGNORECASE),
+        re.compile(
+            r"""(\b(?:api[_-]?key|access[_-]?token|secret)["']?\s*[:=]\s*["']?)[^\s"',;&}]+""", re.IGNORECASE
+        ),
         r"\1***",
     ),
 )

@@ -69,6 +69,17 @@ def omit_unhidden(hidden: bool, data: Any) -> Any:
     return data
 
 
+def omit_unset_native(data: Any) -> Any:
+    """``data`` (a dump) without ``native`` and ``payload`` when they are None: what was
+    stored before native compactions existed dumps (and so seals and snapshots) exactly
+    as it did."""
+    if isinstance(data, dict):
+        for name in ("native", "payload"):
+            if name in data and data[name] is None:
+                data.pop(name)
+    return data
+
+
 class SummaryLink(BaseModel):
     """A reference to a recorded summary (its text stays in the log)."""
 
@@ -98,6 +109,15 @@ class SummaryLayer(BaseModel):
     #: Earlier summaries this one re-folded (single mode), oldest first: when an edit
     #: invalidates this one, the newest of them not touched by the edit stands again.
     chain: tuple[SummaryLink, ...] = ()
+    #: The provider format of a compaction the provider made (``"responses"``,
+    #: ``"anthropic"``); None for contextledger's own summaries.
+    native: str | None = None
+    #: A native compaction's own items or blocks, exactly as the provider gave them.
+    payload: tuple[dict[str, Any], ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_unset_native(handler(self))
 
 
 #: Which trigger a threshold crossing crossed.
@@ -238,7 +258,6 @@ def summary_message(from_position: int, through_position: int, text: str) -> Mes
     return Message(
         role="system",
         content=(
-            f"Summary of the earlier conversation (messages {from_position}-{through_position}):\n"
-            f"{text}"
+            f"Summary of the earlier conversation (messages {from_position}-{through_position}):\n{text}"
         ),
     )

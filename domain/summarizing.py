@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from contextledger.domain.aggregate import ConversationRoot
 from contextledger.domain.errors import StaleSummaryError, SummaryQualityError
@@ -91,9 +92,13 @@ class SummaryCommands(ConversationRoot):
         provenance: SummaryProvenance,
         at: datetime,
         threshold_version: int | None = None,
+        native: str | None = None,
+        payload: tuple[dict[str, Any], ...] | None = None,
     ) -> None:
         """Command: record the summary of the pending range; stale ones are rejected
-        (with ``threshold_version``, also a range pinned again after an edit)."""
+        (with ``threshold_version``, also a range pinned again after an edit). A
+        ``native`` one (a provider's compaction, with its ``payload``) re-folds every
+        summary before it."""
         pending = self._require_pending(from_position, through_position, threshold_version)
         s = self.state
         stripped = text.strip()
@@ -127,7 +132,8 @@ class SummaryCommands(ConversationRoot):
                     conversation_id=self.id,
                 )
         # a re-folding summary covers all there is (of a fork's remainder, its own part)
-        covers_from = s.erased_before if folds_previous(s, pending) else from_position
+        folds = native is not None or folds_previous(s, pending)
+        covers_from = s.erased_before if folds else from_position
         self._trigger(
             SummaryCreated,
             at,
@@ -139,11 +145,98 @@ class SummaryCommands(ConversationRoot):
             message_tokens=message_tokens,
             source_digest=source_digest,
             threshold_version=pending.threshold_version,
-            consolidated=pending.consolidate,
+            consolidated=pending.consolidate or native is not None,
             provenance=provenance,
             policy_version=s.policy_version,
+            native=native,
+            payload=payload,
         )
         self._maybe_pin_range(at)
+
+    def native_range(self) -> tuple[int, int] | None:
+        """The range a provider's compaction made now stands for: every message not yet
+        summarized (it re-folds the summaries before it); None when there is none or a
+        tool-call group is open (a request with an unanswered call was never sent)."""
+        s = self.state
+        if s.open_group_index is not None:
+            return None
+        from_position = max(s.summarized_through + 1, s.erased_before)
+        through_position = s.next_position - 1
+        if through_position < from_position:
+            return None
+        return from_position, through_position
+
+    def native_sources(self, from_position: int, through_position: int) -> list[Entry]:
+        """The window entries a native compaction of that range is made from."""
+        return [e for e in self.state.window if from_position <= e.position <= through_position]
+
+    def record_native_summary(
+        self,
+        *,
+        native: str,
+        payload: tuple[dict[str, Any], ...],
+        from_position: int,
+        through_position: int,
+        text: str,
+        tokens: int,
+        message_tokens: int,
+        source_digest: str,
+        provenance: SummaryProvenance,
+        at: datetime,
+    ) -> None:
+        """Command: record a compaction the provider made as a summary of every message
+        not yet summarized (``native_range``), re-folding the summaries before it. A
+        pending range it covers is answered by it (a late result for it is stale)."""
+        if self.native_range() != (from_position, through_position):
+            raise StaleSummaryError(
+                "a native compaction covers every message not yet summarized",
+                conversation_id=self.id,
+                from_position=from_position,
+                through_position=through_position,
+                pending=self.native_range(),
+            )
+        if not text.strip():
+            raise SummaryQualityError("the native compaction has no readable text", conversation_id=self.id)
+        s = self.state
+        self._trigger(
+            SummaryCreated,
+            at,
+            from_position=from_position,
+            through_position=through_position,
+            covers_from=s.erased_before,
+            text=text,
+            tokens=tokens,
+            message_tokens=message_tokens,
+            source_digest=source_digest,
+            threshold_version=s.pending.threshold_version if s.pending is not None else 0,
+            consolidated=True,
+            provenance=provenance,
+            policy_version=s.policy_version,
+            native=native,
+            payload=payload,
+        )
+        self._maybe_pin_range(at)
+
+    def record_native_failure(self, native: str, failure: SummaryFailure, *, at: datetime) -> None:
+        """Command: record a native compaction that failed (the provider gave no summary):
+        the policy's own summarizer stays in charge of any pending range."""
+        s = self.state
+        covered = self.native_range() or (s.next_position, s.next_position - 1)
+        self._trigger(
+            SummarizationFailed,
+            at,
+            threshold_version=s.pending.threshold_version if s.pending is not None else 0,
+            from_position=covered[0],
+            through_position=covered[1],
+            kind=failure.kind,
+            error=failure.error[:2000],
+            attempt=1,
+            retryable=failure.retryable,
+            called_provider=failure.called_provider,
+            input_tokens=failure.input_tokens,
+            output_tokens=failure.output_tokens,
+            native=native,
+        )
 
     def record_summarization_failure(
         self,

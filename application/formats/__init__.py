@@ -8,8 +8,9 @@ Inbound, today:
 
 - ``openai_chat``: Chat Completions message params, ``Message`` values and the openai
   SDK's ``ChatCompletionMessage`` and ``ChatCompletion``; the default format.
-- ``responses``: OpenAI Responses items (what ``append_items`` and the agent sessions
-  take) and the SDK's ``Response``; ``DecodedItems`` keeps the raw items.
+- ``responses``: OpenAI Responses items (what ``append``, ``append_items`` and the agent sessions
+  take) and the SDK's ``Response``; ``DecodedItems`` keeps the raw items
+  (``responses_render`` renders the working memory back as a request).
 - ``anthropic``: Anthropic message params and the SDK's ``Message`` replies
   (``anthropic_render`` renders the working memory back as a request).
 - ``gemini``: google-genai ``Content`` values and ``GenerateContentResponse`` replies

@@ -28,6 +28,10 @@ gives ``{"system": [...blocks], "messages": [...]}``:
   in the very next user turn is dropped, and a ``tool_result`` answering no
   ``tool_use`` of the turn before becomes a text block. Tool ids converted from chat
   form keep to ``[A-Za-z0-9_-]`` (other characters become ``_``).
+- A compaction Anthropic made (a native summary) is sent as it came: the assistant turn
+  holding its ``compaction`` block comes first (the API reads a request from its newest
+  compaction block on), followed by the messages after it. Any other format gets its
+  summary text.
 - ``cache=True`` marks ``cache_control: {"type": "ephemeral"}`` on the last block of
   the stable prefix (system and summary: the same block, unchanged, while they are
   unchanged) and on the last block of the newest turn that can carry one. At most 4
@@ -47,7 +51,7 @@ from typing import Any, Literal
 
 from contextledger.application.formats.anthropic import chat_messages, describe, is_head, is_part
 from contextledger.application.formats.base import labelled_instruction
-from contextledger.application.originals import ContextEntry
+from contextledger.application.originals import NATIVE_FORMAT, ContextEntry
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.messages import Message
 
@@ -82,6 +86,7 @@ def render_anthropic(
         raise InvalidArgumentError("cache must be True or False", argument="cache")
     system: list[Block] = []
     summaries: list[Block] = []
+    compaction: Turn | None = None
     body: list[ContextEntry] = []
     for index, entry in enumerate(entries):
         if not isinstance(entry, ContextEntry):
@@ -89,7 +94,9 @@ def render_anthropic(
                 f"entries[{index}] is a {type(entry).__name__}, not a ContextEntry", argument="entries"
             )
         role = entry.message.get("role")
-        if entry.position is None:
+        if entry.position is None and _native_blocks(entry) is not None:
+            compaction = {"role": "assistant", "content": _native_blocks(entry)}
+        elif entry.position is None:
             text = Message.from_openai(entry.message).text
             if role in ("system", "developer") and index == 0 and not text.startswith(_SUMMARY_PREFIX):
                 system.append({"type": "text", "text": text})
@@ -102,6 +109,8 @@ def render_anthropic(
         else:  # a system message inside the conversation stays where it is (see _from_chat)
             body.append(entry)
     turns = _turns(body)
+    if compaction is not None:  # the API reads the request from its compaction block on
+        turns.insert(0, compaction)
     if summary == "system":
         system.extend(summaries)
     elif summaries:
@@ -368,9 +377,23 @@ def _normalize(turns: list[Turn]) -> list[Turn]:
         if not _pair_tools(turns):
             break
         turns = _merge(turns)
-    if turns and turns[0]["role"] != "user":
+    if turns and turns[0]["role"] != "user" and not _starts_compacted(turns[0]):
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
     return turns
+
+
+def _native_blocks(entry: ContextEntry) -> list[Block] | None:
+    """A copy of the compaction blocks an Anthropic native summary stands as (None: the
+    entry is not one)."""
+    original = entry.original
+    if not original or original.get("format") != NATIVE_FORMAT or original.get("native") != "anthropic":
+        return None
+    return copy.deepcopy(list(original.get("payload") or []))
+
+
+def _starts_compacted(turn: Turn) -> bool:
+    blocks = _blocks(turn)
+    return bool(blocks) and blocks[0].get("type") == "compaction"
 
 
 # ------------------------------------------------------------------ prompt caching

@@ -143,6 +143,10 @@ class ResponsesItems:
             return isinstance(getattr(obj, "type", None), str) or getattr(obj, "object", None) == "response"
         return False
 
+    def dump(self, obj: Any) -> Any:
+        """``obj`` as JSON data: an SDK item as the API sent it (the fields it set)."""
+        return _dump(obj)
+
     def decode(self, obj: Any) -> DecodedItems:
         data = _dump(obj)
         if not isinstance(data, Mapping) or not _is_response(data):

@@ -52,6 +52,8 @@ class ReadModelHost(FollowedLog, Protocol):
 
     @property
     def tracer(self) -> Tracer: ...
+
+
 class _Handlers:
     """A projection's ``process_event`` per event class. Looking up a dispatching
     method (eventsourcing's ``singledispatchmethod``) builds a bound function and finds

@@ -14,6 +14,10 @@ from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLSummariesView"]
 
+#: ``SummaryInfo`` fields the table has no column for: a native compaction's format
+#: and payload are read from the log (``Ledger.summaries``).
+_NOT_KEPT = ("native", "payload")
+
 
 class SQLSummariesView(SQLView):
     """``cl_summaries``: every summary with its range, provenance and validity; a fork
@@ -26,6 +30,8 @@ class SQLSummariesView(SQLView):
     def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
         values = columns_of(summary)
         del values["inherited_from"]  # the row's log is origin_id: its own
+        for name in _NOT_KEPT:
+            del values[name]
         self._insert(tracking, {"conversation_id": conversation_id, "origin_id": conversation_id, **values})
 
     def invalidate_summaries(
@@ -93,7 +99,9 @@ class SQLSummariesView(SQLView):
             .where(t.c.conversation_id == conversation_id)
             .order_by(t.c.origin_id == conversation_id, t.c.timestamp, t.c.version)
         )
-        names = [f.name for f in fields(SummaryInfo) if f.name != "inherited_from"]
+        names = [
+            f.name for f in fields(SummaryInfo) if f.name != "inherited_from" and f.name not in _NOT_KEPT
+        ]
         return [
             SummaryInfo(
                 **{n: row._mapping[n] for n in names},

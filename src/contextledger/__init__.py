@@ -119,6 +119,10 @@ if TYPE_CHECKING:
     from contextledger.domain.policy import ReductionPolicy
     from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
     from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.compaction_summarizer import (
+        AnthropicCompactionSummarizer,
+        OpenAICompactionSummarizer,
+    )
     from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
     from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
@@ -215,6 +219,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "infrastructure.tokens": ("TiktokenCounter",),
     "infrastructure.estimates": ("ClaudeCounter", "GeminiCounter"),
     "infrastructure.subject_keys": ("SubjectKeys",),
+    "infrastructure.compaction_summarizer": ("AnthropicCompactionSummarizer", "OpenAICompactionSummarizer"),
     "infrastructure.openai_summarizer": ("OpenAISummarizer",),
     "infrastructure.readmodels": ("SQLReadModels", "attach_read_models"),
 }
@@ -252,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "KEY_NAMESPACE",
+    "AnthropicCompactionSummarizer",
     "AnthropicCountingCounter",
     "AnthropicSummarizer",
     "AsyncLedger",
@@ -290,6 +296,7 @@ __all__ = [
     "MessageTooLargeError",
     "ModelPrice",
     "OfflineSummarizer",
+    "OpenAICompactionSummarizer",
     "OpenAISummarizer",
     "ReadModelAheadError",
     "ReadModelProjection",

@@ -8,7 +8,10 @@
     await Runner.run(agent, "hi", session=session)     # instead of SQLiteSession("user-42", "memory.db")
 
 ``get_items()`` hands the SDK the *working memory* (the summary, then the recent items
-verbatim, old tool outputs as placeholders), not the whole history; the whole history
+verbatim, old tool outputs as placeholders), not the whole history. Under
+``OpenAIResponsesCompactionSession(underlying_session=LedgerSession(...))`` a
+compaction is recorded as a native summary (``SummaryInfo.native == "responses"``)
+through the SDK's atomic replacement hook, never as a clear and re-added items; the whole history
 stays in the ledger's log (``ledger.transcript_items``), and what any run was sent can
 be re-derived with ``ledger.context_items(cid, version=v)``. Summaries run in the
 background, as everywhere in contextledger.
@@ -30,6 +33,7 @@ from contextledger.application.ledger import Ledger
 from contextledger.application.session_items import (
     ABANDONED_CALL_OUTPUT,
     append_session_items,
+    compact_session,
     pop_session_item,
     session_items,
 )
@@ -224,6 +228,16 @@ class LedgerSession(SessionBinding):
     async def clear_session(self) -> None:
         """Forget every item of this session (the log keeps them for audits)."""
         await asyncio.to_thread(self._clear)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """The hook ``OpenAIResponsesCompactionSession`` replaces the whole history
+        through, in one step, after ``responses.compact``: the compacted items (user
+        messages and one opaque ``compaction`` item) are recorded as a native summary
+        of every item so far, which stay in the log, none retracted; ``get_items()``
+        then gives the compacted items and what follows them. False (nothing written,
+        the SDK clears and re-adds instead) for items that are not such an output."""
+        plain = [_plain(i) for i in items]
+        return await asyncio.to_thread(compact_session, self.ledger, self.conversation_id, plain)
 
     # -------------------------------------------------------------- sync side
 

@@ -19,6 +19,10 @@ independently of the library: what a user asserts about whatever they are about 
   on a thinking block.
 - For ``messages.create`` (not ``count_tokens``): a string ``model`` and a positive
   integer ``max_tokens``.
+- A ``compaction`` block stands only in an assistant turn, its ``content`` a non-empty
+  string or null. The API reads a request from its newest compaction block on (every
+  block before it is dropped), so the rules apply to that part, which may start with
+  the assistant turn holding the block.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from contextledger.testing.compaction import after_compaction
+
 __all__ = ["MAX_BREAKPOINTS", "anthropic_request_violations", "assert_valid_anthropic_request"]
 
 #: The most ``cache_control`` breakpoints a request may carry.
@@ -34,7 +40,7 @@ MAX_BREAKPOINTS = 4
 _TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _USER_ONLY = ("tool_result", "image", "document", "search_result")
-_ASSISTANT_ONLY = ("tool_use", "thinking", "redacted_thinking", "server_tool_use")
+_ASSISTANT_ONLY = ("tool_use", "thinking", "redacted_thinking", "server_tool_use", "compaction")
 
 
 def _breakpoints(blocks: Any, where: str, problems: list[str]) -> int:
@@ -85,6 +91,9 @@ def _check_block(block: Any, role: str, where: str, problems: list[str]) -> None
             problems.append(f"{where}: tool_use name must match ^[A-Za-z0-9_-]{{1,128}}$")
         if not isinstance(block.get("input"), dict):
             problems.append(f"{where}: tool_use input must be an object")
+    text = block.get("content")
+    if kind == "compaction" and text is not None and (not isinstance(text, str) or not text):
+        problems.append(f"{where}: a compaction block's content is a non-empty string or null")
     if kind == "tool_result" and not isinstance(block.get("tool_use_id"), str):
         problems.append(f"{where}: tool_result needs a string tool_use_id")
 
@@ -121,10 +130,24 @@ def anthropic_request_violations(request: Mapping[str, Any], *, count_tokens: bo
     if not isinstance(messages, list) or not messages:
         problems.append("messages must be a non-empty list")
         return problems
+    for index, message in enumerate(messages):
+        for number, block in enumerate(_blocks_of(message) if isinstance(message, dict) else []):
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "compaction"
+                and message.get("role") != "assistant"
+            ):
+                problems.append(
+                    f"messages[{index}].content[{number}]: compaction blocks belong to assistant turns"
+                )
+    kept = after_compaction(messages)
+    skipped = len(messages) - len(kept)
+    first = _blocks_of(kept[0]) if kept and isinstance(kept[0], dict) else []
+    compacted = bool(first) and isinstance(first[0], dict) and first[0].get("type") == "compaction"
     seen_ids: set[str] = set()
     open_ids: list[str] = []
     previous_role: Any = None
-    for index, message in enumerate(messages):
+    for index, message in enumerate(kept, start=skipped):
         where = f"messages[{index}]"
         if not isinstance(message, dict):
             problems.append(f"{where}: a message must be an object")
@@ -133,9 +156,9 @@ def anthropic_request_violations(request: Mapping[str, Any], *, count_tokens: bo
         content = message.get("content")
         if role not in ("user", "assistant"):
             problems.append(f"{where}: role must be user or assistant, not {role!r}")
-        if index == 0 and role != "user":
+        if index == skipped and role != "user" and not compacted:
             problems.append(f"{where}: the first message must be from the user")
-        if index and role == previous_role:
+        if index > skipped and role == previous_role:
             problems.append(f"{where}: two {role} turns in a row (roles must alternate)")
         if isinstance(content, str):
             if not content:
@@ -146,7 +169,8 @@ def anthropic_request_violations(request: Mapping[str, Any], *, count_tokens: bo
             problems.append(f"{where}: content must be a string or a non-empty list of blocks")
         blocks = _blocks_of(message)
         for number, block in enumerate(blocks):
-            _check_block(block, str(role), f"{where}.content[{number}]", problems)
+            if not (isinstance(block, dict) and block.get("type") == "compaction" and role != "assistant"):
+                _check_block(block, str(role), f"{where}.content[{number}]", problems)
         breakpoints += _breakpoints(blocks, f"{where}.content", problems)
         results = [
             b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"

@@ -27,8 +27,9 @@ __all__ = [
     "Status",
 ]
 
-#: The endpoints the server answers: chat completions and the Responses API.
-Endpoint = Literal["chat", "responses"]
+#: The endpoints the server answers: chat completions, the Responses API and its
+#: ``responses/compact``.
+Endpoint = Literal["chat", "responses", "compact"]
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,13 @@ class RecordedRequest:
 
     @property
     def endpoint(self) -> Endpoint | None:
-        """``"chat"``, ``"responses"``, or None for a path the server does not serve."""
+        """``"chat"``, ``"responses"``, ``"compact"`` (``responses/compact``), or None for
+        a path the server does not serve."""
         path = self.path.split("?")[0].rstrip("/")
         if path.endswith("/chat/completions"):
             return "chat"
+        if path.endswith("/responses/compact"):
+            return "compact"
         if path.endswith("/responses"):
             return "responses"
         return None

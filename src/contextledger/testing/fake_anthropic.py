@@ -9,7 +9,16 @@ violations are kept in ``violations``. Replies come from a script of behaviours:
 the same ``Delay``, ``Status``, ``Malformed``, ``Drop``, ``Empty`` and ``Func`` as the
 fake OpenAI server (or ``AnthropicFunc``, deciding per request); ``Reply`` with text,
 ``Call`` as ``tool_use`` blocks and ``reasoning`` as a signed ``thinking`` block; and
-``Blocks`` for any content, such as ``redacted_thinking``, with cache usage::
+``Blocks`` for any content, such as ``redacted_thinking``, with cache usage.
+
+Compaction (``contextledger.testing.compaction``): with the ``compact-2026-01-12``
+beta header and a ``compact_20260112`` edit in ``context_management.edits``, a request
+whose input (what is left after the newest compaction block) is over the trigger's
+tokens is answered with a ``compaction`` block first, holding ``compaction_summary(request)``
+(None: a failed compaction, ``content: null``), and the compaction's usage as an
+``iterations`` entry; with ``pause_after_compaction`` the compaction block alone
+(``stop_reason: "compaction"``). The edit, or a compaction block, without the beta header is
+refused (400)::
 
     with FakeAnthropicServer() as server:
         server.script(Status(429, headers={"retry-after": "1"}), Reply("ok"))
@@ -21,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from http import HTTPStatus
 from typing import Any
 
@@ -35,6 +44,11 @@ from contextledger.testing.behaviours import (
     RecordedRequest,
     Reply,
     Status,
+)
+from contextledger.testing.compaction import (
+    ANTHROPIC_COMPACTION_BETA,
+    after_compaction,
+    anthropic_compaction_trigger,
 )
 from contextledger.testing.fake_server import FakeHandler, FakeServer
 
@@ -150,6 +164,18 @@ def _reply_blocks(reply: Reply, serial: int) -> Blocks:
     )
 
 
+def compacted_summary(request: RecordedRequest) -> str | None:
+    """The default compaction summary: ``"Compacted: "`` and the start of the input's text."""
+    texts: list[str] = []
+    for message in after_compaction(request.body.get("messages")):
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else [{"text": content}]:
+            text = block.get("text") or block.get("content") if isinstance(block, dict) else None
+            if isinstance(text, str):
+                texts.append(text.removeprefix("Compacted: "))
+    return "Compacted: " + " ".join(" ".join(texts).split())[:200]
+
+
 def render_message(body: Mapping[str, Any], blocks: Blocks, *, serial: int) -> dict[str, Any]:
     """The JSON of an ``anthropic.types.Message`` answering ``body``."""
     content = [dict(b) for b in blocks.content]
@@ -201,6 +227,10 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
         super().__init__(default=default or Reply("Summary: noted."), delay=delay)
         #: An error status every ``count_tokens`` request is answered with (None: count).
         self.count_status: int | None = None
+        #: The text of a compaction the server makes (None: the compaction fails).
+        self.compaction_summary: Callable[[RecordedRequest], str | None] = compacted_summary
+        #: How many compaction blocks the server returned.
+        self.compactions = 0
 
     @property
     def base_url(self) -> str:
@@ -224,6 +254,13 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
             return
         counting = path.endswith("/count_tokens")
         found = anthropic_request_violations(body, count_tokens=counting)
+        if not _has_beta(request):
+            if anthropic_compaction_trigger(body) is not None:
+                found.append(
+                    f"context_management: compact_20260112 needs the {ANTHROPIC_COMPACTION_BETA} beta"
+                )
+            if any(_compaction_blocks(m) for m in body.get("messages") or []):
+                found.append(f"messages: compaction blocks need the {ANTHROPIC_COMPACTION_BETA} beta")
         if found:
             self._refuse(handler, (serial - 1, found), _error(400, "; ".join(found)))
             return
@@ -233,7 +270,7 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
             if status is not None:
                 handler.send_json(status, _error(status, "the token counter failed"))
                 return
-            handler.send_json(200, {"input_tokens": _estimate(body)})
+            handler.send_json(200, {"input_tokens": _estimate(_read(body))})
             return
         self._behave(handler, self._next(), request, serial, path)
 
@@ -251,4 +288,47 @@ class FakeAnthropicServer(FakeServer[AnthropicBehaviour]):
             blocks = Blocks([])
         else:
             return
-        self._answer(handler, render_message(request.body, blocks, serial=serial))
+        body = _read(request.body)
+        trigger = anthropic_compaction_trigger(body)
+        if trigger is None or _estimate(body) <= trigger:
+            self._answer(handler, render_message(body, blocks, serial=serial))
+            return
+        before = _estimate(body)
+        summary = self.compaction_summary(request)
+        block = {"type": "compaction", "content": summary}
+        compacted = {**body, "messages": [{"role": "assistant", "content": [block]}]}
+        with self._lock:
+            self.compactions += 1
+        if _pauses(body):  # the compaction block alone, the turn paused after it
+            blocks = replace(blocks, content=[], stop_reason="compaction")
+        payload = render_message(compacted, replace(blocks, content=[block, *blocks.content]), serial=serial)
+        spent = {"input_tokens": before, "output_tokens": len(summary or "") // 4 + 1}
+        payload["usage"]["iterations"] = [
+            {"type": "compaction", "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, **spent},
+            {"type": "message", **payload["usage"]},
+        ]
+        self._answer(handler, payload)
+
+
+def _pauses(body: dict[str, Any]) -> bool:
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return any(
+        isinstance(e, dict) and e.get("type") == "compact_20260112" and e.get("pause_after_compaction")
+        for e in edits or []
+    )
+
+
+def _has_beta(request: RecordedRequest) -> bool:
+    betas = request.header("anthropic-beta") or ""
+    return ANTHROPIC_COMPACTION_BETA in [b.strip() for b in betas.split(",")]
+
+
+def _compaction_blocks(message: Any) -> list[Any]:
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content or [] if isinstance(b, dict) and b.get("type") == "compaction"]
+
+
+def _read(body: dict[str, Any]) -> dict[str, Any]:
+    """The request as the API reads it: every block before the newest compaction block dropped."""
+    return {**body, "messages": after_compaction(body.get("messages"))}

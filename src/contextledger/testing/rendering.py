@@ -8,7 +8,7 @@ from typing import Any
 
 from contextledger.testing.behaviours import Endpoint, Reply
 
-__all__ = ["estimate_tokens", "newest_text", "render"]
+__all__ = ["estimate_tokens", "newest_text", "render", "texts_of"]
 
 
 def _text_of(content: Any) -> str:
@@ -35,6 +35,11 @@ def _texts(body: dict[str, Any]) -> list[str]:
     return texts
 
 
+def texts_of(body: dict[str, Any]) -> list[str]:
+    """Every text the request sends, oldest first (either endpoint)."""
+    return _texts(body)
+
+
 def newest_text(body: dict[str, Any]) -> str:
     """The text of the newest message or input item of a request."""
     texts = _texts(body)
@@ -51,24 +56,30 @@ def render(endpoint: Endpoint, body: dict[str, Any], reply: Reply, *, serial: in
     prompt = reply.prompt_tokens if reply.prompt_tokens is not None else estimate_tokens(body)
     output = reply.completion_tokens
     if output is None:
-        output = len(reply.text or "") // 4 + len(reply.reasoning or "") // 4 + 1 + sum(
-            len(c.name) // 4 + len(c.arguments_json) // 4 + 1 for c in reply.tool_calls
+        output = (
+            len(reply.text or "") // 4
+            + len(reply.reasoning or "") // 4
+            + 1
+            + sum(len(c.name) // 4 + len(c.arguments_json) // 4 + 1 for c in reply.tool_calls)
         )
     model = reply.model or str(body.get("model") or "gpt-4o-mini")
     call_ids = [c.call_id or f"call_{serial}_{i}" for i, c in enumerate(reply.tool_calls)]
     if endpoint == "chat":
         return _chat(reply, model=model, prompt=prompt, output=output, call_ids=call_ids, serial=serial)
-    return _response(body, reply, model=model, prompt=prompt, output=output, call_ids=call_ids,
-                     serial=serial)
+    return _response(body, reply, model=model, prompt=prompt, output=output, call_ids=call_ids, serial=serial)
 
 
-def _chat(reply: Reply, *, model: str, prompt: int, output: int, call_ids: list[str],
-          serial: int) -> dict[str, Any]:
+def _chat(
+    reply: Reply, *, model: str, prompt: int, output: int, call_ids: list[str], serial: int
+) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
     if reply.tool_calls:
         message["tool_calls"] = [
-            {"id": call_id, "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments_json}}
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json},
+            }
             for call_id, call in zip(call_ids, reply.tool_calls, strict=True)
         ]
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
@@ -78,29 +89,54 @@ def _chat(reply: Reply, *, model: str, prompt: int, output: int, call_ids: list[
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "finish_reason": finish, "message": message, "logprobs": None}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output,
-                  "prompt_tokens_details": {"cached_tokens": reply.cached_tokens}},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": output,
+            "total_tokens": prompt + output,
+            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+        },
     }
 
 
-def _response(body: dict[str, Any], reply: Reply, *, model: str, prompt: int, output: int,
-              call_ids: list[str], serial: int) -> dict[str, Any]:
+def _response(
+    body: dict[str, Any],
+    reply: Reply,
+    *,
+    model: str,
+    prompt: int,
+    output: int,
+    call_ids: list[str],
+    serial: int,
+) -> dict[str, Any]:
     incomplete = reply.finish_reason == "length"
     items: list[dict[str, Any]] = []
     if reply.reasoning is not None:
-        items.append({
-            "type": "reasoning", "id": f"rs_{serial}",
-            "summary": [{"type": "summary_text", "text": reply.reasoning}],
-        })
+        items.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{serial}",
+                "summary": [{"type": "summary_text", "text": reply.reasoning}],
+            }
+        )
     if reply.text is not None:
-        items.append({
-            "type": "message", "id": f"msg_{serial}", "role": "assistant",
-            "status": "incomplete" if incomplete else "completed",
-            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-        })
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{serial}",
+                "role": "assistant",
+                "status": "incomplete" if incomplete else "completed",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
     items += [
-        {"type": "function_call", "id": f"fc_{serial}_{i}", "call_id": call_id, "name": call.name,
-         "arguments": call.arguments_json, "status": "completed"}
+        {
+            "type": "function_call",
+            "id": f"fc_{serial}_{i}",
+            "call_id": call_id,
+            "name": call.name,
+            "arguments": call.arguments_json,
+            "status": "completed",
+        }
         for i, (call_id, call) in enumerate(zip(call_ids, reply.tool_calls, strict=True))
     ]
     now = int(time.time())

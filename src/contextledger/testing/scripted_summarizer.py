@@ -65,8 +65,9 @@ class ScriptedSummarizer:
         with self.lock:
             self.calls.append((cid, request.from_position, request.through_position))
             self.in_flight[cid] += 1
-            self.max_in_flight_per_conversation = max(self.max_in_flight_per_conversation,
-                                                      self.in_flight[cid])
+            self.max_in_flight_per_conversation = max(
+                self.max_in_flight_per_conversation, self.in_flight[cid]
+            )
             self.max_in_flight = max(self.max_in_flight, sum(self.in_flight.values()))
             failure = self.failures.pop(0) if self.failures else None
         try:
@@ -79,9 +80,14 @@ class ScriptedSummarizer:
                 time.sleep(pause)  # a slow provider is the scenario, not a synchronization
             if failure is not None:
                 raise failure
-            return SummaryResult(text=f"Summary of {request.from_position}-{request.through_position}.",
-                                 model=self.model, prompt_version="s1", input_tokens=50,
-                                 output_tokens=8, latency_ms=1.0)
+            return SummaryResult(
+                text=f"Summary of {request.from_position}-{request.through_position}.",
+                model=self.model,
+                prompt_version="s1",
+                input_tokens=50,
+                output_tokens=8,
+                latency_ms=1.0,
+            )
         finally:
             with self.lock:
                 self.in_flight[cid] -= 1

@@ -24,15 +24,21 @@ from contextledger.testing.openai_rules import assert_valid_openai_context
 
 __all__ = ["LedgerContract"]
 
-CALL: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
-    {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}},
-    {"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}]}
+CALL: dict[str, Any] = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": "{}"}},
+    ],
+}
 
 
 def _summary(request: SummaryRequest) -> SummaryResult:
     text = f"summary {request.from_position}-{request.through_position}"
-    return SummaryResult(text=text, model="test-summarizer", prompt_version="t1", input_tokens=11,
-                         output_tokens=3)
+    return SummaryResult(
+        text=text, model="test-summarizer", prompt_version="t1", input_tokens=11, output_tokens=3
+    )
 
 
 class LedgerContract(ABC):
@@ -81,10 +87,13 @@ class LedgerContract(ABC):
 
     def test_start_append_and_context_show_every_message_in_order(self, ledger: Ledger) -> None:
         cid = ledger.start("You are terse.", model="gpt-4o-mini")
-        messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, CALL,
-                    {"role": "tool", "tool_call_id": "c1", "content": "found"},
-                    {"role": "tool", "tool_call_id": "c2", "content": "page"},
-                    {"role": "assistant", "content": "done"}]
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "hi"},
+            CALL,
+            {"role": "tool", "tool_call_id": "c1", "content": "found"},
+            {"role": "tool", "tool_call_id": "c2", "content": "page"},
+            {"role": "assistant", "content": "done"},
+        ]
         positions = [ledger.append(cid, m) for m in messages]
         assert positions == [0, 1, 2, 3, 4]
         context = ledger.context(cid)
@@ -97,8 +106,10 @@ class LedgerContract(ABC):
         ledger.append(cid, {"role": "assistant", "content": "b"})
         entries = ledger.transcript(cid)
         assert [e.position for e in entries] == [0, 1]
-        assert [e.message for e in entries] == [{"role": "user", "content": "a"},
-                                                {"role": "assistant", "content": "b"}]
+        assert [e.message for e in entries] == [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+        ]
         assert entries[0].client_message_id == "m-1" and entries[0].tokens > 0
         assert entries[1].version > entries[0].version
         with pytest.raises(AttributeError):
@@ -122,8 +133,12 @@ class LedgerContract(ABC):
         cid = ledger.start("s")
         ledger.append(cid, {"role": "user", "content": "a"})
         version = ledger.conversation(cid).version
-        bad: list[Any] = [{"role": "tool", "tool_call_id": "nope", "content": "x"}, {"role": "x"},
-                          "text", {"role": "user", "content": None}]
+        bad: list[Any] = [
+            {"role": "tool", "tool_call_id": "nope", "content": "x"},
+            {"role": "x"},
+            "text",
+            {"role": "user", "content": None},
+        ]
         for message in bad:
             with pytest.raises(InvalidMessageError):
                 ledger.append(cid, message)
@@ -131,8 +146,13 @@ class LedgerContract(ABC):
         with pytest.raises(InvalidMessageError):
             ledger.append(cid, {"role": "user", "content": "too early"})
         with pytest.raises(InvalidMessageError):
-            ledger.extend(cid, [{"role": "tool", "tool_call_id": "c1", "content": "r"},
-                                {"role": "user", "content": "still open: c2"}])
+            ledger.extend(
+                cid,
+                [
+                    {"role": "tool", "tool_call_id": "c1", "content": "r"},
+                    {"role": "user", "content": "still open: c2"},
+                ],
+            )
         assert ledger.conversation(cid).version == version + 1
         assert len(ledger.transcript(cid)) == 2
 
@@ -154,8 +174,9 @@ class LedgerContract(ABC):
         seen: dict[int, list[Any]] = {}
         for i in range(30):
             if i == 15:  # versions before this keep the old policy's view
-                ledger.change_policy(cid, ReductionPolicy(trigger_messages=4, keep_messages=1,
-                                                          summary_mode="layered"))
+                ledger.change_policy(
+                    cid, ReductionPolicy(trigger_messages=4, keep_messages=1, summary_mode="layered")
+                )
             ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
             request = ledger.pending_summary(cid)
             if request is not None:
@@ -196,7 +217,7 @@ class LedgerContract(ABC):
 
     def test_concurrent_threads_all_land_with_gap_free_positions(self, url: str) -> None:
         # Two ledgers on one store (a store inside one ledger is shared instead).
-        with self.open_ledger(url) as a, (self.open_ledger(url) if self.persistent else a) as b:
+        with self.open_ledger(url) as a, self.open_ledger(url) if self.persistent else a as b:
             cid = a.start("s")
             errors: list[BaseException] = []
 
@@ -207,8 +228,10 @@ class LedgerContract(ABC):
                 except BaseException as exc:  # surfaced below
                     errors.append(exc)
 
-            threads = [threading.Thread(target=writer, args=(ledger, f"w{n}"))
-                       for n, ledger in enumerate([a, b, a, b])]
+            threads = [
+                threading.Thread(target=writer, args=(ledger, f"w{n}"))
+                for n, ledger in enumerate([a, b, a, b])
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -217,7 +240,8 @@ class LedgerContract(ABC):
             transcript = a.transcript(cid)
             assert [e.position for e in transcript] == list(range(100))
             assert sorted(e.message["content"] for e in transcript) == sorted(
-                f"w{n}-{i}" for n in range(4) for i in range(25))
+                f"w{n}-{i}" for n in range(4) for i in range(25)
+            )
 
     def test_conversation_ids_and_global_totals_cover_every_conversation(self, ledger: Ledger) -> None:
         ids = [ledger.start("s") for _ in range(3)]

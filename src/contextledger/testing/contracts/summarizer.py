@@ -19,18 +19,39 @@ def contract_request(
 ) -> SummaryRequest:
     """The request the contract sends: a previous summary and a tool-call group (with
     ``gaps``, at positions a retraction left gaps between, as ``positions`` says)."""
-    messages = tuple(Message.from_openai(m) for m in [
-        {"role": "user", "content": "Please book the vegetarian meal on my flight. It must be peanut free."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "m1", "type": "function",
-             "function": {"name": "book_meal", "arguments": '{"meal": "VGML"}'}}]},
-        {"role": "tool", "tool_call_id": "m1", "content": '{"status": "confirmed", "meal": "VGML"}'},
-        {"role": "assistant", "content": "Done: a vegetarian, peanut-free meal is confirmed for 12 May."},
-    ])
-    return SummaryRequest(conversation_id=uuid4(), from_position=20, through_position=26 if gaps else 23,
-                          messages=messages, previous_summary=previous, model="gpt-4o-mini",
-                          max_summary_tokens=budget, idempotency_key="contract",
-                          positions=(20, 22, 23, 26) if gaps else None)
+    messages = tuple(
+        Message.from_openai(m)
+        for m in [
+            {
+                "role": "user",
+                "content": "Please book the vegetarian meal on my flight. It must be peanut free.",
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "m1",
+                        "type": "function",
+                        "function": {"name": "book_meal", "arguments": '{"meal": "VGML"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "m1", "content": '{"status": "confirmed", "meal": "VGML"}'},
+            {"role": "assistant", "content": "Done: a vegetarian, peanut-free meal is confirmed for 12 May."},
+        ]
+    )
+    return SummaryRequest(
+        conversation_id=uuid4(),
+        from_position=20,
+        through_position=26 if gaps else 23,
+        messages=messages,
+        previous_summary=previous,
+        model="gpt-4o-mini",
+        max_summary_tokens=budget,
+        idempotency_key="contract",
+        positions=(20, 22, 23, 26) if gaps else None,
+    )
 
 
 class SummarizerContract(ABC):

@@ -53,11 +53,28 @@ class TokenCounterContract(ABC):
         counter = self.make_counter()
         bare = Message(role="assistant", content="ok")
         named = Message(role="assistant", content="ok", name="agent_smith")
-        calling = Message.from_openai({"role": "assistant", "content": "ok", "tool_calls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "lookup", "arguments": '{"city": "Paris"}'}}]})
-        parts = Message.from_openai({"role": "user", "content": [
-            {"type": "text", "text": "ok"}, {"type": "text", "text": "and a second paragraph of text"}]})
+        calling = Message.from_openai(
+            {
+                "role": "assistant",
+                "content": "ok",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            }
+        )
+        parts = Message.from_openai(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "ok"},
+                    {"type": "text", "text": "and a second paragraph of text"},
+                ],
+            }
+        )
         assert counter.count_message(named) > counter.count_message(bare)
         assert counter.count_message(calling) > counter.count_message(bare)
         assert counter.count_message(parts) > counter.count_message(Message(role="user", content="ok"))
