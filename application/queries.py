@@ -67,8 +67,8 @@ def check_context_format(format: Any, cache: Any, summary: Any) -> None:
         )
     if summary != "system" and format == "openai":
         raise InvalidArgumentError(
-            f'summary="{summary}" needs format="responses", "anthropic" or "gemini" (the OpenAI format places '
-            "summaries as the policy's summary_placement says)",
+            f'summary="{summary}" needs format="responses", "anthropic" or "gemini" '
+            "(the OpenAI format places summaries as the policy's summary_placement says)",
             argument="summary",
         )
 
