@@ -39,14 +39,13 @@ from contextledger.application.opening import (
     open_event_store,
     open_settings,
     open_shards,
-    resolve_adapter,
     store_env,
 )
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.application.queries import ConversationQueries
 from contextledger.application.read_only import refuse_writes
 from contextledger.application.saving import ConversationApplication
-from contextledger.application.settings import Settings, masked_url
+from contextledger.application.settings import Settings, masked_url, resolve_adapter
 from contextledger.application.store import ConversationStore
 from contextledger.application.subjects import Subjects
 from contextledger.application.summary_service import SummaryService

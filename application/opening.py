@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from eventsourcing.persistence import PersistenceError
-from eventsourcing.utils import EnvType, TopicError, resolve_topic
+from eventsourcing.utils import EnvType
 
 from contextledger.application.audit import Audit
 from contextledger.application.counting import TokenCounters
@@ -26,6 +26,7 @@ from contextledger.application.settings import (
     STORE_ENV_TOPIC,
     TOKEN_COUNTER_TOPIC,
     Settings,
+    resolve_adapter,
 )
 from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
@@ -39,17 +40,8 @@ __all__ = [
     "open_event_store",
     "open_settings",
     "open_shards",
-    "resolve_adapter",
     "store_env",
 ]
-
-
-def resolve_adapter(topic: str) -> Any:
-    """An adapter named by topic (the application never imports infrastructure)."""
-    try:
-        return resolve_topic(topic)
-    except TopicError as exc:
-        raise ConfigurationError(f"cannot load the adapter {topic!r}: {exc}") from exc
 
 
 def open_settings(

@@ -12,7 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from contextledger.domain.errors import ConfigurationError
 from contextledger.domain.validation import check_unicode_fields
 
-__all__ = ["DEFAULT_SQLITE_FILE", "Settings", "absolute_tiktoken_cache_dir", "split_stores"]
+__all__ = [
+    "DEFAULT_SQLITE_FILE",
+    "Settings",
+    "absolute_tiktoken_cache_dir",
+    "resolve_adapter",
+    "split_stores",
+]
 
 DEFAULT_SQLITE_FILE = "contextledger.db"
 
@@ -23,6 +29,16 @@ TOKEN_COUNTER_TOPIC = "contextledger.infrastructure.estimates:counter_for_model"
 ANTHROPIC_COUNTER_TOPIC = "contextledger.infrastructure.anthropic_counter:counting_factory"
 OPENAI_SUMMARIZER_TOPIC = "contextledger.infrastructure.openai_summarizer:OpenAISummarizer"
 OFFLINE_SUMMARIZER_TOPIC = "contextledger.infrastructure.offline_summarizer:OfflineSummarizer"
+
+
+def resolve_adapter(topic: str) -> Any:
+    """An adapter named by topic (the application never imports infrastructure)."""
+    from eventsourcing.utils import TopicError, resolve_topic
+
+    try:
+        return resolve_topic(topic)
+    except TopicError as exc:
+        raise ConfigurationError(f"cannot load the adapter {topic!r}: {exc}") from exc
 
 
 class Settings(BaseModel):

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from uuid import UUID
 
-from contextledger.application.opening import resolve_adapter
-from contextledger.application.settings import Settings
+from contextledger.application.settings import Settings, resolve_adapter
 from contextledger.application.sharding import ShardedStore
 from contextledger.application.store import ConversationStore
 from contextledger.domain.errors import ConfigurationError, InvalidArgumentError
