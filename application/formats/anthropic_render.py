@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from contextledger.application.formats.anthropic import chat_messages, describe, is_head, is_part
-from contextledger.application.originals import ContextEntry
+from contextledger.application.formats.originals import ContextEntry
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.messages import Message
 

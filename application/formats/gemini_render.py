@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contextledger.application.formats.gemini import is_gemini_original
-from contextledger.application.originals import ContextEntry
+from contextledger.application.formats.originals import ContextEntry
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.messages import Message
 

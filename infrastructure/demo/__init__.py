@@ -2,7 +2,7 @@
 
 ``synthesize_conversation`` (``scenario``) writes the script, ``run_demo`` (``run``)
 plays and measures it, ``write_chart`` (``chart``) draws the savings. The
-``contextledger demo`` command (``contextledger.infrastructure.cli.demo``) puts them
+``contextledger demo`` command (``contextledger.infrastructure.cli.commands.demo``) puts them
 together with a report.
 """
 

@@ -1,6 +1,6 @@
 """The class paths that name a store's factory keep resolving: eventsourcing finds the
 factory by the ``PERSISTENCE_MODULE`` setting (``module:Class``), which may be kept in
-a deployment's environment, so every path ``contextledger.infrastructure.recorders``
+a deployment's environment, so every path ``contextledger.infrastructure.persistence.recorders``
 ever offered resolves to the class its defining module holds now."""
 
 from __future__ import annotations
@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 from eventsourcing.utils import resolve_topic
 
-from contextledger.application.settings import Settings
-from contextledger.infrastructure import group_commit, memory_recorder, pgrecorder, pgstore, recorders
-from contextledger.infrastructure import sqlite_recorder as sqlite_module
-from contextledger.infrastructure.database import persistence_env
+from contextledger.application.shared.settings import Settings
+from contextledger.infrastructure.persistence import (
+    group_commit,
+    memory_recorder,
+    pgrecorder,
+    pgstore,
+    recorders,
+)
+from contextledger.infrastructure.persistence import sqlite_recorder as sqlite_module
+from contextledger.infrastructure.persistence.database import persistence_env
 
 #: Every name the recorders module offered, with where it is defined.
 HOMES = {
@@ -32,7 +38,7 @@ HOMES = {
 
 @pytest.mark.parametrize("name", sorted(HOMES))
 def test_a_path_through_the_recorders_module_resolves_to_the_defining_class(name: str) -> None:
-    assert resolve_topic(f"contextledger.infrastructure.recorders:{name}") is getattr(HOMES[name], name)
+    assert resolve_topic(f"contextledger.infrastructure.persistence.recorders:{name}") is getattr(HOMES[name], name)
 
 
 def test_the_recorders_module_names_everything_it_offered() -> None:

@@ -98,8 +98,8 @@ def test_the_package_is_found_whole() -> None:
     for expected in (
         "contextledger",
         "contextledger.domain.events",
-        "contextledger.application.ledger",
-        "contextledger.infrastructure.mapper",
+        "contextledger.application.facade.ledger",
+        "contextledger.infrastructure.keys.mapper",
         "contextledger.infrastructure.readmodels.view",
         "contextledger.application.formats.inbound",
         "contextledger.integrations.langchain",
@@ -139,9 +139,12 @@ def test_no_import_circle_type_only_imports_included() -> None:
 
 def test_the_ledger_imports_its_collaborators_and_none_of_them_reaches_it_again() -> None:
     graph = package_graph()
-    ledger = "contextledger.application.ledger"
+    ledger = "contextledger.application.facade.ledger"
     application = "contextledger.application"
-    collaborators = {f"{application}.{name}" for name in ("commands", "queries", "store", "ledger_edits")}
+    collaborators = {
+        f"{application}.{name}"
+        for name in ("writing.commands", "reading.queries", "storage.store", "writing.ledger_edits")
+    }
     assert collaborators <= graph[ledger]
     assert ledger not in reached_from(graph, ledger)
 
@@ -158,11 +161,11 @@ def test_the_circle_check_finds_a_circle_and_a_type_only_import(tmp_path: Path) 
     # The check itself can fail: a type-only import back is a circle.
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from contextledger.application.ledger import Ledger\n"
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from contextledger.application.facade.ledger import Ledger\n"
     probe = tmp_path / "probe.py"
     probe.write_text(source, encoding="utf-8")
-    modules = {"contextledger.application.ledger": Path("ledger.py"), "probe": probe}
-    assert imports_of("probe", probe, modules) == {"contextledger.application.ledger"}
+    modules = {"contextledger.application.facade.ledger": Path("ledger.py"), "probe": probe}
+    assert imports_of("probe", probe, modules) == {"contextledger.application.facade.ledger"}
 
 
 def test_the_walk_counts_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:

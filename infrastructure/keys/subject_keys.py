@@ -1,0 +1,353 @@
+"""Per-subject data keys: the foundation of erasure by crypto-shredding.
+
+A **data subject** is whoever content is about (a person, a tenant). A conversation
+names its subject (``assign``) before its first record is written, or is its own
+subject (its id, as text). Each subject has one random 32-byte **data key**, made on
+first use and kept in the store's key table (``key_tables``) wrapped -- AES-GCM
+encrypted -- under the **master key** (``Settings.cipher_key``). Every event, snapshot
+and read-model value of the subject's conversations is encrypted under its data key
+(``subject_mapper``, ``readmodels.sealing``).
+
+Erasing a subject (``tombstone``) destroys its wrapped key and leaves a tombstone row
+(when, why): every record encrypted under the key becomes unreadable wherever a copy
+of it lies, and reads of them give ``ErasedEvent`` placeholders. A key that is neither
+in the table nor tombstoned is an error (``KeyMissingError``), never taken for an
+erasure.
+
+What is where:
+
+- in clear: each record's key id (16 random bytes, telling nothing about the subject),
+  the key table's subject names, times and erasure reasons, and the conversation ->
+  subject rows (name subjects by opaque ids, not by e-mail addresses);
+- under the master key: the data keys (with their key id and subject as associated
+  data, so a wrapped key moved to another row does not open);
+- under a data key: the content.
+
+Keys are cached in memory (``cache_seconds``, 60 s by default): a subject erased by
+another process stops being readable here within that time; erased here, at once.
+Rotating the master key (``rewrap``) re-wraps every data key; no record is rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from uuid import UUID
+
+from contextledger.domain.errors import (
+    ConfigurationError,
+    ConversationErasedError,
+    InvalidArgumentError,
+    StoreError,
+)
+from contextledger.infrastructure.keys.aead import AESGCMCipher, decode_key
+from contextledger.infrastructure.keys.key_tables import KeyRow, KeyTable
+
+__all__ = ["DataKey", "SubjectKeys", "Tombstone", "master_key_id"]
+
+KEY_ID_SIZE = 16
+MAX_SUBJECT = 256
+MAX_REASON = 2000
+_WRAP_CONTEXT = b"contextledger data key v1\x00"
+_MASTER_ID_CONTEXT = b"contextledger master key id v1"
+
+
+def master_key_id(master: bytes) -> str:
+    """The name the key table gives a master key: a keyed digest, never the key."""
+    return hmac.new(master, _MASTER_ID_CONTEXT, hashlib.sha256).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DataKey:
+    """A subject's data key, unwrapped: its id and its cipher."""
+
+    key_id: bytes
+    subject: str
+    cipher: AESGCMCipher
+
+    def __repr__(self) -> str:
+        return f"DataKey(key_id={self.key_id.hex()!r}, subject={self.subject!r})"
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """What is left of an erased subject's key: when it was erased, and why."""
+
+    key_id: bytes
+    subject: str
+    erased_at: datetime
+    reason: str | None
+
+
+def _aad(key_id: bytes, subject: str) -> bytes:
+    return _WRAP_CONTEXT + key_id + subject.encode("utf-8", "surrogatepass")
+
+
+def _check_subject(subject: object) -> str:
+    if not isinstance(subject, str) or not subject.strip():
+        raise InvalidArgumentError(
+            "a data subject is a non-empty string", argument="subject", value=repr(subject)[:80]
+        )
+    if len(subject) > MAX_SUBJECT or "\x00" in subject:
+        raise InvalidArgumentError(
+            f"a data subject holds at most {MAX_SUBJECT} characters and no NUL",
+            argument="subject",
+            value=repr(subject)[:80],
+        )
+    return subject
+
+
+class SubjectKeys:
+    """The data keys of one store's subjects (see the module doc).
+
+    ``table`` is the store's key table; ``master_key`` the master key (base64 text or
+    raw bytes); ``clock`` gives erasure times (UTC)."""
+
+    def __init__(
+        self,
+        table: KeyTable,
+        master_key: str | bytes,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        cache_seconds: float = 60.0,
+    ) -> None:
+        raw = decode_key(master_key)
+        self.table = table
+        self._master = AESGCMCipher.from_key(raw)
+        self.master_id = master_key_id(raw)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        #: key id -> (key or tombstone, expiry); tombstones never expire.
+        self._by_id: dict[bytes, tuple[DataKey | Tombstone, float]] = {}
+        self._by_subject: dict[str, tuple[DataKey, float]] = {}
+        #: The write path: a conversation's key, cached.
+        self._by_conversation: dict[UUID, tuple[DataKey, float]] = {}
+
+    def __repr__(self) -> str:
+        return f"SubjectKeys(table={type(self.table).__name__}, master_id={self.master_id!r})"
+
+    # -- reading and making keys ----------------------------------------------------
+
+    def key_for(self, subject: str) -> DataKey:
+        """The subject's data key, made (race-safely) on first use;
+        ``ConversationErasedError`` if the subject was erased."""
+        hit = self._by_subject.get(subject)
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        _check_subject(subject)
+        row = self.table.by_subject(subject)
+        if row is None:
+            key = os.urandom(32)
+            key_id = os.urandom(KEY_ID_SIZE)
+            row = self.table.insert(
+                KeyRow(
+                    key_id=key_id,
+                    subject=subject,
+                    wrapped_key=self._master.encrypt(key, _aad(key_id, subject)),
+                    master_id=self.master_id,
+                    created_at=self._clock(),
+                )
+            )
+        entry = self._entry(row)
+        if isinstance(entry, Tombstone):
+            raise self._erased(entry)
+        return entry
+
+    def key_by_id(self, key_id: bytes) -> DataKey | Tombstone | None:
+        """The key a record names: its data key, its tombstone, or None (not in the table)."""
+        hit = self._by_id.get(key_id)
+        if hit is not None and (isinstance(hit[0], Tombstone) or hit[1] > time.monotonic()):
+            return hit[0]
+        row = self.table.by_id(key_id)
+        return None if row is None else self._entry(row)
+
+    def _entry(self, row: KeyRow) -> DataKey | Tombstone:
+        """The row unwrapped (or its tombstone), cached."""
+        if row.erased_at is not None or row.wrapped_key is None:
+            tomb = Tombstone(row.key_id, row.subject, row.erased_at or row.created_at, row.erase_reason)
+            with self._lock:
+                self._by_id[row.key_id] = (tomb, float("inf"))
+                self._by_subject.pop(row.subject, None)
+            return tomb
+        if row.master_id != self.master_id:
+            raise StoreError(
+                "cannot decode the store's data keys: they are wrapped under another master key "
+                "(the wrong cipher key; after a rotation, re-wrap them: SubjectKeys.rewrap)",
+                cause="wrong_key",
+            )
+        try:
+            raw = self._master.decrypt(row.wrapped_key, _aad(row.key_id, row.subject))
+        except ValueError as exc:
+            raise StoreError(
+                f"the data key of subject {row.subject!r} does not unwrap (its row was altered)",
+                cause="key_damaged",
+            ) from exc
+        key = DataKey(row.key_id, row.subject, AESGCMCipher.from_key(raw))
+        expires = time.monotonic() + self.cache_seconds
+        with self._lock:
+            self._by_id[row.key_id] = (key, expires)
+            self._by_subject[row.subject] = (key, expires)
+        return key
+
+    def _erased(self, tomb: Tombstone, conversation_id: UUID | None = None) -> ConversationErasedError:
+        return ConversationErasedError(
+            f"data subject {tomb.subject!r} was erased: its content can be neither read nor written",
+            conversation_id=conversation_id,
+            subject=tomb.subject,
+            erased_at=tomb.erased_at,
+            reason=tomb.reason,
+        )
+
+    # -- conversations --------------------------------------------------------------
+
+    def subject_of(self, conversation_id: UUID) -> str:
+        """The conversation's subject: the one it names, or its own id."""
+        return self.table.subject_of(conversation_id) or str(conversation_id)
+
+    def conversations_of(self, subject: str) -> list[UUID]:
+        """The conversations that name ``subject`` (a conversation that is its own
+        subject has no row: it is not among them)."""
+        return self.table.conversations_of(_check_subject(subject))
+
+    def key_for_conversation(self, conversation_id: UUID) -> DataKey:
+        """The data key a record of the conversation is written under (cached)."""
+        hit = self._by_conversation.get(conversation_id)
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        try:
+            key = self.key_for(self.subject_of(conversation_id))
+        except ConversationErasedError as exc:
+            exc.conversation_id = conversation_id
+            raise
+        with self._lock:
+            self._by_conversation[conversation_id] = (key, time.monotonic() + self.cache_seconds)
+        return key
+
+    def assign(self, conversation_id: UUID, subject: str) -> None:
+        """Name the conversation's subject, before its first record is written (its
+        records are then under the subject's key). Naming the same subject again does
+        nothing; another one, or one after the conversation wrote under its own key,
+        is ``InvalidArgumentError``; an erased subject, ``ConversationErasedError``."""
+        _check_subject(subject)
+        own = str(conversation_id)
+        if subject == own:
+            return
+        named = self.table.subject_of(conversation_id)
+        if named is None:
+            if self.table.by_subject(own) is not None:
+                raise InvalidArgumentError(
+                    "the conversation has records under its own key already: a subject is "
+                    "named before its first record",
+                    conversation_id=conversation_id,
+                    argument="subject",
+                )
+            row = self.table.by_subject(subject)
+            entry = None if row is None else self._entry(row)
+            if isinstance(entry, Tombstone):
+                raise self._erased(entry, conversation_id)
+            named = self.table.assign(conversation_id, subject)
+        if named != subject:
+            raise InvalidArgumentError(
+                f"the conversation belongs to another data subject ({named!r}) already",
+                conversation_id=conversation_id,
+                argument="subject",
+            )
+        with self._lock:
+            self._by_conversation.pop(conversation_id, None)
+
+    # -- erasure --------------------------------------------------------------------
+
+    def tombstone(self, subject: str, reason: str | None = None) -> Tombstone:
+        """Erase ``subject``: destroy its data key, leaving a tombstone (now, ``reason``).
+        Erasing again keeps the first tombstone; a subject without a key yet gets one,
+        so that no key is ever made for it."""
+        _check_subject(subject)
+        if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+            raise InvalidArgumentError(
+                f"an erasure's reason is a string of at most {MAX_REASON} characters",
+                argument="reason",
+                value=repr(reason)[:80],
+            )
+        now = self._clock()
+        row = self.table.tombstone(
+            KeyRow(
+                key_id=os.urandom(KEY_ID_SIZE),
+                subject=subject,
+                wrapped_key=None,
+                master_id="",
+                created_at=now,
+                erased_at=now,
+                erase_reason=reason,
+            )
+        )
+        tomb = Tombstone(row.key_id, row.subject, row.erased_at or now, row.erase_reason)
+        with self._lock:
+            self._by_id[row.key_id] = (tomb, float("inf"))
+            self._by_subject.pop(subject, None)
+            for cid in [c for c, (k, _) in self._by_conversation.items() if k.subject == subject]:
+                del self._by_conversation[cid]
+        return tomb
+
+    def tombstone_of(self, subject: str) -> Tombstone | None:
+        """The subject's tombstone (None: not erased)."""
+        row = self.table.by_subject(_check_subject(subject))
+        if row is None or not row.erased:
+            return None
+        entry = self._entry(row)
+        return entry if isinstance(entry, Tombstone) else None
+
+    def is_erased(self, subject: str) -> bool:
+        return self.tombstone_of(subject) is not None
+
+    def forget(self) -> None:
+        """Drop every cached key (the next use reads the table)."""
+        with self._lock:
+            self._by_id = {k: v for k, v in self._by_id.items() if isinstance(v[0], Tombstone)}
+            self._by_subject.clear()
+            self._by_conversation.clear()
+
+    # -- rotation -------------------------------------------------------------------
+
+    def rewrap(self, old_master: str | bytes, new_master: str | bytes) -> int:
+        """Re-wrap every data key wrapped under ``old_master`` with ``new_master`` (the
+        records stay as they are); the number re-wrapped. See ``rewrap_keys``."""
+        count = rewrap_keys(self.table, old_master, new_master)
+        self.forget()
+        return count
+
+
+def rewrap_keys(table: KeyTable, old_master: str | bytes, new_master: str | bytes) -> int:
+    """Master-key rotation: every data key of ``table`` wrapped under ``old_master`` is
+    unwrapped and wrapped again under ``new_master``, in one transaction; keys already
+    under ``new_master`` are left alone, so an interrupted rotation is run again to
+    finish. Records written before per-subject keys (no key header) stay encrypted
+    under the old master key itself. Returns how many keys were re-wrapped."""
+    old_raw, new_raw = decode_key(old_master), decode_key(new_master)
+    old_id, new_id = master_key_id(old_raw), master_key_id(new_raw)
+    old, new = AESGCMCipher.from_key(old_raw), AESGCMCipher.from_key(new_raw)
+    changes: list[tuple[KeyRow, bytes, str]] = []
+    for row in table.wrapped():
+        if row.master_id == new_id or row.wrapped_key is None:
+            continue
+        if row.master_id != old_id:
+            raise ConfigurationError(
+                f"the data key of subject {row.subject!r} is wrapped under neither master key",
+                setting="cipher_key",
+            )
+        aad = _aad(row.key_id, row.subject)
+        try:
+            raw = old.decrypt(row.wrapped_key, aad)
+        except ValueError as exc:
+            raise StoreError(
+                f"the data key of subject {row.subject!r} does not unwrap (its row was altered)",
+                cause="key_damaged",
+            ) from exc
+        changes.append((row, new.encrypt(raw, aad), new_id))
+    return table.replace_wrapped(changes) if changes else 0
