@@ -2,6 +2,11 @@
 summarization policy, and the followers of the log (read models among them).
 
     from contextledger.application import Ledger, ReductionPolicy
+
+Its modules live in rooms, one sub-package per concept, in this order from the top
+(a room imports only rooms after it; tests/unit/test_structure.py checks):
+facade, writing, reading, privacy, auditing, summaries, projections, formats,
+following, storage, shared.
 """
 
 from typing import TYPE_CHECKING

@@ -1,6 +1,14 @@
 """Adapters: the pydantic event mapper, the tiktoken counter, the summarizers (the
 Anthropic and Gemini ones load their SDK only when made), the SQL read models and
-the command line."""
+the command line.
+
+Its modules live in rooms, one sub-package per concept, in this order from the top
+(a room imports only rooms after it; tests/unit/test_structure.py checks):
+cli, web, demo, readmodels, persistence, keys, summarizers, counting. Two loose
+modules stay beside them, importing no room: ``tracing`` (OpenTelemetry spans, named
+by topic) and ``readmodel_names`` (the read models' names, which the command line
+reads without loading SQLAlchemy).
+"""
 
 from typing import TYPE_CHECKING
 

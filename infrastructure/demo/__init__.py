@@ -4,6 +4,9 @@
 plays and measures it, ``write_chart`` (``chart``) draws the savings. The
 ``contextledger demo`` command (``contextledger.infrastructure.cli.commands.demo``) puts them
 together with a report.
+
+May import: readmodels, persistence, keys, summarizers, counting, the layer's loose
+modules, the application layer and the domain.
 """
 
 from contextledger.infrastructure.demo.chart import write_chart
