@@ -1,6 +1,6 @@
 """The class paths that name a store's factory keep resolving: eventsourcing finds the
 factory by the ``PERSISTENCE_MODULE`` setting (``module:Class``), which may be kept in
-a deployment's environment, so every path ``contextledger.infrastructure.persistence.recorders``
+a deployment's environment, so every path ``contextledger.infrastructure.recorders``
 ever offered resolves to the class its defining module holds now."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ HOMES = {
 
 @pytest.mark.parametrize("name", sorted(HOMES))
 def test_a_path_through_the_recorders_module_resolves_to_the_defining_class(name: str) -> None:
-    assert resolve_topic(f"contextledger.infrastructure.persistence.recorders:{name}") is getattr(HOMES[name], name)
+    assert resolve_topic(f"contextledger.infrastructure.recorders:{name}") is getattr(HOMES[name], name)
 
 
 def test_the_recorders_module_names_everything_it_offered() -> None:
