@@ -28,6 +28,15 @@ def test_the_map_names_every_module_of_the_layers_and_no_other() -> None:
     assert sorted(set(mapped) - set(actual)) == [], "the module map names modules that no longer exist"
 
 
+def test_the_map_lists_each_module_under_its_room() -> None:
+    tool = module_map()
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "   -- facade/: " in text and "   -- persistence/: " in text
+    assert tool.misplaced(text) == []
+    moved = text.replace("   -- writing/: ", "   -- reading/: ", 1)
+    assert "application/writing/commands.py" in tool.misplaced(moved)
+
+
 def test_the_map_is_read_by_layer_and_rewritten_in_place() -> None:
     tool = module_map()
     text = (
