@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from importlib import import_module
+from types import ModuleType
 from typing import Any
 
 from eventsourcing.utils import register_topic
@@ -112,12 +113,12 @@ MOVED: dict[str, str] = {
 }
 
 
-class MovedModule:
+class MovedModule(ModuleType):
     """A module under the path it had: reading an attribute imports the module where
     it is now and returns that module's attribute."""
 
     def __init__(self, old: str, new: str) -> None:
-        self.__name__ = old
+        super().__init__(old)
         self.moved_to = new
 
     def __getattr__(self, name: str) -> Any:
