@@ -13,7 +13,8 @@ sub-package per concept, in a stated order from the top (``ROOMS``: the façade 
 the shared ports and settings last): a room imports its own modules and those of rooms
 after it, never one before it, like the layers themselves. A layer's loose modules
 (outside every room) import no room; the layer's ``__init__``, its lazy map of public
-names, may name any. No folder of the package holds more than 15 modules.
+names, may name any. No folder of the package but the domain's (``FLAT``: why there)
+holds more than 15 modules.
 """
 
 from __future__ import annotations
