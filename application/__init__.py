@@ -2,6 +2,11 @@
 summarization policy, and the followers of the log (read models among them).
 
     from contextledger.application import Ledger, ReductionPolicy
+
+Its modules live in rooms, one sub-package per concept, in this order from the top
+(a room imports only rooms after it; tests/unit/test_structure.py checks):
+facade, writing, reading, privacy, auditing, summaries, projections, formats,
+following, storage, shared.
 """
 
 from typing import TYPE_CHECKING
@@ -9,12 +14,10 @@ from typing import TYPE_CHECKING
 from contextledger._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from contextledger.application.addressing import KEY_NAMESPACE, ConversationRef
-    from contextledger.application.async_ledger import AsyncLedger
-    from contextledger.application.erasure import ErasureReport
-    from contextledger.application.follower import FollowerHealth, LogFollower
-    from contextledger.application.ledger import Ledger
-    from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+    from contextledger.application.facade.async_ledger import AsyncLedger
+    from contextledger.application.facade.ledger import Ledger
+    from contextledger.application.following.follower import FollowerHealth, LogFollower
+    from contextledger.application.privacy.erasure import ErasureReport
     from contextledger.application.projections import (
         ConversationRecord,
         ConversationsView,
@@ -26,7 +29,9 @@ if TYPE_CHECKING:
         TokenTotalsView,
         TranscriptView,
     )
-    from contextledger.application.results import (
+    from contextledger.application.shared.addressing import KEY_NAMESPACE, ConversationRef
+    from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+    from contextledger.application.shared.results import (
         AuditEvent,
         SummaryInfo,
         TokenTotals,
@@ -35,8 +40,8 @@ if TYPE_CHECKING:
         VerifyReport,
         WorkingMemory,
     )
-    from contextledger.application.settings import Settings
-    from contextledger.application.summarization import SummarizationRunner
+    from contextledger.application.shared.settings import Settings
+    from contextledger.application.summaries.summarization import SummarizationRunner
     from contextledger.domain.errors import (
         ConcurrencyError,
         ContextLedgerError,
@@ -49,17 +54,17 @@ if TYPE_CHECKING:
 
 #: Each name loads on first use, from the module that defines it.
 _LAZY = {
-    "KEY_NAMESPACE": "contextledger.application.addressing",
-    "ConversationRef": "contextledger.application.addressing",
-    "AsyncLedger": "contextledger.application.async_ledger",
-    "ErasureReport": "contextledger.application.erasure",
-    "FollowerHealth": "contextledger.application.follower",
-    "LogFollower": "contextledger.application.follower",
-    "Ledger": "contextledger.application.ledger",
-    "Summarizer": "contextledger.application.ports",
-    "SummaryRequest": "contextledger.application.ports",
-    "SummaryResult": "contextledger.application.ports",
-    "TokenCounter": "contextledger.application.ports",
+    "KEY_NAMESPACE": "contextledger.application.shared.addressing",
+    "ConversationRef": "contextledger.application.shared.addressing",
+    "AsyncLedger": "contextledger.application.facade.async_ledger",
+    "ErasureReport": "contextledger.application.privacy.erasure",
+    "FollowerHealth": "contextledger.application.following.follower",
+    "LogFollower": "contextledger.application.following.follower",
+    "Ledger": "contextledger.application.facade.ledger",
+    "Summarizer": "contextledger.application.shared.ports",
+    "SummaryRequest": "contextledger.application.shared.ports",
+    "SummaryResult": "contextledger.application.shared.ports",
+    "TokenCounter": "contextledger.application.shared.ports",
     "ConversationRecord": "contextledger.application.projections",
     "ConversationsView": "contextledger.application.projections",
     "ReadModelProjection": "contextledger.application.projections",
@@ -69,15 +74,15 @@ _LAZY = {
     "TokenTotalsRecord": "contextledger.application.projections",
     "TokenTotalsView": "contextledger.application.projections",
     "TranscriptView": "contextledger.application.projections",
-    "AuditEvent": "contextledger.application.results",
-    "SummaryInfo": "contextledger.application.results",
-    "TokenTotals": "contextledger.application.results",
-    "TranscriptEntry": "contextledger.application.results",
-    "VerifyProblem": "contextledger.application.results",
-    "VerifyReport": "contextledger.application.results",
-    "WorkingMemory": "contextledger.application.results",
-    "Settings": "contextledger.application.settings",
-    "SummarizationRunner": "contextledger.application.summarization",
+    "AuditEvent": "contextledger.application.shared.results",
+    "SummaryInfo": "contextledger.application.shared.results",
+    "TokenTotals": "contextledger.application.shared.results",
+    "TranscriptEntry": "contextledger.application.shared.results",
+    "VerifyProblem": "contextledger.application.shared.results",
+    "VerifyReport": "contextledger.application.shared.results",
+    "WorkingMemory": "contextledger.application.shared.results",
+    "Settings": "contextledger.application.shared.settings",
+    "SummarizationRunner": "contextledger.application.summaries.summarization",
     "ConcurrencyError": "contextledger.domain.errors",
     "ContextLedgerError": "contextledger.domain.errors",
     "ConversationNotFoundError": "contextledger.domain.errors",

@@ -22,11 +22,11 @@ from eventsourcing.cipher import AESCipher
 from eventsourcing.utils import Environment
 
 import contextledger as cl
-from contextledger.infrastructure.aead import AESGCMCipher
-from contextledger.infrastructure.key_tables import MemoryKeyTable
-from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
-from contextledger.infrastructure.subject_keys import SubjectKeys
-from contextledger.infrastructure.subject_mapper import SubjectMapper
+from contextledger.infrastructure.keys.aead import AESGCMCipher
+from contextledger.infrastructure.keys.mapper import JSONBytesTranscoder, PydanticMapper
+from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
+from contextledger.infrastructure.keys.subject_keys import SubjectKeys
+from contextledger.infrastructure.keys.subject_mapper import SubjectMapper
 
 
 def per_event(n: int, step: Callable[[], object]) -> float:

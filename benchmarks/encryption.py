@@ -35,7 +35,7 @@ encryption and to the store key, whose targets are: append and ``context()`` at 
 the unencrypted path, cold load at most 2x. Writes its section of docs/benchmarks.md
 (``encryption``) and prints it.
 
-``--fence`` measures the write fence instead (``infrastructure/key_fence.py``): per-subject
+``--fence`` measures the write fence instead (``infrastructure/keys/key_fence.py``): per-subject
 keys with the fence (each insert checks, and on PostgreSQL key-share-locks, the key rows its
 records name) against the same configuration with the recorder's fence taken off, the
 *append* step only, in rounds alternating which goes first; it writes its own section
@@ -391,7 +391,7 @@ def fence_report(
         "",
         *machine(load_start),
         "",
-        "What the write fence costs (`infrastructure/key_fence.py`: each insert of a record under data "
+        "What the write fence costs (`infrastructure/keys/key_fence.py`: each insert of a record under data "
         "keys checks in the same statement that the key rows it names still hold their wrapped keys, "
         "on PostgreSQL taking them `FOR KEY SHARE`). Per-subject keys with the fence against the same "
         "configuration with the recorder's fence taken off, each on its own store; the workload and "

@@ -9,7 +9,9 @@ module missing from the map still has to be placed and described by hand).
 
 The map is the ``text`` block under ``## Module map``: a line `` layer/  ...`` opens
 a layer, and a line ``   path.py  <lines>  description`` names one of its modules,
-its path relative to the layer's folder.
+its path relative to the layer's folder. In the layers kept in rooms, a line
+``   -- room/: ...`` opens a room, and the modules under it are the room's (its path
+starts with ``room/``); a module of the layer's own folder comes under no room's line.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ LAYERS = ("domain", "application", "infrastructure")
 TOLERANCE = 0.10
 
 _LAYER = re.compile(rf"^ ({'|'.join(LAYERS)})/\s")
+_ROOM = re.compile(r"^   -- (?P<room>\w+)/")
 _ENTRY = re.compile(r"^   (?P<path>[\w/]+\.py)(?P<gap>\s+)(?P<lines>\d+)(?P<rest>  .*)$")
 
 
@@ -52,6 +55,29 @@ def modules_in_map(text: str) -> dict[str, int]:
                 raise ValueError(f"the module map names {name} twice")
             found[name] = int(entry.group("lines"))
     return found
+
+
+def misplaced(text: str) -> list[str]:
+    """The map's ``layer/path.py`` entries listed under a room they are not in (or,
+    in a room's folder, under no room's line or another's)."""
+    start, end = map_block(text)
+    wrong = []
+    layer = room = None
+    for line in text[start:end].splitlines():
+        opened = _LAYER.match(line)
+        if opened:
+            layer, room = opened.group(1), None
+            continue
+        if line.startswith("   -- "):  # a room's line, or a group of no room
+            heading = _ROOM.match(line)
+            room = heading.group("room") if heading else None
+            continue
+        entry = _ENTRY.match(line)
+        if entry and layer is not None and room is not None:
+            path = entry.group("path")
+            if not path.startswith(f"{room}/"):
+                wrong.append(f"{layer}/{path}")
+    return wrong
 
 
 def package_modules(repo: Path = REPO) -> dict[str, int]:
@@ -98,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     gone = sorted(set(mapped) - set(actual))
     drifted = {name: (mapped[name], actual[name]) for name in sorted(mapped.keys() & actual.keys())}
     drifted = {name: pair for name, pair in drifted.items() if off(*pair)}
+    wrong = misplaced(text)
     for name in missing:
         print(f"missing from the map: {name} ({actual[name]} lines)")
+    for name in wrong:
+        print(f"listed under a room it is not in: {name}")
     for name in gone:
         print(f"in the map, no longer in the package: {name}")
     for name, (was, now) in drifted.items():
@@ -109,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lengths set in {DOC.relative_to(REPO)}")
         drifted = {}
     print(f"{len(mapped)} modules in the map, {len(actual)} in the package")
-    return 1 if missing or gone or drifted else 0
+    return 1 if missing or gone or drifted or wrong else 0
 
 
 if __name__ == "__main__":

@@ -46,8 +46,8 @@ from sections import write_section
 
 import contextledger as cl
 from contextledger.application.formats.anthropic_render import render_anthropic
-from contextledger.application.originals import context_entries
-from contextledger.infrastructure.estimates import ClaudeCounter
+from contextledger.application.formats.originals import context_entries
+from contextledger.infrastructure.counting.estimates import ClaudeCounter
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 CORPUS = CORPORA / "tools" / "taubench_airline_gpt4o.jsonl"

@@ -56,7 +56,7 @@ from machine_info import cpu_model, postgres_version
 from sections import write_section
 
 from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
-from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.persistence.database import Database
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels
 

@@ -44,8 +44,8 @@ from contextledger.application import (
     SummaryRequest,
     SummaryResult,
 )
-from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
-from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
+from contextledger.infrastructure.summarizers.offline_summarizer import OfflineSummarizer
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpora" / "plain" / "sgd_plain.jsonl"

@@ -33,7 +33,7 @@ import psycopg
 from sections import write_section  # benchmarks/sections.py (run as a script)
 
 import contextledger as cl
-from contextledger.application.sharding import home_store
+from contextledger.application.storage.sharding import home_store
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")

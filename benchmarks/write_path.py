@@ -321,12 +321,14 @@ def section_profile(lines: list[str], tmp: Path, schema: str, n: int) -> None:
                         c += nc
                 return t, c
 
-            prof_total, _ = cum(lambda f, ln, nm: nm == "append" and f.endswith("application/ledger.py"))
+            prof_total, _ = cum(
+                lambda f, ln, nm: nm == "append" and f.endswith("application/facade/ledger.py"))
             domain, _ = cum(lambda f, ln, nm: nm == "_append_to")
             encoding, _ = cum(lambda f, ln, nm: nm == "to_stored_event")
             recorder_t = max((ct for (f, ln, nm), (cc, nc, tt, ct, cl) in stats.items()
                               if nm == "insert_events" and f.endswith(
-                                  ("infrastructure/pgrecorder.py", "infrastructure/sqlite_recorder.py",
+                                  ("infrastructure/persistence/pgrecorder.py",
+                                   "infrastructure/persistence/sqlite_recorder.py",
                                    "eventsourcing/postgres.py", "eventsourcing/sqlite.py"))), default=0.0)
             put, _ = cum(lambda f, ln, nm: nm == "put" and f.endswith("eventsourcing/persistence.py"))
             record, _ = cum(lambda f, ln, nm: nm == "_record" and f.endswith("eventsourcing/application.py"))

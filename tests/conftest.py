@@ -36,7 +36,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
         return
     from contextledger.domain.errors import ConfigurationError
-    from contextledger.infrastructure.encodings import check_encoding_files
+    from contextledger.infrastructure.counting.encodings import check_encoding_files
 
     try:
         check_encoding_files()

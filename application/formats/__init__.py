@@ -27,4 +27,11 @@ adapter that would also accept its objects. Nothing else changes.
 
 This package's ``__init__`` imports nothing, so an adapter importing ``formats.base``
 never loads the registry.
+
+Beside the adapters, what messages carry of their provider's form:
+
+- ``originals``: messages kept with the framework's own form of them;
+- ``items``: Responses-format items in and out of a conversation.
+
+May import: following, storage, shared, and the domain.
 """

@@ -50,7 +50,7 @@ from typing import Any, Literal
 from contextledger.application.formats.anthropic import describe, is_head
 from contextledger.application.formats.base import labelled_instruction
 from contextledger.application.formats.gemini import is_gemini_original
-from contextledger.application.originals import ContextEntry
+from contextledger.application.formats.originals import ContextEntry
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.messages import Message
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from contextledger.application.items import entry_items
-from contextledger.application.native import sendable
+from contextledger.application.formats.items import entry_items
+from contextledger.application.formats.native import sendable
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.items import Item
 from contextledger.domain.reduction import SummaryLayer, summary_message

@@ -8,6 +8,8 @@
   projections and rebuilds them by name.
 
 ``contextledger.infrastructure.readmodels`` implements the views on SQL tables.
+
+May import: formats, following, storage, shared, and the domain.
 """
 
 from contextledger.application.projections.base import (

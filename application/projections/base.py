@@ -29,7 +29,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from typing_extensions import TypeVar
 
-from contextledger.application.results import SummaryInfo, TranscriptEntry
+from contextledger.application.shared.results import SummaryInfo, TranscriptEntry
 from contextledger.domain.erasure import ContentErased
 
 __all__ = [

@@ -21,9 +21,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import Mapper, Notification, Tracking
 
-from contextledger.application.follower import FollowedLog, LogFollower
-from contextledger.application.observability import Tracer
+from contextledger.application.following.follower import FollowedLog, LogFollower
 from contextledger.application.projections.base import ReadModelProjection
+from contextledger.application.shared.observability import Tracer
 from contextledger.domain.errors import (
     ConfigurationError,
     ReadModelAheadError,

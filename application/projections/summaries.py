@@ -8,7 +8,7 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 
 from contextledger.application.projections.base import ReadModelProjection, SummariesView
-from contextledger.application.results import SummaryInfo
+from contextledger.application.shared.results import SummaryInfo
 from contextledger.domain import events
 from contextledger.domain.erasure import ContentErased
 

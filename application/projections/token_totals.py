@@ -8,7 +8,7 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 
 from contextledger.application.projections.base import ReadModelProjection, TokenTotalsView
-from contextledger.application.results import SharedHistory
+from contextledger.application.shared.results import SharedHistory
 from contextledger.domain import events
 from contextledger.domain.erasure import ContentErased
 

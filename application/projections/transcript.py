@@ -9,7 +9,7 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 
 from contextledger.application.projections.base import ReadModelProjection, TranscriptView
-from contextledger.application.results import TranscriptEntry
+from contextledger.application.shared.results import TranscriptEntry
 from contextledger.domain import events
 from contextledger.domain.erasure import ContentErased
 

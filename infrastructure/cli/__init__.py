@@ -19,9 +19,15 @@ reason in one line on stderr.
     contextledger demo                      # a long conversation end to end, with a report
     contextledger serve                     # the audit viewer (extra [web])
 
-One module per command group (``init``, ``conversations``, ``audit``, ``stats``,
-``rebuild``, ``worker``, ``demo``, ``serve``), each with ``register(subparsers)``;
-``app.main`` puts them together; ``render`` prints.
+One module per command group in ``commands/`` (``init``, ``conversations``, ``audit``,
+``stats``, ``whatif``, ``rebuild``, ``worker``, ``erase``, ``keys``, ``demo``,
+``serve``), each with ``register(subparsers)``; ``app.main`` puts them together;
+``common``, ``connect``, ``render``, ``signals``, ``catchup`` and ``waiting`` are what
+they share.
+
+The top of the infrastructure layer. May import: web, demo, readmodels, persistence,
+keys, summarizers, counting, the layer's loose modules, the application layer and the
+domain.
 """
 
 from contextledger.infrastructure.cli.app import build_parser, main

@@ -37,7 +37,7 @@ COMMAND_MODULES = (
     "demo",
     "serve",
 )
-_PACKAGE = "contextledger.infrastructure.cli"
+_PACKAGE = "contextledger.infrastructure.cli.commands"
 
 
 def _version() -> str:
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return _exit_code(exc)
-    from contextledger.application.settings import absolute_tiktoken_cache_dir
+    from contextledger.application.shared.settings import absolute_tiktoken_cache_dir
 
     absolute_tiktoken_cache_dir()
     if getattr(args, "handler", None) is None:
@@ -150,8 +150,8 @@ def _exit_code(exc: SystemExit) -> int:
 
 def _secrets(args: argparse.Namespace) -> tuple[str, ...]:
     """The password of ``--database`` (or the environment's), never to be shown."""
-    from contextledger.application.settings import Settings
-    from contextledger.infrastructure.database import Database
+    from contextledger.application.shared.settings import Settings
+    from contextledger.infrastructure.persistence.database import Database
 
     try:
         url = getattr(args, "database", None) or Settings.from_env().database_url

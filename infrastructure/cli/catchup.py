@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from contextledger.domain.errors import ContextLedgerError
 
 if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
+    from contextledger.application.facade.ledger import Ledger
     from contextledger.application.projections import ReadModelProjection
     from contextledger.infrastructure.readmodels import SQLReadModels
 
@@ -23,7 +23,7 @@ def current_read_models(ledger: Ledger, *names: str) -> Iterator[SQLReadModels |
     writing anything (a read-only ledger, a role with ``SELECT`` only); None when they
     are missing, behind or cannot be read, and the caller reads the log instead.
     Bringing them up to date is the worker's job (or ``rebuild``'s)."""
-    from contextledger.infrastructure.database import Database
+    from contextledger.infrastructure.persistence.database import Database
     from contextledger.infrastructure.readmodels import SQLReadModels
 
     database = Database.parse(ledger.settings.database_url)
@@ -54,7 +54,7 @@ def _caught_up(ledger: Ledger, projection: ReadModelProjection[Any]) -> bool:
     not past the log's head (a store restored from an older backup). Everything committed
     counts, also past a gap a follower would still wait at: a listing must not pass
     a read model that lacks a committed event for a complete one."""
-    from contextledger.application.notifications import committed_top, read_notifications
+    from contextledger.application.following.notifications import committed_top, read_notifications
 
     position = projection.view.max_tracking_id(ledger.name) or 0
     if position > committed_top(ledger.recorder):  # ahead of the log: not the log's read model

@@ -53,7 +53,7 @@ class Failure(Exception):
 def conversation_id(value: str) -> UUID:
     """Argument type: a conversation, named by its id (a UUID) or by the application's
     string key (``start(..., key=...)``), resolved as the ledger resolves them."""
-    from contextledger.application.addressing import resolve
+    from contextledger.application.shared.addressing import resolve
 
     try:
         return resolve(value, argument="CID")

@@ -24,9 +24,9 @@ from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.cli.common import Failure
 
 if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
-    from contextledger.application.settings import Settings
-    from contextledger.infrastructure.database import Database
+    from contextledger.application.facade.ledger import Ledger
+    from contextledger.application.shared.settings import Settings
+    from contextledger.infrastructure.persistence.database import Database
 
 __all__ = [
     "CLI_CONNECT_TIMEOUT",
@@ -55,8 +55,8 @@ def database(args: argparse.Namespace, *, default: str | None = None) -> Databas
 def databases(args: argparse.Namespace, *, default: str | None = None) -> list[Database]:
     """Every store: those of ``--store`` (repeated), else ``--database`` (else
     ``default``), else ``CONTEXTLEDGER_STORES``, else ``CONTEXTLEDGER_DATABASE_URL``."""
-    from contextledger.application.settings import Settings
-    from contextledger.infrastructure.database import Database
+    from contextledger.application.shared.settings import Settings
+    from contextledger.infrastructure.persistence.database import Database
 
     stores: list[str] | None = getattr(args, "stores", None)
     url: str | None = getattr(args, "database", None)
@@ -83,7 +83,7 @@ def require_existing(db: Database) -> None:
 
 def settings_for(db: Database, **updates: Any) -> Settings:
     """The environment's settings on ``db``; PostgreSQL with the short connect timeout."""
-    from contextledger.application.settings import Settings
+    from contextledger.application.shared.settings import Settings
 
     url = db.url
     if db.kind == "postgresql" and "connect_timeout" not in url.query:
@@ -107,7 +107,7 @@ def open_ledger(
     thread unless ``updates`` say so. ``read_only`` (the commands that only read):
     nothing is created or written, so a role with only ``SELECT`` can run them, and a
     store without its tables is ``SchemaMissingError``."""
-    from contextledger.application.ledger import Ledger
+    from contextledger.application.facade.ledger import Ledger
 
     dbs = databases(args)
     for db in dbs:

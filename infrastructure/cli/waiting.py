@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from eventsourcing.persistence import PersistenceError
 
-from contextledger.application.follower import LogFollower
-from contextledger.application.ledger import Ledger
-from contextledger.application.notifications import committed_top
-from contextledger.application.summarization import SummarizationRunner
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.following.follower import LogFollower
+from contextledger.application.following.notifications import committed_top
+from contextledger.application.summaries.summarization import SummarizationRunner
 from contextledger.domain.errors import ContextLedgerError
 
 __all__ = ["waiting_for"]

@@ -2,8 +2,11 @@
 
 ``synthesize_conversation`` (``scenario``) writes the script, ``run_demo`` (``run``)
 plays and measures it, ``write_chart`` (``chart``) draws the savings. The
-``contextledger demo`` command (``contextledger.infrastructure.cli.demo``) puts them
+``contextledger demo`` command (``contextledger.infrastructure.cli.commands.demo``) puts them
 together with a report.
+
+May import: readmodels, persistence, keys, summarizers, counting, the layer's loose
+modules, the application layer and the domain.
 """
 
 from contextledger.infrastructure.demo.chart import write_chart

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from contextledger.application.ledger import Ledger
+from contextledger.application.facade.ledger import Ledger
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.infrastructure.demo.scenario import (
     DEMO_POLICY,

@@ -9,6 +9,9 @@
   ``SharedTransaction``), so that ``models`` imports the views and no view imports it;
 - one module per view: ``transcript``, ``summaries``, ``token_totals``,
   ``conversations``.
+
+May import: persistence, keys, summarizers, counting, the layer's loose modules, the
+application layer and the domain.
 """
 
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 
-from contextledger.application.store import failure_cause
+from contextledger.application.storage.store import failure_cause
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.readmodels.storage import reason
 

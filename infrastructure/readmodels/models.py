@@ -21,7 +21,8 @@ from contextledger.application.projections import (
     TranscriptProjection,
 )
 from contextledger.domain.errors import ReadOnlyError, StoreError
-from contextledger.infrastructure.database import Database, mask_url
+from contextledger.infrastructure.persistence.database import Database, mask_url
+from contextledger.infrastructure.persistence.sqlite_files import ReadOnlyLeftovers
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels.conversations import SQLConversationsView
 from contextledger.infrastructure.readmodels.host import SharedTransaction
@@ -31,10 +32,9 @@ from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
 from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
 from contextledger.infrastructure.readmodels.transcript import SQLTranscriptView
 from contextledger.infrastructure.readmodels.view import SQLView
-from contextledger.infrastructure.sqlite_files import ReadOnlyLeftovers
 
 if TYPE_CHECKING:
-    from contextledger.application.ledger import Ledger
+    from contextledger.application.facade.ledger import Ledger
 
 __all__ = ["READ_MODEL_NAMES", "SQLReadModels", "attach_read_models", "views_path"]
 

@@ -43,9 +43,9 @@ from uuid import UUID
 from sqlalchemy import JSON, Dialect, Text, TypeDecorator
 
 from contextledger.domain.errors import KeyMissingError, StoreError
-from contextledger.infrastructure.aead import OVERHEAD, AESGCMCipher, decode_key
-from contextledger.infrastructure.subject_keys import KEY_ID_SIZE, SubjectKeys, Tombstone
-from contextledger.infrastructure.subject_mapper import MARK
+from contextledger.infrastructure.keys.aead import OVERHEAD, AESGCMCipher, decode_key
+from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, SubjectKeys, Tombstone
+from contextledger.infrastructure.keys.subject_mapper import MARK
 
 __all__ = [
     "SEALED_PREFIX",

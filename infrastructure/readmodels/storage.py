@@ -60,9 +60,9 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import StaticPool
 
 from contextledger.domain.errors import ConfigurationError
-from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.persistence.database import Database
+from contextledger.infrastructure.persistence.sqlite_files import check_sqlite_file, read_only_uri
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText
-from contextledger.infrastructure.sqlite_files import check_sqlite_file, read_only_uri
 
 __all__ = ["COUNTERS", "PREFIX", "UTCDateTime", "build_tables", "engine_for", "reason", "sqlite_engine"]
 

@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, and_, insert, or_, select, update
 
-from contextledger.application.results import SummaryInfo
+from contextledger.application.shared.results import SummaryInfo
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLSummariesView"]

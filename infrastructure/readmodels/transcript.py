@@ -8,8 +8,8 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, Table, and_, func, insert, or_, select, update
 
-from contextledger.application.history import transcript_order
-from contextledger.application.results import TranscriptEntry, TranscriptVersion
+from contextledger.application.shared.results import TranscriptEntry, TranscriptVersion
+from contextledger.application.summaries.history import transcript_order
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLTranscriptView"]

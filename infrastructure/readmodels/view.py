@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Integer, Table, bindparam, delete, insert, in
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from contextledger.application.store import failure_cause
+from contextledger.application.storage.store import failure_cause
 from contextledger.domain.errors import StoreError, TrackingRewoundError
 from contextledger.infrastructure.readmodels.bulk import BulkPlan, insert_rows, plan_for
 from contextledger.infrastructure.readmodels.host import ReadModelHost, SharedTransaction

@@ -2,6 +2,9 @@
 
 Needs the ``web`` extra (``pip install "contextledger[web]"``). Nothing in the core
 imports this package; the ``serve`` command loads it when it runs.
+
+May import: demo, readmodels, persistence, keys, summarizers, counting, the layer's
+loose modules, the application layer and the domain.
 """
 
 from contextledger.infrastructure.web.app import PAGE_SIZE, create_app

@@ -39,7 +39,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from contextledger.application.ledger import Ledger
+from contextledger.application.facade.ledger import Ledger
 from contextledger.domain.errors import (
     ContextLedgerError,
     ConversationErasedError,
@@ -47,7 +47,7 @@ from contextledger.domain.errors import (
     InvalidArgumentError,
     LogDamagedError,
 )
-from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.persistence.database import Database
 from contextledger.infrastructure.web.chart import token_chart
 from contextledger.infrastructure.web.conversation import (
     EVENTS_PER_PAGE,

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, cast
 from uuid import UUID
 
-from contextledger.application.history import event_marks, summary_infos
-from contextledger.application.ledger import Ledger
-from contextledger.application.results import AuditEvent, TokenTotals
-from contextledger.application.store import ConversationStore
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.shared.results import AuditEvent, TokenTotals
+from contextledger.application.storage.store import ConversationStore
+from contextledger.application.summaries.history import event_marks, summary_infos
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.errors import LogDamagedError
 from contextledger.domain.events import ConversationEvent, MessageAppended, SummaryCreated

@@ -9,7 +9,7 @@ from typing import TextIO
 
 import uvicorn
 
-from contextledger.infrastructure.database import Database
+from contextledger.infrastructure.persistence.database import Database
 from contextledger.infrastructure.web.app import create_app
 
 __all__ = ["exposed_warning", "is_loopback", "run"]

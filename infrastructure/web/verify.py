@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.results import VerifyReport
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.shared.results import VerifyReport
 
 __all__ = ["verify_page"]
 

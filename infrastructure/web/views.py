@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.results import AuditEvent
-from contextledger.application.store import store_errors
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.shared.results import AuditEvent
+from contextledger.application.storage.store import store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.erasure import ContentErased
 from contextledger.domain.errors import ConversationErasedError, ConversationNotFoundError

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.whatif_results import WhatIfReport
+from contextledger.application.auditing.whatif_results import WhatIfReport
+from contextledger.application.facade.ledger import Ledger
 from contextledger.domain.errors import ConversationNotFoundError, UsageError
 
 __all__ = ["WhatIfChart", "whatif_chart", "whatif_routes"]

@@ -26,28 +26,35 @@ from typing import TYPE_CHECKING, Any
 from contextledger._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from contextledger.application.addressing import (
-        KEY_NAMESPACE,
-        ConversationRef,
+    from contextledger.application.auditing.whatif_results import (
+        ConversationWhatIf,
+        ModelPrice,
+        RunFigures,
+        SummarizerUsage,
+        WhatIfReport,
     )
-    from contextledger.application.async_ledger import AsyncLedger
-    from contextledger.application.erasure import ErasureReport
-    from contextledger.application.follower import (
+    from contextledger.application.facade.async_ledger import AsyncLedger
+    from contextledger.application.facade.ledger import Ledger
+    from contextledger.application.following.follower import (
         FollowerHealth,
         LogFollower,
     )
-    from contextledger.application.ledger import Ledger
-    from contextledger.application.ports import (
+    from contextledger.application.privacy.erasure import ErasureReport
+    from contextledger.application.projections import (
+        ReadModelProjection,
+        ReadModelRunner,
+    )
+    from contextledger.application.shared.addressing import (
+        KEY_NAMESPACE,
+        ConversationRef,
+    )
+    from contextledger.application.shared.ports import (
         Summarizer,
         SummaryRequest,
         SummaryResult,
         TokenCounter,
     )
-    from contextledger.application.projections import (
-        ReadModelProjection,
-        ReadModelRunner,
-    )
-    from contextledger.application.results import (
+    from contextledger.application.shared.results import (
         AuditEvent,
         SummaryInfo,
         TokenTotals,
@@ -56,19 +63,12 @@ if TYPE_CHECKING:
         VerifyReport,
         WorkingMemory,
     )
-    from contextledger.application.settings import Settings
-    from contextledger.application.summarization import SummarizationRunner
-    from contextledger.application.whatif_results import (
-        ConversationWhatIf,
-        ModelPrice,
-        RunFigures,
-        SummarizerUsage,
-        WhatIfReport,
-    )
-    from contextledger.application.wire import (
+    from contextledger.application.shared.settings import Settings
+    from contextledger.application.shared.wire import (
         ContextMessage,
         ToolDefinition,
     )
+    from contextledger.application.summaries.summarization import SummarizationRunner
     from contextledger.domain.conversation import Conversation
     from contextledger.domain.erasure import ErasedEvent
     from contextledger.domain.errors import (
@@ -117,22 +117,22 @@ if TYPE_CHECKING:
         ToolCall,
     )
     from contextledger.domain.policy import ReductionPolicy
-    from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
-    from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
-    from contextledger.infrastructure.compaction_summarizer import (
-        AnthropicCompactionSummarizer,
-        OpenAICompactionSummarizer,
-    )
-    from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter
-    from contextledger.infrastructure.gemini_summarizer import GeminiSummarizer
-    from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
-    from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+    from contextledger.infrastructure.counting.anthropic_counter import AnthropicCountingCounter
+    from contextledger.infrastructure.counting.estimates import ClaudeCounter, GeminiCounter
+    from contextledger.infrastructure.counting.tokens import TiktokenCounter
+    from contextledger.infrastructure.keys.subject_keys import SubjectKeys
     from contextledger.infrastructure.readmodels import (
         SQLReadModels,
         attach_read_models,
     )
-    from contextledger.infrastructure.subject_keys import SubjectKeys
-    from contextledger.infrastructure.tokens import TiktokenCounter
+    from contextledger.infrastructure.summarizers.anthropic_summarizer import AnthropicSummarizer
+    from contextledger.infrastructure.summarizers.compaction_summarizer import (
+        AnthropicCompactionSummarizer,
+        OpenAICompactionSummarizer,
+    )
+    from contextledger.infrastructure.summarizers.gemini_summarizer import GeminiSummarizer
+    from contextledger.infrastructure.summarizers.offline_summarizer import OfflineSummarizer
+    from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 
     __version__: str
 
@@ -142,14 +142,14 @@ if TYPE_CHECKING:
 #: garbage collection to walk), and a process loads only what it uses (the command
 #: line's ``--version`` and ``--help`` nothing at all).
 _MODULES: dict[str, tuple[str, ...]] = {
-    "application.addressing": ("KEY_NAMESPACE", "ConversationRef"),
-    "application.async_ledger": ("AsyncLedger",),
-    "application.erasure": ("ErasureReport",),
-    "application.follower": ("FollowerHealth", "LogFollower"),
-    "application.ledger": ("Ledger",),
-    "application.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
+    "application.shared.addressing": ("KEY_NAMESPACE", "ConversationRef"),
+    "application.facade.async_ledger": ("AsyncLedger",),
+    "application.privacy.erasure": ("ErasureReport",),
+    "application.following.follower": ("FollowerHealth", "LogFollower"),
+    "application.facade.ledger": ("Ledger",),
+    "application.shared.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
     "application.projections": ("ReadModelProjection", "ReadModelRunner"),
-    "application.results": (
+    "application.shared.results": (
         "AuditEvent",
         "SummaryInfo",
         "TokenTotals",
@@ -158,16 +158,16 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "VerifyReport",
         "WorkingMemory",
     ),
-    "application.settings": ("Settings",),
-    "application.summarization": ("SummarizationRunner",),
-    "application.whatif_results": (
+    "application.shared.settings": ("Settings",),
+    "application.summaries.summarization": ("SummarizationRunner",),
+    "application.auditing.whatif_results": (
         "ConversationWhatIf",
         "ModelPrice",
         "RunFigures",
         "SummarizerUsage",
         "WhatIfReport",
     ),
-    "application.wire": ("ContextMessage", "ToolDefinition"),
+    "application.shared.wire": ("ContextMessage", "ToolDefinition"),
     "domain.conversation": ("Conversation",),
     "domain.erasure": ("ErasedEvent",),
     "domain.errors": (
@@ -212,21 +212,24 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "domain.messages": ("FunctionCall", "Message", "ToolCall"),
     "domain.policy": ("ReductionPolicy",),
-    "infrastructure.anthropic_counter": ("AnthropicCountingCounter",),
-    "infrastructure.anthropic_summarizer": ("AnthropicSummarizer",),
-    "infrastructure.gemini_summarizer": ("GeminiSummarizer",),
-    "infrastructure.offline_summarizer": ("OfflineSummarizer",),
-    "infrastructure.tokens": ("TiktokenCounter",),
-    "infrastructure.estimates": ("ClaudeCounter", "GeminiCounter"),
-    "infrastructure.subject_keys": ("SubjectKeys",),
-    "infrastructure.compaction_summarizer": ("AnthropicCompactionSummarizer", "OpenAICompactionSummarizer"),
-    "infrastructure.openai_summarizer": ("OpenAISummarizer",),
+    "infrastructure.counting.anthropic_counter": ("AnthropicCountingCounter",),
+    "infrastructure.summarizers.anthropic_summarizer": ("AnthropicSummarizer",),
+    "infrastructure.summarizers.gemini_summarizer": ("GeminiSummarizer",),
+    "infrastructure.summarizers.offline_summarizer": ("OfflineSummarizer",),
+    "infrastructure.counting.tokens": ("TiktokenCounter",),
+    "infrastructure.counting.estimates": ("ClaudeCounter", "GeminiCounter"),
+    "infrastructure.keys.subject_keys": ("SubjectKeys",),
+    "infrastructure.summarizers.compaction_summarizer": (
+        "AnthropicCompactionSummarizer",
+        "OpenAICompactionSummarizer",
+    ),
+    "infrastructure.summarizers.openai_summarizer": ("OpenAISummarizer",),
     "infrastructure.readmodels": ("SQLReadModels", "attach_read_models"),
 }
 _LAZY = {name: f"contextledger.{module}" for module, names in _MODULES.items() for name in names}
-#: A ledger opens its store through ``infrastructure.database`` (its URL parsing is
+#: A ledger opens its store through ``infrastructure.persistence.database`` (its URL parsing is
 #: SQLAlchemy's): it loads with the ledger class, not inside the first ``open()``.
-_WITH = dict.fromkeys(("Ledger", "AsyncLedger"), "contextledger.infrastructure.database")
+_WITH = dict.fromkeys(("Ledger", "AsyncLedger"), "contextledger.infrastructure.persistence.database")
 
 
 def __getattr__(name: str) -> Any:

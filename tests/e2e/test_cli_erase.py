@@ -16,7 +16,7 @@ import pytest
 
 import contextledger as cl
 from contextledger.infrastructure.cli import main
-from contextledger.infrastructure.subject_mapper import subject_keys_of
+from contextledger.infrastructure.keys.subject_mapper import subject_keys_of
 
 POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
 #: The store's URL and its conversations by name.

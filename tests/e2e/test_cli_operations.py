@@ -21,8 +21,8 @@ import pytest
 import contextledger as cl
 from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.cli.connect import CLI_CONNECT_TIMEOUT, check_postgres, settings_for
-from contextledger.infrastructure.database import Database
-from contextledger.infrastructure.encodings import SHIPPED, SHIPPED_DIR, cache_file_name
+from contextledger.infrastructure.counting.encodings import SHIPPED, SHIPPED_DIR, cache_file_name
+from contextledger.infrastructure.persistence.database import Database
 
 REPO = Path(__file__).resolve().parents[2]
 CID = "00000000-0000-4000-8000-000000000000"

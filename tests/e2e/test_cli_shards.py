@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import contextledger as cl
-from contextledger.application.sharding import home_store
+from contextledger.application.storage.sharding import home_store
 from contextledger.infrastructure.cli import main
 from tests.conftest import POSTGRES_URL, _postgres_admin
 

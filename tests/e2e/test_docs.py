@@ -68,7 +68,7 @@ def test_the_configuration_page_names_every_setting_and_its_variable() -> None:
     page = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [name for name in Settings.model_fields if f"`{name}`" not in page]
     assert missing == []
-    source = (REPO / "application" / "settings.py").read_text(encoding="utf-8")
+    source = (REPO / "application" / "shared" / "settings.py").read_text(encoding="utf-8")
     variables = set(re.findall(r'"((?:CONTEXTLEDGER|OPENAI)_[A-Z_]+)"', source))
     assert variables and [v for v in sorted(variables) if f"`{v}`" not in page] == []
 

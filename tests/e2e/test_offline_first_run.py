@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from contextledger.infrastructure.encodings import SHIPPED, SHIPPED_DIR, cache_file_name
+from contextledger.infrastructure.counting.encodings import SHIPPED, SHIPPED_DIR, cache_file_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def corrupt_tiktoken_cache(folder: Path) -> Path:
 def test_the_network_is_really_unreachable_here(tmp_path: Path) -> None:
     """The environment above refuses downloads: an encoding that is not shipped cannot
     be had, and says what to set."""
-    code = ("from contextledger.infrastructure.encodings import load_encoding\n"
+    code = ("from contextledger.infrastructure.counting.encodings import load_encoding\n"
             "from contextledger.domain.errors import ConfigurationError\n"
             "try:\n    load_encoding('p50k_base')\n"
             "except ConfigurationError as e:\n    print('ERR', e)\n")

@@ -74,9 +74,9 @@ def test_a_clone_without_symlinks_builds_the_same_wheel(tmp_path: Path) -> None:
     assert without == with_links
     for expected in (
         "contextledger/domain/events.py",
-        "contextledger/application/ledger.py",
+        "contextledger/application/facade/ledger.py",
         "contextledger/application/projections/runner.py",
-        "contextledger/infrastructure/bpe/o200k_base.tiktoken",
+        "contextledger/infrastructure/counting/bpe/o200k_base.tiktoken",
         "contextledger/infrastructure/web/templates/base.html",
     ):
         assert expected in without

@@ -12,8 +12,8 @@ import pytest
 
 import contextledger as cl
 from contextledger.domain.messages import Message
-from contextledger.infrastructure.anthropic_counter import AnthropicCountingCounter
-from contextledger.infrastructure.estimates import ClaudeCounter
+from contextledger.infrastructure.counting.anthropic_counter import AnthropicCountingCounter
+from contextledger.infrastructure.counting.estimates import ClaudeCounter
 from contextledger.testing.fake_anthropic import FakeAnthropicServer
 
 MODEL = "claude-sonnet-4-5"

@@ -12,7 +12,7 @@ import pytest
 import contextledger as cl
 from contextledger.application.formats.anthropic import AnthropicAdapter
 from contextledger.application.formats.anthropic_render import render_anthropic
-from contextledger.application.originals import context_entries, extend_with_originals
+from contextledger.application.formats.originals import context_entries, extend_with_originals
 from contextledger.testing import Reply, assert_valid_anthropic_request
 from contextledger.testing.fake_anthropic import Blocks, FakeAnthropicServer, redacted_thinking, thinking
 

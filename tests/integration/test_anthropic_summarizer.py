@@ -19,8 +19,8 @@ from contextledger.domain import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
-from contextledger.infrastructure.anthropic_summarizer import AnthropicSummarizer
-from contextledger.infrastructure.summary_prompt import PROMPT_VERSION
+from contextledger.infrastructure.summarizers.anthropic_summarizer import AnthropicSummarizer
+from contextledger.infrastructure.summarizers.summary_prompt import PROMPT_VERSION
 from contextledger.testing import (
     Blocks,
     Call,

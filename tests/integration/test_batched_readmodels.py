@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Table, func, select
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.projections import ReadModelProjection, ReadModelRunner, TranscriptProjection
-from contextledger.application.sharding import home_store
+from contextledger.application.storage.sharding import home_store
 from contextledger.domain import events
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES

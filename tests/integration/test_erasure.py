@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.application.notifications import read_notifications
+from contextledger.application.following.notifications import read_notifications
 from contextledger.infrastructure.readmodels import SQLReadModels
 
 MARK_A = "qx-subject-a-marker-e1d7"

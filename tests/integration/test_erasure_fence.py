@@ -1,4 +1,4 @@
-"""Writes fenced by the key table (``infrastructure/key_fence.py``), on a SQLite file
+"""Writes fenced by the key table (``infrastructure/keys/key_fence.py``), on a SQLite file
 and on PostgreSQL.
 
 A second ledger on the same store is another process: its caches hold the subject's
@@ -26,7 +26,7 @@ import pytest
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.application.notifications import read_notifications
+from contextledger.application.following.notifications import read_notifications
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import ScriptedSummarizer
 

@@ -32,7 +32,7 @@ from sqlalchemy import select
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.application.notifications import read_notifications
+from contextledger.application.following.notifications import read_notifications
 from contextledger.domain.erasure import ContentErased, ErasedEvent
 from contextledger.infrastructure.readmodels import SQLReadModels
 

@@ -17,8 +17,8 @@ import pytest
 
 import contextledger as cl
 from contextledger.infrastructure.cli import main
-from contextledger.infrastructure.subject_keys import CHECK_SUBJECT, SubjectKeys, rewrap_keys
-from contextledger.infrastructure.subject_mapper import subject_keys_of
+from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, SubjectKeys, rewrap_keys
+from contextledger.infrastructure.keys.subject_mapper import subject_keys_of
 
 
 def key(size: int = 32) -> str:

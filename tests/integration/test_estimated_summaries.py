@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import contextledger as cl
-from contextledger.application.summary_service import summary_budget
-from contextledger.infrastructure.estimates import counter_for_model
-from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.application.summaries.summary_service import summary_budget
+from contextledger.infrastructure.counting.estimates import counter_for_model
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.testing import FakeAnthropicServer, FakeGeminiServer, FakeOpenAIServer, GeminiReply, Reply
 from tests.properties.test_corpora import load
 

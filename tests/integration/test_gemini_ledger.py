@@ -14,7 +14,11 @@ from google.genai import errors, types
 import contextledger as cl
 from contextledger.application.formats.gemini import GeminiAdapter, open_calls_of
 from contextledger.application.formats.gemini_render import render_gemini
-from contextledger.application.originals import context_entries, extend_with_originals, transcript_originals
+from contextledger.application.formats.originals import (
+    context_entries,
+    extend_with_originals,
+    transcript_originals,
+)
 from contextledger.testing import FakeGeminiServer, GeminiReply
 from tests.support.gemini_wire import gemini_client, weather_in_paris_and_rome
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 import contextledger as cl
-from contextledger.application.ports import SummaryRequest
+from contextledger.application.shared.ports import SummaryRequest
 from contextledger.domain.messages import Message
-from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 from contextledger.testing import (
     Delay,
     Drop,

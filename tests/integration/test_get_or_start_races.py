@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from contextledger.application import Ledger
-from contextledger.application.addressing import id_for_key
+from contextledger.application.shared.addressing import id_for_key
 
 THREADS = 8
 

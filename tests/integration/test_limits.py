@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.application.limits import check_message_bytes, message_bytes
+from contextledger.application.shared.limits import check_message_bytes, message_bytes
 from contextledger.domain import ContextOverflowError, InvalidMessageError, Message, MessageTooLargeError
 from contextledger.domain.windows import DEFAULT_CONTEXT_WINDOW, context_window, default_context_cap
 

@@ -12,7 +12,7 @@ import pytest
 
 import contextledger as cl
 from contextledger.application import Ledger, Settings
-from contextledger.application.store import snapshot_step
+from contextledger.application.storage.store import snapshot_step
 
 INTERVAL = 10
 

@@ -19,7 +19,7 @@ from contextledger.domain import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
-from contextledger.infrastructure.openai_summarizer import PROMPT_VERSION, OpenAISummarizer
+from contextledger.infrastructure.summarizers.openai_summarizer import PROMPT_VERSION, OpenAISummarizer
 from contextledger.testing import (
     Delay,
     Drop,

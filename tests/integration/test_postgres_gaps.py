@@ -21,10 +21,11 @@ import psycopg
 import pytest
 
 from contextledger.application import Ledger, Settings
-from contextledger.infrastructure.cli import main, worker
+from contextledger.infrastructure.cli import main
+from contextledger.infrastructure.cli.commands import worker
 from contextledger.infrastructure.cli.common import Failure
 from contextledger.infrastructure.cli.waiting import waiting_for
-from contextledger.infrastructure.recorders import PostgresConversationRecorder
+from contextledger.infrastructure.persistence.recorders import PostgresConversationRecorder
 from contextledger.infrastructure.web.views import ConversationIndex
 from tests.conftest import POSTGRES_URL
 

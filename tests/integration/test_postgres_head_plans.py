@@ -20,7 +20,7 @@ from eventsourcing.postgres import PostgresDatastore
 from psycopg.sql import SQL
 
 from contextledger.application import Ledger
-from contextledger.infrastructure.pgreads import FinalMark
+from contextledger.infrastructure.persistence.pgreads import FinalMark
 from tests.conftest import POSTGRES_URL
 
 pytestmark = pytest.mark.postgres

@@ -19,7 +19,7 @@ from contextledger.domain import Conversation
 from contextledger.domain.conversation import ConversationSnapshot
 from contextledger.domain.errors import InvalidPolicyError
 from contextledger.domain.events import Forked, PolicyChanged, Started
-from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
+from contextledger.infrastructure.keys.mapper import JSONBytesTranscoder, PydanticMapper
 
 SYSTEM = "You are a careful travel agent. " * 40  # about 280 tokens
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

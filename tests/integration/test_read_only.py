@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 import contextledger as cl
-from contextledger.application.read_only import READING, WRITING
+from contextledger.application.facade.read_only import READING, WRITING
 from contextledger.infrastructure.cli import main
 from tests.conftest import POSTGRES_URL
 from tests.support.privileges import as_nobody
@@ -64,7 +64,7 @@ def test_every_public_method_of_the_ledger_is_known_to_read_or_to_write() -> Non
         "DEEPCOPY_FROM_AGGREGATE_CACHE",
     }
     unknown = sorted(public - READING - WRITING - constants)
-    assert unknown == [], f"classify these in application/read_only.py: {unknown}"
+    assert unknown == [], f"classify these in application/facade/read_only.py: {unknown}"
     assert not READING & WRITING
 
 

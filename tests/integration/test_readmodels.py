@@ -372,7 +372,7 @@ def test_wait_idle_returns_once_what_was_written_before_it_is_read_even_behind_a
 ) -> None:
     import psycopg
 
-    from contextledger.infrastructure.recorders import PostgresConversationRecorder
+    from contextledger.infrastructure.persistence.recorders import PostgresConversationRecorder
     from tests.conftest import POSTGRES_URL
 
     with Ledger.open(postgres_url, run_policy=False) as ledger:

@@ -24,8 +24,8 @@ from eventsourcing.sqlite import SQLiteDatastore
 from eventsourcing.tests.persistence import ApplicationRecorderTestCase
 
 from contextledger.application import Ledger, Settings
-from contextledger.application.notifications import read_notifications
-from contextledger.infrastructure.recorders import (
+from contextledger.application.following.notifications import read_notifications
+from contextledger.infrastructure.persistence.recorders import (
     PostgresConversationRecorder,
     PostgresSnapshotRecorder,
     SQLiteConversationRecorder,

@@ -22,9 +22,9 @@ from google.genai import types
 import contextledger as cl
 from contextledger.application.formats.anthropic import AnthropicAdapter
 from contextledger.application.formats.anthropic_render import render_anthropic
-from contextledger.application.originals import context_entries, extend_with_originals
+from contextledger.application.formats.originals import context_entries, extend_with_originals
 from contextledger.domain.events import UsageRecorded
-from contextledger.infrastructure.estimates import ClaudeCounter
+from contextledger.infrastructure.counting.estimates import ClaudeCounter
 from contextledger.testing import FakeGeminiServer, GeminiReply
 from contextledger.testing.fake_anthropic import Blocks, FakeAnthropicServer
 

@@ -13,13 +13,13 @@ from uuid import UUID
 import pytest
 
 import contextledger as cl
-from contextledger.application.retention import (
+from contextledger.application.privacy.retention import (
     RetentionEnforcer,
     enforce_retention,
     retention_plan,
     retention_reason,
 )
-from contextledger.infrastructure.subject_mapper import subject_keys_of
+from contextledger.infrastructure.keys.subject_mapper import subject_keys_of
 
 POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

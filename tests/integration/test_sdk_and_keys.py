@@ -11,8 +11,8 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from contextledger.application import ReductionPolicy
-from contextledger.application.addressing import KEY_NAMESPACE
-from contextledger.application.ports import SummaryResult
+from contextledger.application.shared.addressing import KEY_NAMESPACE
+from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.errors import (
     ConversationNotFoundError,
     DuplicateConversationError,

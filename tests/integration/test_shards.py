@@ -16,8 +16,8 @@ from uuid import UUID
 import pytest
 
 import contextledger as cl
-from contextledger.application.addressing import id_for_key
-from contextledger.application.sharding import home_store
+from contextledger.application.shared.addressing import id_for_key
+from contextledger.application.storage.sharding import home_store
 from tests.conftest import POSTGRES_URL, _postgres_admin
 
 StoreFactory = Callable[[int], list[str]]

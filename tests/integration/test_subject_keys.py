@@ -19,8 +19,8 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import Environment
 
 import contextledger as cl
-from contextledger.infrastructure.subject_keys import SubjectKeys
-from contextledger.infrastructure.subject_mapper import MARK, subject_keys_of
+from contextledger.infrastructure.keys.subject_keys import SubjectKeys
+from contextledger.infrastructure.keys.subject_mapper import MARK, subject_keys_of
 
 SECRET_A = "alpha-secret-71c2 my account number is 1234"
 SECRET_B = "bravo-secret-93fe my address is 5 Elm Street"

@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.subjects import MAX_SUBJECT_CHARS, check_subject
-from contextledger.infrastructure.subject_mapper import MARK, key_ids_of, subject_keys_of
+from contextledger.application.privacy.subjects import MAX_SUBJECT_CHARS, check_subject
+from contextledger.infrastructure.keys.subject_mapper import MARK, key_ids_of, subject_keys_of
 
 POLICY = cl.ReductionPolicy(trigger_messages=1000, keep_messages=10)
 

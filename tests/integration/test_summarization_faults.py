@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 from contextledger.testing import Delay, Drop, FakeOpenAIServer, Malformed, Reply, Status
 from tests.support.invariants import check, check_log
 

@@ -19,7 +19,7 @@ from contextledger.application import (
     SummaryRequest,
     SummaryResult,
 )
-from contextledger.application.notifications import read_notifications
+from contextledger.application.following.notifications import read_notifications
 from contextledger.domain import (
     SummarizerRateLimitedError,
     SummarizerTimeoutError,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 from contextledger.testing import FakeOpenAIServer, Reply, Status
 
 KEY = "sk-test-refused-0123456789"

@@ -10,8 +10,8 @@ import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
 from contextledger.domain import InvalidArgumentError, Message
-from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
-from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+from contextledger.infrastructure.summarizers.offline_summarizer import OfflineSummarizer
+from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 from contextledger.testing import FakeOpenAIServer, Reply
 
 POLICY = ReductionPolicy(trigger_messages=5, keep_messages=1)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 import contextledger as cl
-from contextledger.application.originals import transcript_originals
+from contextledger.application.formats.originals import transcript_originals
 from contextledger.integrations.langchain import LedgerChatMessageHistory, from_original, original_of
 from contextledger.testing import openai_context_violations as violations
 
@@ -179,7 +179,7 @@ def test_a_value_that_would_not_come_back_equal_is_refused_and_nothing_is_writte
 
 
 def test_an_original_must_be_a_json_object_with_a_format(sqlite_url: str) -> None:
-    from contextledger.application.originals import extend_with_originals
+    from contextledger.application.formats.originals import extend_with_originals
 
     with cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
         cid = ledger.start(model="gpt-4o-mini")

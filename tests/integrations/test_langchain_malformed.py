@@ -20,7 +20,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 import contextledger as cl
-from contextledger.application.originals import transcript_originals
+from contextledger.application.formats.originals import transcript_originals
 from contextledger.integrations.langchain import LedgerChatMessageHistory, LedgerMiddleware, from_original
 from contextledger.testing import Call, FakeOpenAIServer, Func, RecordedRequest, Reply
 from contextledger.testing import openai_context_violations as violations

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.notifications import read_notifications
+from contextledger.application.following.notifications import read_notifications
 from contextledger.domain.erasure import ContentErased, ErasedEvent
 
 SUBJECTS = ("s0", "s1", "s2")

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.addressing import id_for_key
-from contextledger.infrastructure.subject_mapper import subject_keys_of
+from contextledger.application.shared.addressing import id_for_key
+from contextledger.infrastructure.keys.subject_mapper import subject_keys_of
 
 SUBJECTS = ["tenant-1", "tenant-2", None]  # None: the conversation is its own subject
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.summarization import summarize_pending
+from contextledger.application.summaries.summarization import summarize_pending
 from contextledger.testing import assert_valid_openai_context
 
 SOURCE = "src-marker"

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.addressing import id_for_key
-from contextledger.application.sharding import home_store
+from contextledger.application.shared.addressing import id_for_key
+from contextledger.application.storage.sharding import home_store
 
 ids = st.uuids()
 

@@ -8,7 +8,7 @@ from uuid import UUID
 from contextledger.application import Ledger, SummaryRequest, SummaryResult
 from contextledger.domain import SummaryQualityError
 from contextledger.domain.conversation import SummaryFailure
-from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.testing import openai_context_violations
 
 _COUNTER = TiktokenCounter("gpt-4o-mini")

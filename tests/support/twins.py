@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from contextledger.application import Ledger
-from contextledger.application.async_ledger import AsyncLedger
+from contextledger.application.facade.async_ledger import AsyncLedger
 
 
 class Blocking:

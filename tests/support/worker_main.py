@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from contextledger.application import Ledger, Settings, SummarizationRunner, SummaryRequest, SummaryResult
-from contextledger.infrastructure.openai_summarizer import OpenAISummarizer
+from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 
 
 class PauseAfterAnswer:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextledger.application.addressing import KEY_NAMESPACE, check_key, id_for_key, resolve
+from contextledger.application.shared.addressing import KEY_NAMESPACE, check_key, id_for_key, resolve
 from contextledger.domain.errors import InvalidArgumentError
 
 

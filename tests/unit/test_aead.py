@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextledger.domain.errors import ConfigurationError
-from contextledger.infrastructure.aead import AESGCMCipher
+from contextledger.infrastructure.keys.aead import AESGCMCipher
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 ENV = Environment(env={"CIPHER_KEY": KEY})

@@ -1,7 +1,7 @@
 """Token estimates for Claude and Gemini models stay within their stated bound.
 
 No real Claude or Gemini tokenizer runs here, so the bound is checked against what
-the calibration rests on (``infrastructure/estimates.py``): the published ratio range
+the calibration rests on (``infrastructure/counting/estimates.py``): the published ratio range
 of Claude's count to cl100k's (1.0..1.35), and the published characters-a-token rules
 (Claude about 3.5, Gemini about 4) on the corpora's English prose.
 """
@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.counting import ESTIMATE_ERRORS, relative_error
+from contextledger.application.shared.counting import ESTIMATE_ERRORS, relative_error
 from contextledger.domain import Message
-from contextledger.infrastructure.estimates import ClaudeCounter, GeminiCounter, counter_for_model
-from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.infrastructure.counting.estimates import ClaudeCounter, GeminiCounter, counter_for_model
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from tests.conftest import CORPORA
 
 CL100K = TiktokenCounter("gpt-4")

@@ -27,7 +27,7 @@ from contextledger.domain.conversation import (
 )
 from contextledger.domain.events import DomainEvent, ForkOrigin
 from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
-from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
+from contextledger.infrastructure.keys.mapper import JSONBytesTranscoder, PydanticMapper
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 CID = uuid4()

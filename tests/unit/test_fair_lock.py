@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from contextledger.application.store import FairLock
+from contextledger.application.storage.store import FairLock
 
 
 def wait_for(predicate: object) -> None:

@@ -25,7 +25,7 @@ from contextledger.application.formats.openai_chat import (
     message_of,
 )
 from contextledger.application.formats.responses import RESPONSES, DecodedItems, decode_items, grouped_items
-from contextledger.application.inbound import inbound
+from contextledger.application.writing.inbound import inbound
 from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.items import describe_item, item_text, messages_from_items
 from contextledger.domain.messages import Message

@@ -13,7 +13,7 @@ import pytest
 
 #: Loaded only by what needs them: the store, the ledger, counting, the SDK.
 HEAVY = ("sqlalchemy", "eventsourcing", "openai", "tiktoken", "psycopg", "psycopg_pool", "pydantic",
-         "tqdm", "contextledger.application", "contextledger.infrastructure.database",
+         "tqdm", "contextledger.application", "contextledger.infrastructure.persistence.database",
          "contextledger.infrastructure.readmodels")
 
 REPORT = (
@@ -46,7 +46,7 @@ def test_the_package_namespace_is_complete_and_loads_a_name_on_first_use() -> No
     assert loaded == []  # the error tree is pure Python
     loaded = loaded_after("import contextledger as cl\ncl.Ledger")
     assert "sqlalchemy" in loaded and "eventsourcing" in loaded
-    assert "contextledger.infrastructure.database" in loaded  # with the ledger, not inside open()
+    assert "contextledger.infrastructure.persistence.database" in loaded  # with the ledger, not inside open()
     assert "openai" not in loaded
 
 

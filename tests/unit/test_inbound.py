@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
-from contextledger.application.inbound import ALWAYS_DROPPED, DROPPED_WHEN_NONE, inbound
+from contextledger.application.writing.inbound import ALWAYS_DROPPED, DROPPED_WHEN_NONE, inbound
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.messages import Message
 

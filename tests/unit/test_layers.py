@@ -91,8 +91,8 @@ def test_code_never_uses_the_bare_layer_names() -> None:
 
 def test_the_checker_itself_catches_an_outward_import(tmp_path: Path) -> None:
     sample = tmp_path / "bad.py"
-    sample.write_text("from contextledger.infrastructure.tokens import TiktokenCounter\n")
-    assert imported_modules(sample) == ["contextledger.infrastructure.tokens"]
+    sample.write_text("from contextledger.infrastructure.counting.tokens import TiktokenCounter\n")
+    assert imported_modules(sample) == ["contextledger.infrastructure.counting.tokens"]
 
 
 def test_only_type_modules_of_the_sdk_may_be_named_and_only_for_type_checkers(tmp_path: Path) -> None:

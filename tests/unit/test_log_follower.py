@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextledger.application import Ledger, LogFollower, SummarizationRunner
-from contextledger.application.follower import shard_of
+from contextledger.application.following.follower import shard_of
 from contextledger.domain.errors import ConfigurationError, StoreError
 from contextledger.domain.events import Started
 from contextledger.infrastructure.readmodels import SQLReadModels
@@ -234,7 +234,7 @@ class CountingLog:
 
 
 def test_a_bounded_read_sends_no_query_that_can_only_come_back_empty(tmp_path: Path) -> None:
-    from contextledger.application.notifications import read_notifications
+    from contextledger.application.following.notifications import read_notifications
 
     with Ledger.open(f"sqlite:///{tmp_path / 'log.db'}", run_policy=False) as ledger:
         cid = ledger.start("sys")

@@ -23,9 +23,18 @@ def test_the_map_names_every_module_of_the_layers_and_no_other() -> None:
     tool = module_map()
     mapped = tool.modules_in_map((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
     actual = tool.package_modules()
-    assert "application/store.py" in actual and "application/formats/inbound.py" in actual
+    assert "application/storage/store.py" in actual and "application/formats/inbound.py" in actual
     assert sorted(set(actual) - set(mapped)) == [], "modules missing from docs/architecture.md's module map"
     assert sorted(set(mapped) - set(actual)) == [], "the module map names modules that no longer exist"
+
+
+def test_the_map_lists_each_module_under_its_room() -> None:
+    tool = module_map()
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "   -- facade/: " in text and "   -- persistence/: " in text
+    assert tool.misplaced(text) == []
+    moved = text.replace("   -- writing/: ", "   -- reading/: ", 1)
+    assert "application/writing/commands.py" in tool.misplaced(moved)
 
 
 def test_the_map_is_read_by_layer_and_rewritten_in_place() -> None:

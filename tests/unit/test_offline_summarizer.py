@@ -8,8 +8,8 @@ import pytest
 
 from contextledger.application import Summarizer, SummaryRequest
 from contextledger.domain import Message
-from contextledger.infrastructure.offline_summarizer import OfflineSummarizer
-from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
+from contextledger.infrastructure.summarizers.offline_summarizer import OfflineSummarizer
 from contextledger.testing.contracts import SummarizerContract
 
 COUNTER = TiktokenCounter("gpt-4o-mini")

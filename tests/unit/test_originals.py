@@ -9,7 +9,11 @@ import json
 import pytest
 
 import contextledger as cl
-from contextledger.application.originals import context_entries, extend_with_originals, transcript_originals
+from contextledger.application.formats.originals import (
+    context_entries,
+    extend_with_originals,
+    transcript_originals,
+)
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.events import MessageAppended
 from contextledger.domain.messages import Message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from contextledger.application.outage import Outages
+from contextledger.application.storage.outage import Outages
 from contextledger.domain.errors import StoreError
 
 

@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 from eventsourcing.utils import resolve_topic
 
-from contextledger.application.settings import Settings
-from contextledger.infrastructure import group_commit, memory_recorder, pgrecorder, pgstore, recorders
-from contextledger.infrastructure import sqlite_recorder as sqlite_module
-from contextledger.infrastructure.database import persistence_env
+from contextledger.application.shared.settings import Settings
+from contextledger.infrastructure.persistence import (
+    group_commit,
+    memory_recorder,
+    pgrecorder,
+    pgstore,
+    recorders,
+)
+from contextledger.infrastructure.persistence import sqlite_recorder as sqlite_module
+from contextledger.infrastructure.persistence.database import persistence_env
 
 #: Every name the recorders module offered, with where it is defined.
 HOMES = {

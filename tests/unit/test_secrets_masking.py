@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from contextledger.application import Settings
-from contextledger.application.settings import masked_url
+from contextledger.application.shared.settings import masked_url
 from contextledger.domain import ConfigurationError
-from contextledger.infrastructure.database import Database, mask_url
+from contextledger.infrastructure.persistence.database import Database, mask_url
 
 SECRET = "pa55-w0rd"
 

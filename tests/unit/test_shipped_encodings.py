@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.domain.errors import ConfigurationError
-from contextledger.infrastructure.encodings import (
+from contextledger.infrastructure.counting.encodings import (
     SHIPPED,
     SHIPPED_DIR,
     cache_file_name,
@@ -155,8 +155,8 @@ def test_tiktoken_cache_dir_wins_when_it_holds_the_file(tmp_path: Path, monkeypa
 
 def test_the_shipped_files_are_package_data() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = pyproject["tool"]["setuptools"]["package-data"]["contextledger.infrastructure"]
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["contextledger.infrastructure.counting"]
     for shipped in SHIPPED.values():
         relative = f"{SHIPPED_DIR.name}/{shipped.file_name}"
-        assert (REPO / "infrastructure" / relative).is_file()
+        assert (REPO / "infrastructure" / "counting" / relative).is_file()
         assert any(fnmatch(relative, pattern) for pattern in patterns), relative

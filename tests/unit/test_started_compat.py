@@ -11,7 +11,7 @@ from eventsourcing.persistence import StoredEvent
 
 from contextledger.domain import Conversation, Message, ReductionPolicy
 from contextledger.domain.events import DomainEvent, Started, ToolsChanged
-from contextledger.infrastructure.mapper import JSONBytesTranscoder, PydanticMapper
+from contextledger.infrastructure.keys.mapper import JSONBytesTranscoder, PydanticMapper
 
 CID = uuid4()
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

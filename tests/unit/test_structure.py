@@ -1,4 +1,4 @@
-"""The house stays easy to walk: no module over 500 lines, no import circle.
+"""The house stays easy to walk: no module over 500 lines, no import circle, rooms in order.
 
 The import graph counts every import of a module of the package: at module level,
 inside functions, and under ``if TYPE_CHECKING:`` (a type-only circle is still a
@@ -7,6 +7,14 @@ circle for a reader). A package's ``__init__`` counts as a module of its own.
 Two directions of the graph are stated besides: the ``Ledger`` imports its
 collaborators (each takes a port of it instead of importing it back), and the domain
 events never reach the aggregate they are folded into, nor its state.
+
+The application and infrastructure layers keep their modules in rooms, one
+sub-package per concept, in a stated order from the top (``ROOMS``: the façade first,
+the shared ports and settings last): a room imports its own modules and those of rooms
+after it, never one before it, like the layers themselves. A layer's loose modules
+(outside every room) import no room; the layer's ``__init__``, its lazy map of public
+names, may name any. No folder of the package but the domain's (``FLAT``: why there)
+holds more than 15 modules.
 """
 
 from __future__ import annotations
@@ -18,6 +26,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "contextledger"
 MAX_LINES = 500
+MAX_MODULES = 15
+
+#: Each layer's rooms, from the top. A new room takes its place here (and in the
+#: layer's docstring); a room imports only itself and the rooms after it.
+ROOMS: dict[str, tuple[str, ...]] = {
+    "application": (
+        "facade",
+        "writing",
+        "reading",
+        "privacy",
+        "auditing",
+        "summaries",
+        "projections",
+        "formats",
+        "following",
+        "storage",
+        "shared",
+    ),
+    "infrastructure": ("cli", "web", "demo", "readmodels", "persistence", "keys", "summarizers", "counting"),
+}
+
+#: The domain is left flat: it is one concept (the conversation aggregate: its events,
+#: state, fold and commands, and the values they are made of) that every room of the
+#: other layers speaks, and its modules import each other as one vocabulary would, so
+#: rooms would cut through it rather than along it. The 15-module rule covers every
+#: other folder of the package.
+FLAT = ("domain",)
 
 
 def package_modules() -> dict[str, Path]:
@@ -98,8 +133,8 @@ def test_the_package_is_found_whole() -> None:
     for expected in (
         "contextledger",
         "contextledger.domain.events",
-        "contextledger.application.ledger",
-        "contextledger.infrastructure.mapper",
+        "contextledger.application.facade.ledger",
+        "contextledger.infrastructure.keys.mapper",
         "contextledger.infrastructure.readmodels.view",
         "contextledger.application.formats.inbound",
         "contextledger.integrations.langchain",
@@ -139,9 +174,12 @@ def test_no_import_circle_type_only_imports_included() -> None:
 
 def test_the_ledger_imports_its_collaborators_and_none_of_them_reaches_it_again() -> None:
     graph = package_graph()
-    ledger = "contextledger.application.ledger"
+    ledger = "contextledger.application.facade.ledger"
     application = "contextledger.application"
-    collaborators = {f"{application}.{name}" for name in ("commands", "queries", "store", "ledger_edits")}
+    collaborators = {
+        f"{application}.{name}"
+        for name in ("writing.commands", "reading.queries", "storage.store", "writing.ledger_edits")
+    }
     assert collaborators <= graph[ledger]
     assert ledger not in reached_from(graph, ledger)
 
@@ -158,11 +196,11 @@ def test_the_circle_check_finds_a_circle_and_a_type_only_import(tmp_path: Path) 
     # The check itself can fail: a type-only import back is a circle.
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from contextledger.application.ledger import Ledger\n"
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from contextledger.application.facade.ledger import Ledger\n"
     probe = tmp_path / "probe.py"
     probe.write_text(source, encoding="utf-8")
-    modules = {"contextledger.application.ledger": Path("ledger.py"), "probe": probe}
-    assert imports_of("probe", probe, modules) == {"contextledger.application.ledger"}
+    modules = {"contextledger.application.facade.ledger": Path("ledger.py"), "probe": probe}
+    assert imports_of("probe", probe, modules) == {"contextledger.application.facade.ledger"}
 
 
 def test_the_walk_counts_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
@@ -177,3 +215,100 @@ def test_the_walk_counts_imports_inside_functions_and_relative_ones(tmp_path: Pa
     assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
     assert imports_of("pkg.c", modules["pkg.c"], modules) == {"pkg.a"}
     assert reached_from({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
+
+
+def room_of(name: str) -> tuple[str, str | None] | None:
+    """``(layer, room)`` of a module of a layer with rooms (room ``None``: a loose module
+    of the layer); ``None`` for the layer's ``__init__`` and for every other module."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[0] != "contextledger" or parts[1] not in ROOMS:
+        return None
+    if len(parts) == 3 and parts[2] not in ROOMS[parts[1]]:
+        return parts[1], None
+    return parts[1], parts[2]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports from a room of a layer into a room before it, or from a loose module
+    into any room."""
+    found = []
+    for name, imported in graph.items():
+        here = room_of(name)
+        if here is None:
+            continue
+        layer, room = here
+        for other in imported:
+            there = room_of(other)
+            if there is None or there[0] != layer or there[1] is None or there[1] == room:
+                continue
+            if room is None or ROOMS[layer].index(there[1]) < ROOMS[layer].index(room):
+                found.append((name, other))
+    return sorted(found)
+
+
+def crowded_folders(root: Path, limit: int, flat: tuple[str, ...] = ()) -> dict[str, int]:
+    """Folders under ``root`` (links followed) holding more than ``limit`` modules."""
+    crowded = {}
+    for folder, _, files in os.walk(root, followlinks=True):
+        relative = Path(folder).relative_to(root).as_posix()
+        if relative in flat:
+            continue
+        count = sum(1 for file in files if file.endswith(".py"))
+        if count > limit:
+            crowded[relative] = count
+    return crowded
+
+
+def test_every_sub_package_of_a_layer_is_a_room_of_the_stated_order() -> None:
+    for layer, rooms in ROOMS.items():
+        found = {path.parent.name for path in (PACKAGE / layer).glob("*/__init__.py")}
+        assert found == set(rooms), f"{layer}: place each room in ROOMS (found {sorted(found)})"
+
+
+def test_a_room_imports_only_its_own_modules_and_the_rooms_after_it() -> None:
+    assert upward_imports(package_graph()) == []
+
+
+def test_the_room_check_finds_an_import_upward_and_one_from_a_loose_module() -> None:
+    app = "contextledger.application"
+    graph = {
+        f"{app}.facade.ledger": {f"{app}.storage.store", f"{app}.facade.opening"},
+        f"{app}.storage.store": {f"{app}.writing.commands", "contextledger.domain.errors"},
+        f"{app}.writing.commands": {f"{app}.storage.store"},
+        "contextledger.infrastructure.tracing": {"contextledger.infrastructure.keys.aead"},
+        "contextledger.infrastructure": {"contextledger.infrastructure.cli.app"},
+    }
+    assert upward_imports(graph) == [
+        (f"{app}.storage.store", f"{app}.writing.commands"),
+        ("contextledger.infrastructure.tracing", "contextledger.infrastructure.keys.aead"),
+    ]
+
+
+def test_each_layer_states_its_rooms_order_and_each_room_what_it_may_import() -> None:
+    for layer, rooms in ROOMS.items():
+        layer_doc = ast.get_docstring(
+            ast.parse((PACKAGE / layer / "__init__.py").read_text(encoding="utf-8"))
+        )
+        assert layer_doc is not None and ", ".join(rooms) in " ".join(layer_doc.split()), layer
+        for index, room in enumerate(rooms):
+            source = (PACKAGE / layer / room / "__init__.py").read_text(encoding="utf-8")
+            doc = ast.get_docstring(ast.parse(source))
+            assert doc is not None and "May import:" in doc, (
+                f"{layer}/{room} says what it holds and may import"
+            )
+            allowed = doc.split("May import:")[1].split("\n\n")[0]
+            named = {word for word in allowed.replace(",", " ").replace(".", " ").split() if word in rooms}
+            assert named == set(rooms[index + 1 :]), f"{layer}/{room}: 'May import' names the rooms after it"
+
+
+def test_no_folder_of_the_package_holds_more_than_15_modules() -> None:
+    assert crowded_folders(PACKAGE, MAX_MODULES, FLAT) == {}
+
+
+def test_the_folder_count_finds_a_crowded_folder(tmp_path: Path) -> None:
+    for index in range(MAX_MODULES + 1):
+        (tmp_path / "big").mkdir(exist_ok=True)
+        (tmp_path / "big" / f"m{index}.py").write_text("", encoding="utf-8")
+    (tmp_path / "big" / "notes.md").write_text("", encoding="utf-8")
+    assert crowded_folders(tmp_path, MAX_MODULES) == {"big": MAX_MODULES + 1}
+    assert crowded_folders(tmp_path, MAX_MODULES, ("big",)) == {}

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.infrastructure.key_tables import MemoryKeyTable
+from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
+from contextledger.infrastructure.keys.subject_keys import SubjectKeys
 from contextledger.infrastructure.readmodels.sealing import SUBJECT_SEALED_PREFIX, SealedText, codec_for_key
-from contextledger.infrastructure.subject_keys import SubjectKeys
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 

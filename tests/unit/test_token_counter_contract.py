@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextledger.application import TokenCounter
-from contextledger.infrastructure.tokens import TiktokenCounter
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.testing.contracts import TokenCounterContract
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.domain import ConfigurationError, Message
-from contextledger.infrastructure.tokens import TiktokenCounter, encoding_for_model
+from contextledger.infrastructure.counting.tokens import TiktokenCounter, encoding_for_model
 
 # The OpenAI cookbook's example chat ("How to count tokens with tiktoken"), with the
 # prompt token counts the API reported for it.
@@ -58,7 +58,7 @@ def test_an_encoding_that_cannot_be_loaded_names_tiktoken_cache_dir(tmp_path: Pa
     # o200k_base and cl100k_base ship with the package (tests/unit/test_shipped_encodings.py);
     # an encoding that does not, with an empty cache and no network, cannot be had.
     code = (
-        "from contextledger.infrastructure.tokens import TiktokenCounter\n"
+        "from contextledger.infrastructure.counting.tokens import TiktokenCounter\n"
         "from contextledger.domain import ConfigurationError\n"
         "print('OK', TiktokenCounter('gpt-4o').count_text('hello world'))\n"
         "try:\n    TiktokenCounter('gpt-4o', encoding='p50k_base')\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import contextledger as cl
-from contextledger.application.whatif_results import DEFAULT_PRICES, Tally, parse_prices, price_for
+from contextledger.application.auditing.whatif_results import DEFAULT_PRICES, Tally, parse_prices, price_for
 
 
 def test_percentiles_are_nearest_rank_over_the_turns() -> None:

@@ -11,8 +11,8 @@ import contextlib
 from typing import Any
 from uuid import UUID
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.subjects import check_subject
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.privacy.subjects import check_subject
 from contextledger.domain.errors import DuplicateConversationError, InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 

@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 from agents.memory.session_settings import SessionSettings
 
-from contextledger.application.items import SummaryRole
-from contextledger.application.ledger import Ledger
-from contextledger.application.session_items import (
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.facade.session_items import (
     ABANDONED_CALL_OUTPUT,
     append_session_items,
     compact_session,
     pop_session_item,
     session_items,
 )
+from contextledger.application.formats.items import SummaryRole
 from contextledger.domain.errors import InvalidArgumentError, InvalidArgumentTypeError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import shown
@@ -257,7 +257,7 @@ class LedgerSession(SessionBinding):
 
     # The edit commands keep the log whole: ``pop`` and ``clear`` retract, they never
     # delete. ``pop_item`` takes exactly one item: when it belongs to a tool-call group,
-    # the rest of the group is appended again (contextledger.application.session_items).
+    # the rest of the group is appended again (contextledger.application.facade.session_items).
 
     def _add(self, items: list[dict[str, Any]], hidden_call_ids: Collection[str] = ()) -> None:
         hidden = set(hidden_call_ids)

@@ -34,8 +34,8 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.originals import ContextEntry, context_entries, extend_with_originals
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.formats.originals import ContextEntry, context_entries, extend_with_originals
 from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.messages import Message
 

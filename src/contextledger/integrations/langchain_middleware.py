@@ -41,7 +41,7 @@ from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from contextledger.application.ledger import Ledger
+from contextledger.application.facade.ledger import Ledger
 from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.policy import ReductionPolicy
 from contextledger.integrations._keys import conversation_for_session

@@ -49,8 +49,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import RunContext
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.originals import (
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.formats.originals import (
     ContextEntry,
     context_entries,
     extend_with_originals,

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from uuid import UUID
 
-from contextledger.application.ports import SummaryRequest, SummaryResult
+from contextledger.application.shared.ports import SummaryRequest, SummaryResult
 
 __all__ = ["ScriptedSummarizer"]
 

@@ -10,8 +10,8 @@ from uuid import uuid4
 
 import pytest
 
-from contextledger.application.ledger import Ledger
-from contextledger.application.ports import SummaryRequest, SummaryResult
+from contextledger.application.facade.ledger import Ledger
+from contextledger.application.shared.ports import SummaryRequest, SummaryResult
 from contextledger.domain.errors import (
     ConversationNotFoundError,
     DuplicateConversationError,

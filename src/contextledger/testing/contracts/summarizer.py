@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from uuid import uuid4
 
-from contextledger.application.ports import Summarizer, SummaryRequest, TokenCounter
+from contextledger.application.shared.ports import Summarizer, SummaryRequest, TokenCounter
 from contextledger.domain.messages import Message
 
 __all__ = ["SummarizerContract", "contract_request"]
@@ -84,7 +84,7 @@ class SummarizerContract(ABC):
     def budget_counter(self) -> TokenCounter:
         """The counter that measures the summary against its budget (tiktoken's, for
         the request's model, by default)."""
-        from contextledger.infrastructure.tokens import TiktokenCounter
+        from contextledger.infrastructure.counting.tokens import TiktokenCounter
 
         return TiktokenCounter("gpt-4o-mini")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from contextledger.application.ports import TokenCounter
+from contextledger.application.shared.ports import TokenCounter
 from contextledger.domain.messages import Message
 
 __all__ = ["TokenCounterContract"]

@@ -1,0 +1,10 @@
+"""Audits of the log and what-if replays.
+
+- ``audit``: verify (the digest chains), replay, export;
+- ``integrity``: what verify checks beside the chains: seals, snapshots, token counts;
+- ``whatif``: what a candidate reduction policy would have sent;
+- ``whatif_candidate``: the simulated side, one conversation in memory;
+- ``whatif_results``: the replay's typed results and the price table.
+
+May import: summaries, projections, formats, following, storage, shared, and the domain.
+"""

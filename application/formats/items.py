@@ -1,0 +1,162 @@
+"""The ledger in Responses format: append items, read the working memory as items.
+
+The ``Ledger`` façade calls these functions (``append_items``, ``context_items``,
+``transcript_items``), itself their ``ItemsHost``. Items are grouped into chat
+messages by ``domain.items``; each stored ``MessageAppended`` keeps the raw items it
+stands for, so the working memory is rendered back into the very items that were
+appended — the system prompt and the summary as message items, old tool outputs as
+placeholder ``function_call_output`` items with the same ``call_id``, exactly as
+``context()`` renders chat messages.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Collection, Iterable
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+from contextledger.application.formats.native import sendable
+from contextledger.application.formats.responses import grouped_items
+from contextledger.application.shared.counting import TokenCounters
+from contextledger.application.storage.store import ConversationStore
+from contextledger.domain.conversation import Conversation
+from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.events import MessageAppended
+from contextledger.domain.items import Item, items_from_message
+from contextledger.domain.messages import Message
+from contextledger.domain.queries import is_placeholder
+from contextledger.domain.reduction import Entry, placeholder_message, summary_message
+from contextledger.domain.validation import shown
+
+__all__ = [
+    "ItemsHost",
+    "SummaryRole",
+    "append_grouped",
+    "append_items",
+    "context_items",
+    "entry_items",
+    "grouped_items",
+    "items_of_conversation",
+    "transcript_items",
+]
+
+#: The role of the message item that carries the summary.
+SummaryRole = Literal["system", "developer", "user"]
+
+
+class ItemsHost(Protocol):
+    """What the items need of the ledger: its conversations, token counters and
+    clock, and a conversation as it stood at a version."""
+
+    @property
+    def store(self) -> ConversationStore: ...
+
+    @property
+    def counters(self) -> TokenCounters: ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    def conversation(self, conversation_id: UUID, *, version: int | None = None) -> Conversation:
+        """A private copy of the conversation (at ``version``)."""
+        ...
+
+
+def append_grouped(
+    ledger: ItemsHost,
+    conversation: Conversation,
+    message: Message,
+    raw: tuple[Item, ...],
+    hidden_call_ids: Collection[str] = (),
+) -> int:
+    """Append one grouped message with its items to ``conversation`` (in a command); a
+    tool result answering one of ``hidden_call_ids`` is hidden from the model."""
+    conversation.check_message(message)
+    tokens, placeholder_tokens = ledger.counters.message_cost(conversation, message)
+    return conversation.append(
+        message,
+        tokens=tokens,
+        placeholder_tokens=placeholder_tokens,
+        client_message_id=None,
+        at=ledger.clock(),
+        items=raw,
+        hidden=message.role == "tool" and message.tool_call_id in hidden_call_ids,
+    )
+
+
+def append_items(ledger: ItemsHost, conversation_id: UUID, items: Iterable[Item]) -> list[int]:
+    """Append Responses items in one transaction; returns the positions of the chat
+    messages they became (a run of function calls is one message)."""
+    frozen = grouped_items(items)
+    if not frozen:
+        return []
+
+    def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
+        return [append_grouped(ledger, conversation, m, raw) for m, raw in frozen], []
+
+    return ledger.store.execute(conversation_id, command)
+
+
+def entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
+    """The items one window entry is sent as: its own items, its placeholder's, or
+    its chat form converted."""
+    if is_placeholder(conversation.state, entry):
+        text = placeholder_message(entry).text
+        outputs = [i for i in entry.items or () if i.get("type") == "function_call_output"]
+        if len(outputs) == 1:
+            return [{**copy.deepcopy(outputs[0]), "output": text}]
+        return items_from_message(placeholder_message(entry))
+    if entry.items is not None:
+        return copy.deepcopy(list(entry.items))
+    return items_from_message(entry.message)
+
+
+def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRole = "system") -> list[Item]:
+    """The working memory of ``conversation`` as Responses items."""
+    s = conversation.state
+    out: list[Item] = []
+    if s.system_prompt is not None:
+        out.extend(items_from_message(Message(role="system", content=s.system_prompt)))
+    for layer in s.summaries:
+        if layer.native == "responses" and layer.payload:  # OpenAI's own compaction, as it came
+            out.extend(sendable(layer.payload))
+            continue
+        text = summary_message(layer.from_position, layer.through_position, layer.text).text
+        out.append({"type": "message", "role": summary_role, "content": text})
+    for entry in conversation.visible_entries():
+        out.extend(entry_items(conversation, entry))
+    return out
+
+
+def context_items(
+    ledger: ItemsHost,
+    conversation_id: UUID,
+    *,
+    version: int | None = None,
+    summary_role: SummaryRole = "system",
+) -> list[Item]:
+    """What the model is sent next (or was sent at aggregate ``version``), as items."""
+    if summary_role not in ("system", "developer", "user"):
+        raise InvalidArgumentError(
+            "summary_role must be 'system', 'developer' or 'user'",
+            argument="summary_role",
+            value=shown(summary_role),
+        )
+    if version is not None:
+        past = ledger.conversation(conversation_id, version=version)
+        return items_of_conversation(past, summary_role=summary_role)
+    return ledger.store.read(conversation_id, lambda c: items_of_conversation(c, summary_role=summary_role))
+
+
+def transcript_items(ledger: ItemsHost, conversation_id: UUID) -> list[Item]:
+    """Every item ever appended, oldest first (chat messages converted to items)."""
+    out: list[Item] = []
+    for event in ledger.store.events(conversation_id):
+        if isinstance(event, MessageAppended):
+            if event.items is not None:
+                out.extend(copy.deepcopy(list(event.items)))
+            else:
+                out.extend(items_from_message(event.message))
+    return out

@@ -1,0 +1,13 @@
+"""Stored records and their keys: the mapper, per-subject keys, the cipher.
+
+- ``mapper``: pydantic events ⇄ stored events (upcasting, compression, cipher);
+- ``subject_mapper``: events and snapshots under their data subject's key;
+- ``lineage``: whose content a record carries (a fork's records);
+- ``subject_keys``: per-subject data keys: erasure by crypto-shredding;
+- ``key_tables``: the two tables the keys are kept in;
+- ``aead``: AES-GCM through OpenSSL, in eventsourcing's byte layout;
+- ``erasure_store``: what an erasure deletes beside the key: snapshots.
+
+May import: summarizers, counting, the layer's loose modules, the application layer
+and the domain.
+"""

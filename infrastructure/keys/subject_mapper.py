@@ -1,0 +1,461 @@
+"""Events and snapshots encrypted under their conversation's data-subject key.
+
+``SubjectMapper`` is ``PydanticMapper`` with per-subject keys (``subject_keys``). The
+mapper is the one place where an aggregate's id, its version and the state's bytes
+meet, and snapshots go through it too, so each record is encrypted under the key of
+the conversation's subject. A stored record's ``state`` is::
+
+    b"CLK\\x01" | key id (16 bytes) | nonce (12) | tag (16) | ciphertext
+
+- in clear: the 4-byte format mark and the key id (random: it names the key, not the
+  subject), beside the columns that were always in clear (conversation id, version,
+  topic);
+- encrypted (AES-GCM under the subject's data key): the state, compressed first when
+  compression is on; the format mark, key id, conversation id and version are
+  associated data, so a record copied to another place, or given another key id,
+  does not decrypt.
+
+Reading needs no conversation -> subject mapping: the key id names the key. A record
+without the mark -- everything written before per-subject keys, or with
+``key_scope="store"`` -- is eventsourcing's ``AESCipher`` layout under the master key,
+read as before (one random in 2**32 of those starts with the mark by chance; its key
+id then names no key, and it is read with the master key).
+
+A record that carries the content of several subjects is encrypted under all their
+keys (format 2)::
+
+    b"CLK\\x02" | n (1 byte) | n key ids | nonce | tag | (... nonce | tag | ciphertext)
+
+the state encrypted under the first key, that under the second, and so on (the whole
+header, conversation id and version as associated data at every layer): reading needs
+every key, and a tombstone of any of them makes the record an ``ErasedEvent``. Those
+records (``lineage.py`` decides which) are a fork's first record (``Forked``, the
+history it inherits) when its content belongs to a subject other than the fork's --
+the subjects of the source and of what the source itself inherited, with the fork's
+own --, and, in a conversation that inherited another subject's content, a summary
+whose window reaches back into the inherited part, a summary invalidation and a
+snapshot. Every other record is format 1 under its conversation's subject's key (a
+fork of its source's subject, inheriting nothing else, included).
+
+``ContentErased``, the record of an erasure (no content),
+is stored in clear: ``b"CLC\x01"`` and its JSON, readable after the key is gone.
+
+A record whose key is tombstoned reads as an ``ErasedEvent`` (never an error: a
+follower reading a batch must go past it); a key id the table lacks, with no
+tombstone, is ``KeyMissingError``. Writing a record of an erased subject is
+``ConversationErasedError``.
+
+``SubjectKeysFactory`` is mixed into the store factories (SQLite, PostgreSQL, memory):
+the mapper it builds gets the store's key table (created with the event tables).
+``Settings.key_scope`` (``CL_KEY_SCOPE``) chooses what new records are written under:
+``subject`` (the default) or ``store`` (the master key, as before); both read both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent, Transcoder
+
+from contextledger.domain.erasure import ContentErased, ErasedEvent
+from contextledger.domain.errors import (
+    ConfigurationError,
+    ConversationErasedError,
+    KeyMissingError,
+    LogDamagedError,
+    StoreError,
+)
+from contextledger.domain.events import MessageAppended
+from contextledger.infrastructure.keys.aead import OVERHEAD
+from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.key_tables import (
+    KeyTable,
+    PostgresKeyTable,
+    SQLiteKeyTable,
+)
+from contextledger.infrastructure.keys.lineage import FirstRecord, Lineage
+from contextledger.infrastructure.keys.mapper import PydanticMapper
+from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
+from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, DataKey, SubjectKeys, Tombstone
+
+__all__ = [
+    "KEY_SCOPE",
+    "MARK",
+    "SUBJECT_MAPPER_TOPIC",
+    "SubjectKeysFactory",
+    "SubjectMapper",
+    "erased_subjects_of",
+    "subject_keys_of",
+]
+
+SUBJECT_MAPPER_TOPIC = "contextledger.infrastructure.keys.subject_mapper:SubjectMapper"
+#: The environment key of ``Settings.key_scope``.
+KEY_SCOPE = "CL_KEY_SCOPE"
+#: The first bytes of a record encrypted under a data key (format 1).
+MARK = b"CLK\x01"
+#: The first bytes of a record encrypted under several data keys (format 2).
+MULTI_MARK = b"CLK\x02"
+#: The most keys a format-2 record names.
+MAX_KEYS = 255
+#: The first bytes of a record stored in clear (an erasure's record).
+CLEAR_MARK = b"CLC\x01"
+_HEADER = len(MARK) + KEY_ID_SIZE
+#: Records read at a time looking for a fork's first own message.
+_PAGE = 100
+#: Conversations whose erased subjects are remembered (``erased_subjects``) at most.
+_LIVE_LIMIT = 65536
+#: The subjects whose keys the record being written goes under, when they are not
+#: its conversation's subject alone (see ``lineage.py``).
+_SUBJECTS: ContextVar[tuple[str, ...] | None] = ContextVar("contextledger_record_subjects", default=None)
+
+
+def _record_aad(header: bytes, originator_id: UUID | str, version: int) -> bytes:
+    oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+    return header + oid.bytes + version.to_bytes(8, "big", signed=True)
+
+
+class SubjectMapper(PydanticMapper):
+    """``PydanticMapper`` encrypting each record under its subject's key (module doc).
+    Without keys (``use_keys`` not called) it is ``PydanticMapper`` with the master key."""
+
+    keys: SubjectKeys | None = None
+    #: Whether new records are written under subject keys (else the master key).
+    per_subject: bool = False
+    #: The store's event recorder (set by ``SubjectKeysFactory``): where ``lineage``
+    #: reads conversations' first records.
+    recorder: Any = None
+    _lineage: Lineage | None = None
+
+    def use_keys(self, keys: SubjectKeys, *, per_subject: bool = True) -> None:
+        self.keys = keys
+        self.per_subject = per_subject
+        #: conversation -> (when its subjects were last looked at, the erasures seen
+        #: then, the erased ones among them): ``erased_subjects``.
+        self._live: dict[UUID, tuple[float, int, tuple[str, ...]]] = {}
+
+    def erased_subjects(self, conversation_id: UUID) -> tuple[str, ...]:
+        """The erased subjects among those whose content the conversation holds (its
+        own, and those it inherits as a fork), as this process knows them. The answer
+        stands for the keys' ``cache_seconds``, unless this process learns of an
+        erasure meanwhile (it erased, decoded a ``ContentErased``, or had a write
+        refused): a conversation cached in another process is read at most that long
+        after its subject's erasure."""
+        keys = self.keys
+        if keys is None or not self.per_subject:
+            return ()
+        now = time.monotonic()
+        seen = keys.erasures_seen
+        hit = self._live.get(conversation_id)
+        if hit is not None and hit[0] + keys.cache_seconds > now and hit[1] == seen:
+            return hit[2]
+        subjects = self.lineage.content_subjects(conversation_id)
+        erased = tuple(s for s in subjects if keys.known_erased(s))
+        if len(self._live) > _LIVE_LIMIT:
+            self._live.clear()
+        self._live[conversation_id] = (now, seen, erased)
+        return erased
+
+    # -- writing ----------------------------------------------------------------------
+
+    def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
+        if isinstance(domain_event, ErasedEvent):
+            raise domain_event.error()
+        if isinstance(domain_event, ContentErased):
+            data = domain_event.model_dump_json(exclude={"originator_id", "originator_version"})
+            return StoredEvent(
+                originator_id=domain_event.originator_id,
+                originator_version=domain_event.originator_version,
+                topic=ContentErased.TOPIC,
+                state=CLEAR_MARK + data.encode("utf-8"),
+            )
+        subjects = None
+        if self.keys is not None and self.per_subject:
+            subjects = self.lineage.subjects_of_record(domain_event)
+        if subjects is None:
+            return super().to_stored_event(domain_event)
+        token = _SUBJECTS.set(subjects)
+        try:
+            return super().to_stored_event(domain_event)
+        finally:
+            _SUBJECTS.reset(token)
+
+    @property
+    def lineage(self) -> Lineage:
+        """Whose content each conversation carries (built on first use)."""
+        found = self._lineage
+        if found is None:
+            assert self.keys is not None
+            found = self._lineage = Lineage(self.keys, self._first_record, self._first_own_position)
+        return found
+
+    def _first_record(self, conversation_id: UUID) -> FirstRecord | None:
+        """The conversation's first stored record as ``Lineage`` reads it (None: no
+        record, or no recorder known yet)."""
+        if self.recorder is None:
+            return None
+        found = self.recorder.select_events(conversation_id, lte=1, limit=1)
+        if not found:
+            return None
+        stored = found[0]
+        return stored.topic, key_ids_of(bytes(stored.state)) or (), self.to_domain_event(stored)
+
+    def _first_own_position(self, conversation_id: UUID) -> int | None:
+        """The position of the first message the conversation appended itself (None:
+        none readable yet): read for a fork whose first record was erased."""
+        if self.recorder is None:
+            return None
+        after = 1
+        while True:
+            page = self.recorder.select_events(conversation_id, gt=after, limit=_PAGE)
+            if not page:
+                return None
+            for stored in page:
+                if stored.topic == MessageAppended.TOPIC:
+                    event = self.to_domain_event(stored)
+                    if isinstance(event, MessageAppended):
+                        return event.position
+            after = page[-1].originator_version
+
+    def encrypt_state(self, originator_id: UUID, originator_version: int, data: bytes) -> bytes:
+        if self.keys is None or not self.per_subject:
+            return super().encrypt_state(originator_id, originator_version, data)
+        subjects = _SUBJECTS.get()
+        try:
+            if subjects is None:
+                keys = [self.keys.key_for_conversation(originator_id)]
+            else:
+                keys = [self.keys.key_for(subject) for subject in subjects]
+        except ConversationErasedError as exc:
+            exc.conversation_id = (
+                originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+            )
+            raise
+        if len(keys) == 1:
+            header = MARK + keys[0].key_id
+            return header + keys[0].cipher.encrypt(
+                data, _record_aad(header, originator_id, originator_version)
+            )
+        if len(keys) > MAX_KEYS:
+            raise StoreError(f"a record can name at most {MAX_KEYS} data keys, not {len(keys)}")
+        header = MULTI_MARK + bytes([len(keys)]) + b"".join(k.key_id for k in keys)
+        aad = _record_aad(header, originator_id, originator_version)
+        for key in keys:
+            data = key.cipher.encrypt(data, aad)
+        return header + data
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _named_keys(self, state: bytes) -> tuple[int, list[bytes], list[DataKey | Tombstone | None]] | None:
+        """The header's size of a record under data keys, the key ids it names and their
+        keys (None where the table lacks one); None: no such header."""
+        ids = None if self.keys is None else key_ids_of(state)
+        if ids is None or self.keys is None:
+            return None
+        size = _HEADER if state[: len(MARK)] == MARK else len(MULTI_MARK) + 1 + KEY_ID_SIZE * len(ids)
+        return size, ids, [self.keys.key_by_id(key_id) for key_id in ids]
+
+    def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
+        if stored_event.topic == ContentErased.TOPIC and bytes(stored_event.state[:4]) == CLEAR_MARK:
+            record = _clear_record(stored_event)
+            if self.keys is not None:  # erased here or elsewhere: no cached key outlives it
+                self.keys.forget_subject(record.subject)
+            return record
+        if self.cipher is not None:
+            named = self._named_keys(bytes(stored_event.state))
+            tombs = [k for k in named[2] if isinstance(k, Tombstone)] if named else []
+            if tombs:
+                return _erased(stored_event, tombs)
+        return super().to_domain_event(stored_event)
+
+    def decrypt_state(self, stored_event: StoredEvent, where: str, context: dict[str, Any]) -> bytes:
+        state = bytes(stored_event.state)
+        named = self._named_keys(state)
+        if named is None:
+            return super().decrypt_state(stored_event, where, context)
+        size, ids, keys = named
+        tombs = [k for k in keys if isinstance(k, Tombstone)]
+        if tombs:  # erased between the two looks
+            raise _erased(stored_event, tombs).error()
+        found = [k for k in keys if isinstance(k, DataKey)]
+        if len(found) == len(keys):
+            aad = _record_aad(state[:size], stored_event.originator_id, stored_event.originator_version)
+            data = state[size:]
+            try:
+                for key in reversed(found):
+                    data = key.cipher.decrypt(data, aad)
+            except ValueError as exc:
+                raise StoreError(
+                    f"cannot decode stored event ({where}): it does not decrypt under its data "
+                    "keys (damaged, or moved from another place in the log)",
+                    **context,
+                ) from exc
+            return data
+        # No such key: a record of the master key whose nonce starts with the mark, or
+        # a key the table has lost.
+        assert self.cipher is not None
+        try:
+            return self.cipher.decrypt(state)
+        except ValueError:
+            pass
+        missing = next(i for i, k in zip(ids, keys, strict=True) if k is None).hex()
+        raise KeyMissingError(
+            f"cannot decode stored event ({where}): it names data key {missing}, "
+            "which the store's key table does not hold (and no tombstone says it was erased)",
+            key_id=missing,
+            **context,
+        )
+
+
+def _clear_record(stored_event: StoredEvent) -> ContentErased:
+    """An erasure's record, stored in clear."""
+    try:
+        state = json.loads(bytes(stored_event.state[len(CLEAR_MARK) :]).decode("utf-8"))
+        state["originator_id"] = stored_event.originator_id
+        state["originator_version"] = stored_event.originator_version
+        return ContentErased.model_validate(state)
+    except ValueError as exc:  # JSON, UTF-8 and validation errors alike
+        raise LogDamagedError(
+            f"cannot decode an erasure's record: {exc}",
+            topic=stored_event.topic,
+            version=stored_event.originator_version,
+        ) from exc
+
+
+def key_ids_of(state: bytes) -> list[bytes] | None:
+    """The data key ids a stored record's header names (format 1: one; format 2: one or
+    more); None: the record has no such header (it is under the master key, or clear)."""
+    if state[: len(MARK)] == MARK and len(state) >= _HEADER + OVERHEAD:
+        return [bytes(state[len(MARK) : _HEADER])]
+    if state[: len(MULTI_MARK)] == MULTI_MARK and len(state) > len(MULTI_MARK):
+        count = state[len(MULTI_MARK)]
+        start = len(MULTI_MARK) + 1
+        if count and len(state) >= start + count * (KEY_ID_SIZE + OVERHEAD):
+            return [
+                bytes(state[start + i * KEY_ID_SIZE : start + (i + 1) * KEY_ID_SIZE]) for i in range(count)
+            ]
+    return None
+
+
+def _erased(stored_event: StoredEvent, tombs: list[Tombstone]) -> ErasedEvent:
+    """The placeholder of a record whose keys include the tombstones ``tombs``."""
+    oid = stored_event.originator_id
+    first = tombs[0]
+    return ErasedEvent(
+        originator_id=oid if isinstance(oid, UUID) else UUID(str(oid)),
+        originator_version=stored_event.originator_version,
+        topic=stored_event.topic,
+        subject=first.subject,
+        erased_at=first.erased_at,
+        reason=first.reason,
+        subjects=tuple(dict.fromkeys(t.subject for t in tombs)),
+    )
+
+
+def _no_key(where: str) -> ConfigurationError:
+    """What opening an encrypted store without its master key is."""
+    return ConfigurationError(
+        f"the store {where} is encrypted: open it with its master key (Settings.cipher_key, "
+        "CONTEXTLEDGER_CIPHER_KEY)",
+        setting="cipher_key",
+        url=where,
+    )
+
+
+def erased_subjects_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
+    """What a conversation cached by an application is checked with before it is read
+    (``SubjectMapper.erased_subjects``); None: its records are not under subject keys."""
+    mapper = getattr(app, "mapper", None)
+    if isinstance(mapper, SubjectMapper) and mapper.keys is not None and mapper.per_subject:
+        return mapper.erased_subjects
+    return None
+
+
+def subject_keys_of(app: Any) -> SubjectKeys | None:
+    """The data keys of an eventsourcing application's store (a ``Ledger``, a shard),
+    None if it has none (no cipher key)."""
+    mapper = getattr(app, "mapper", None)
+    return mapper.keys if isinstance(mapper, SubjectMapper) else None
+
+
+class SubjectKeysFactory:
+    """Mixed into an eventsourcing infrastructure factory (first among its bases): the
+    ``SubjectMapper`` it builds gets the store's key table (see the module doc)."""
+
+    def key_table(self) -> KeyTable:
+        """The key table of this factory's store."""
+        from eventsourcing.postgres import PostgresDatastore
+        from eventsourcing.sqlite import SQLiteDatastore
+
+        datastore = getattr(self, "datastore", None)
+        env: Any = getattr(self, "env", None)
+        said = env.get if env is not None else (lambda name: None)
+        table: KeyTable
+        if isinstance(datastore, SQLiteDatastore):
+            table = SQLiteKeyTable(datastore)
+            table.where = f"sqlite:///{said('CL_SQLITE_PATH') or said('SQLITE_DBNAME') or ''}"
+        elif isinstance(datastore, PostgresDatastore):
+            prefix = (env.name.lower() if env is not None else "") or "stored"
+            table = PostgresKeyTable(datastore, prefix=prefix)
+            table.where = (
+                f"postgresql://{said('POSTGRES_USER') or ''}@{said('POSTGRES_HOST') or ''}:"
+                f"{said('POSTGRES_PORT') or ''}/{said('POSTGRES_DBNAME') or ''}?schema={datastore.schema}"
+            )
+        else:
+            table = MemoryKeyTable()
+        return table
+
+    def mapper(self, transcoder: Transcoder | None = None, mapper_class: Any = None) -> Mapper[Any]:
+        parent: Any = super()
+        mapper: Mapper[Any] = parent.mapper(transcoder, mapper_class)
+        if getattr(mapper, "cipher", None) is None:
+            table = self.key_table()  # only a store opened with a cipher key has one
+            if isinstance(table, SQLiteKeyTable | PostgresKeyTable) and table.exists():
+                raise _no_key(table.where)
+            return mapper
+        if not isinstance(mapper, SubjectMapper):
+            return mapper
+        env: Any = getattr(self, "env")  # noqa: B009 - set by the factory this is mixed into
+        scope = env.get(KEY_SCOPE) or "subject"
+        if scope not in ("subject", "store"):
+            raise ConfigurationError(
+                f"key_scope must be 'subject' or 'store', not {scope!r}", setting="key_scope"
+            )
+        table = self.key_table()
+        creates = getattr(self, "env_create_table", None)
+        if creates is None or creates():
+            table.create_tables()
+        mapper.use_keys(SubjectKeys(table, env.get("CIPHER_KEY")), per_subject=scope == "subject")
+        return mapper
+
+    def event_store(self, mapper: Any = None, recorder: Any = None) -> Any:
+        """An event store; the subject mapper learns the store's event recorder (the
+        first application recorder it is used with), for ``Lineage``; the recorder gets
+        the write fence of the store's key table (``key_fence``)."""
+        if (
+            isinstance(mapper, SubjectMapper)
+            and mapper.recorder is None
+            and isinstance(recorder, ApplicationRecorder)
+        ):
+            mapper.recorder = recorder
+        keys = mapper.keys if isinstance(mapper, SubjectMapper) else None
+        if keys is not None and isinstance(recorder, ApplicationRecorder) and hasattr(recorder, "fence"):
+            recorder.fence = _fence_of(keys)
+        parent: Any = super()
+        return parent.event_store(mapper=mapper, recorder=recorder)
+
+
+def _fence_of(keys: SubjectKeys) -> KeyFence:
+    """The write fence of the key table ``keys`` keeps (``key_fence``)."""
+    table = keys.table
+
+    def live(key_id: bytes) -> bool:
+        row = table.by_id(key_id)
+        return row is not None and row.wrapped_key is not None and row.erased_at is None
+
+    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live)

@@ -1,0 +1,234 @@
+"""Database URLs, parsed once (SQLAlchemy's ``make_url``) into one ``Database`` value.
+
+The event store (eventsourcing's persistence environment), the SQL read models and
+the command line all take their database from ``Database.parse(url)``:
+
+- ``memory://`` -- the in-memory store (tests);
+- ``sqlite:///path/to/file.db`` -- a SQLite file (its read models in ``file.views.db``);
+- ``postgresql://user:password@host:5432/db?schema=s&pool_size=4&connect_timeout=5``.
+
+A ``Database`` never shows its password: ``str()``, ``repr()`` and ``masked`` hide it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from contextledger.application.shared.settings import masked_url
+from contextledger.domain.errors import ConfigurationError
+from contextledger.infrastructure.persistence.sqlite_files import read_only_uri
+
+if TYPE_CHECKING:
+    from contextledger.application.shared.settings import Settings
+
+__all__ = ["Database", "mask_url", "persistence_env"]
+
+Kind = Literal["memory", "sqlite", "postgresql"]
+
+_SCHEMES: dict[str, Kind] = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+}
+_SQLITE = {"PERSISTENCE_MODULE": "contextledger.infrastructure.persistence.stores:SQLiteStoreFactory"}
+_READ_ONLY_SQLITE = {
+    "PERSISTENCE_MODULE": "contextledger.infrastructure.persistence.stores:ReadOnlySQLiteFactory"
+}
+_SUPPORTED = "use memory://, sqlite:///path.db or postgresql://user@host:5432/db"
+
+
+def _read_only_uri(path: Path) -> str:
+    """The ``file:`` URI that opens ``path`` read-only (never creating it)."""
+    return read_only_uri(path)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password shown as ``***`` (``Settings``' one masker)."""
+    return str(masked_url(url))
+
+
+@dataclass(frozen=True)
+class Database:
+    """Where a ledger keeps its events and read models."""
+
+    kind: Kind
+    url: URL = field(repr=False)
+    #: The SQLite file (None for an in-memory SQLite database or another kind).
+    path: Path | None = None
+    #: The PostgreSQL schema (``?schema=``), None for the default.
+    schema: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> Database:
+        """Parse ``url``; raise ``ConfigurationError`` (password masked) if unusable."""
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigurationError(f"the database URL must be a non-empty string; {_SUPPORTED}")
+        if url.strip() == "memory://":
+            return cls("memory", make_url("sqlite://"))
+        try:
+            parsed = make_url(url)
+        except (ArgumentError, ValueError) as exc:
+            raise ConfigurationError(
+                f"cannot parse the database URL: {_SUPPORTED}", url=mask_url(url)
+            ) from exc
+        kind = _SCHEMES.get(parsed.get_backend_name())
+        if kind is None or kind == "memory":
+            raise ConfigurationError(f"unsupported database URL: {_SUPPORTED}", url=mask_url(url))
+        if kind == "sqlite":
+            raw = parsed.database or ""
+            if not raw:
+                raise ConfigurationError(
+                    "a sqlite URL needs a file: sqlite:///path/to/file.db", url=mask_url(url)
+                )
+            path = None if raw == ":memory:" else Path(raw).expanduser()
+            return cls("sqlite", parsed, path=path)
+        if not parsed.database:
+            raise ConfigurationError("a postgresql URL needs a database name", url=mask_url(url))
+        schema = parsed.query.get("schema")
+        return cls("postgresql", parsed, schema=schema if isinstance(schema, str) else None)
+
+    # -- what it shows --------------------------------------------------------------
+
+    @property
+    def masked(self) -> str:
+        """The URL as given, password hidden."""
+        if self.kind == "memory":
+            return "memory://"
+        return mask_url(self.url.render_as_string(hide_password=False))
+
+    def __str__(self) -> str:
+        return self.masked
+
+    def __repr__(self) -> str:
+        return f"Database({self.masked!r})"
+
+    # -- SQLite ---------------------------------------------------------------------
+
+    @property
+    def views_path(self) -> Path | None:
+        """Where the read models of a SQLite file live (None: not a SQLite file)."""
+        if self.path is None:
+            return None
+        p = self.path
+        return p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
+
+    def exists(self) -> bool:
+        """Whether the store is there already (memory and PostgreSQL: assumed)."""
+        return self.path is None or self.path.exists()
+
+    # -- PostgreSQL -----------------------------------------------------------------
+
+    def option(self, name: str, default: str) -> str:
+        """A query option of the URL (``pool_size``, ``connect_timeout`` ...)."""
+        value = self.url.query.get(name, default)
+        return value if isinstance(value, str) else value[0]
+
+    @property
+    def host(self) -> str:
+        return self.url.host or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return self.url.port or 5432
+
+    def sqlalchemy_url(self) -> URL:
+        """The URL SQLAlchemy engines of the read models connect with (psycopg 3)."""
+        if self.kind != "postgresql":
+            raise ConfigurationError("only a PostgreSQL database has a server URL", url=self.masked)
+        return URL.create(
+            "postgresql+psycopg",
+            username=self.url.username or "postgres",
+            password=self.url.password,
+            host=self.host,
+            port=self.port,
+            database=self.url.database,
+        )
+
+    # -- the event store --------------------------------------------------------------
+
+    def persistence_env(self, *, read_only: bool = False) -> dict[str, str]:
+        """eventsourcing's persistence settings for this database (``read_only``: see
+        ``stores``: nothing is created, and the store refuses writes)."""
+        if self.kind == "memory":
+            return {"PERSISTENCE_MODULE": "contextledger.infrastructure.persistence.recorders:MemoryFactory"}
+        if self.kind == "sqlite":
+            if self.path is not None:
+                folder = self.path.resolve().parent
+                if not folder.is_dir():
+                    raise ConfigurationError(
+                        f"the folder of the SQLite file does not exist: {folder}", url=self.masked
+                    )
+            if self.path is None:
+                return {**_SQLITE, "SQLITE_DBNAME": ":memory:", "SQLITE_LOCK_TIMEOUT": "30"}
+            # eventsourcing's factory with a leaner save (the same statements), the file
+            # checked first; read-only: opened mode=ro (``stores``).
+            return {
+                **(_READ_ONLY_SQLITE if read_only else _SQLITE),
+                "SQLITE_DBNAME": _read_only_uri(self.path) if read_only else str(self.path),
+                "CL_SQLITE_PATH": str(self.path),
+                "SQLITE_LOCK_TIMEOUT": "30",
+            }
+        env = {
+            # eventsourcing's factory with a one-round-trip, group-committed recorder.
+            "PERSISTENCE_MODULE": (
+                "contextledger.infrastructure.persistence.recorders:PostgresConversationFactory"
+            ),
+            "POSTGRES_DBNAME": self.url.database or "",
+            "POSTGRES_HOST": self.host,
+            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_USER": self.url.username or "postgres",
+            "POSTGRES_PASSWORD": self.url.password or "",
+            "POSTGRES_POOL_SIZE": self.option("pool_size", "4"),
+            "POSTGRES_MAX_OVERFLOW": self.option("max_overflow", "8"),
+            "POSTGRES_CONNECT_TIMEOUT": self.option("connect_timeout", "5"),
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "30",
+            # No check of a pooled connection before each use (a round trip per
+            # checkout): the recorder replaces dead connections when one fails and
+            # tries once more (a database restart costs a reconnect, not an error).
+        }
+        if self.schema is not None:
+            env["POSTGRES_SCHEMA"] = self.schema
+        if read_only:
+            env["PERSISTENCE_MODULE"] = (
+                "contextledger.infrastructure.persistence.stores:ReadOnlyPostgresFactory"
+            )
+        return env
+
+
+def persistence_env(settings: Settings) -> dict[str, str]:
+    """The whole eventsourcing environment for ``settings``: store, mapper, cipher."""
+    env = {
+        "MAPPER_TOPIC": "contextledger.infrastructure.keys.mapper:PydanticMapper",
+        "TRANSCODER_TOPIC": "contextledger.infrastructure.keys.mapper:JSONBytesTranscoder",
+        "IS_SNAPSHOTTING_ENABLED": "y",
+        **Database.parse(settings.database_url).persistence_env(read_only=settings.read_only),
+    }
+    kind = Database.parse(settings.database_url).kind
+    if kind == "sqlite":
+        env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
+    elif kind == "postgresql":
+        # The lean recorder's factory extends TimedPostgresFactory: libpq connect_timeout
+        # and a session statement_timeout on every connection.
+        database = Database.parse(settings.database_url)
+        seconds = database.option("connect_timeout", str(settings.connect_timeout))
+        env["CL_PG_CONNECT_TIMEOUT"] = str(max(2, round(float(seconds))))
+        env["CL_PG_STATEMENT_TIMEOUT_MS"] = str(int(settings.statement_timeout * 1000))
+        env["POSTGRES_CONNECT_TIMEOUT"] = env["CL_PG_CONNECT_TIMEOUT"]
+    if settings.compress:
+        env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
+    if settings.cipher_key is not None:
+        # OpenSSL's AES-GCM in eventsourcing's AESCipher byte layout (``aead``): stores
+        # written with eventsourcing's cipher load unchanged.
+        env["CIPHER_TOPIC"] = "contextledger.infrastructure.keys.aead:AESGCMCipher"
+        env["CIPHER_KEY"] = settings.cipher_key.get_secret_value()
+        # Each record under its conversation's data-subject key (``subject_mapper``);
+        # records under the master key alone (earlier stores) are read as before.
+        env["MAPPER_TOPIC"] = "contextledger.infrastructure.keys.subject_mapper:SubjectMapper"
+        env["CL_KEY_SCOPE"] = settings.key_scope
+    return env
