@@ -8,10 +8,20 @@ from pydantic import BaseModel, SecretStr
 
 from contextledger.domain.errors import InvalidArgumentError
 
-__all__ = ["MAX_COUNT", "check_count", "check_position", "check_text", "check_unicode_fields", "shown"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_REASON",
+    "check_count",
+    "check_position",
+    "check_text",
+    "check_unicode_fields",
+    "shown",
+]
 
 #: The largest count or version any store can hold (a signed 64-bit integer).
 MAX_COUNT = 2**63 - 1
+#: The longest reason a retraction or an erasure records, in characters.
+MAX_REASON = 2000
 
 
 def shown(value: Any, width: int = 60) -> str:
@@ -53,9 +63,16 @@ def check_position(value: Any, argument: str = "position", **context: Any) -> in
 
 
 def check_text(
-    value: Any, argument: str, *, optional: bool = False, empty: bool = True, **context: Any
+    value: Any,
+    argument: str,
+    *,
+    optional: bool = False,
+    empty: bool = True,
+    max_chars: int | None = None,
+    **context: Any,
 ) -> str | None:
-    """``value`` if it is a string of valid Unicode (or None when ``optional``)."""
+    """``value`` if it is a string of valid Unicode (or None when ``optional``), of at
+    most ``max_chars`` characters when that is given."""
     if value is None and optional:
         return None
     if not isinstance(value, str):
@@ -67,6 +84,13 @@ def check_text(
         )
     if not empty and not value.strip():
         raise InvalidArgumentError(f"{argument} must not be empty", argument=argument, **context)
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgumentError(
+            f"{argument} must be at most {max_chars} characters, not {len(value)}",
+            argument=argument,
+            value=shown(value),
+            **context,
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
