@@ -309,6 +309,19 @@ def test_an_unknown_conversation_or_database_is_a_usage_error_in_one_line(
     assert err.count("\n") == 1 and "no database" in err
 
 
+@pytest.mark.parametrize("command", [["list"], ["init"], ["demo", "--messages", "10"], ["worker", "--once"],
+                                     ["rebuild"], ["verify"], ["context", "chat-7"]], ids=lambda c: c[0])
+def test_a_path_too_long_for_the_system_is_a_store_error_in_one_short_line(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"sqlite:///{tmp_path / ('a' * 5000)}.db"
+    assert main([*command, "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected" not in err, err[:300]
+    assert "error: cannot open the event store: File name too long" in err and len(err) < 300
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_bad_conversation_id_in_a_subprocess_exits_2_with_one_line(tmp_path: Path) -> None:
     done = run_cli("context", "k" * 201, "--database",
                    f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
