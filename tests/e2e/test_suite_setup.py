@@ -122,3 +122,13 @@ def test_the_corpus_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path: Path)
     )
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and "failed" not in result.stdout and "skipped" not in result.stdout
+
+
+def test_no_page_or_script_tells_readers_to_point_tiktoken_outside_the_checkout() -> None:
+    """The encodings ship with the package: no command shown needs a folder beside the
+    checkout for them."""
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")]
+    files = [*pages, *(REPO / "benchmarks").glob("*.py")]
+    assert len(files) > 10
+    told = [f.name for f in files if "shared/tiktoken_cache" in f.read_text(encoding="utf-8")]
+    assert told == []
