@@ -132,3 +132,50 @@ def test_no_page_or_script_tells_readers_to_point_tiktoken_outside_the_checkout(
     assert len(files) > 10
     told = [f.name for f in files if "shared/tiktoken_cache" in f.read_text(encoding="utf-8")]
     assert told == []
+
+
+def test_the_fake_server_tests_pass_behind_a_proxy_that_cannot_be_reached() -> None:
+    """With HTTP_PROXY/HTTPS_PROXY set to a closed port and NO_PROXY unset (a company
+    machine, a CI runner), the SDKs still reach the fake servers on 127.0.0.1: the
+    pytest plugin exempts loopback from the proxy."""
+    proxy = f"http://127.0.0.1:{_closed_port()}"
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in ("no_proxy", "all_proxy") and not k.startswith("PYTEST_")
+    }
+    environ.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:randomly",
+            "-rfs",
+            "tests/integration/test_fake_openai.py",
+            "tests/e2e/test_docs.py",
+            "-k",
+            "fake or testing.md",
+        ],
+        cwd=REPO,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout and "skipped" not in result.stdout
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
