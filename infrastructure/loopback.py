@@ -12,9 +12,11 @@ loopback address; calls to a provider's own endpoint keep the proxy as configure
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, TypeVar, cast
 
 __all__ = ["direct_if_loopback", "is_loopback"]
+
+C = TypeVar("C")
 
 
 def is_loopback(host: str | None) -> bool:
@@ -31,12 +33,13 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def direct_if_loopback(client: Any, sdk: Any) -> Any:
+def direct_if_loopback(client: C, sdk: Any) -> C:
     """``client`` (an ``openai.OpenAI`` or ``anthropic.Anthropic``), or, when its base URL
     is a loopback address, a copy whose HTTP client ignores the environment's proxies
     (the original is closed)."""
-    if not is_loopback(client.base_url.host):
+    sdk_client = cast(Any, client)
+    if not is_loopback(sdk_client.base_url.host):
         return client
-    direct = client.with_options(http_client=sdk.DefaultHttpxClient(trust_env=False))
-    client.close()
-    return direct
+    direct = sdk_client.with_options(http_client=sdk.DefaultHttpxClient(trust_env=False))
+    sdk_client.close()
+    return cast(C, direct)
