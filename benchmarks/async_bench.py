@@ -1,7 +1,7 @@
 """The FastAPI example under load: AsyncLedger against the synchronous Ledger called
 from the endpoint, on SQLite and PostgreSQL. Prints a markdown table.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/async_bench.py \\
+    .venv/bin/python benchmarks/async_bench.py \\
         [--clients 20] [--turns 4]
 
 Each configuration runs ``examples/fastapi_app.py`` under uvicorn (one worker) on
@@ -140,7 +140,7 @@ def main() -> None:
     lines = [
         "## AsyncLedger vs the synchronous Ledger in an async endpoint", "",
         f"Written by `benchmarks/async_bench.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-        f"    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/async_bench.py "
+        f"    .venv/bin/python benchmarks/async_bench.py "
         f"--clients {args.clients} --turns {args.turns} --model-delay {args.model_delay:g}", "",
         f"`examples/fastapi_app.py` under uvicorn (one worker), {args.clients} concurrent HTTP clients x "
         f"{args.turns} turns, each on its own conversation; a turn is one POST that appends the "

@@ -1,6 +1,6 @@
 """Benchmark of edits: edit-and-regenerate on a 2,000-message conversation with summaries.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/edits.py [--runs 5]
+    .venv/bin/python benchmarks/edits.py [--runs 5]
 
 A base conversation of 2,000 messages is built once per store and policy, summarized as
 it grows (a constant-time summarizer that counts its calls). Each run forks it (forks share its summaries) and
@@ -142,7 +142,7 @@ def main() -> None:
     lines = [
         "## Edits: edit-and-regenerate on a summarized conversation", "",
         f"Written by `benchmarks/edits.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-        f"    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/edits.py "
+        f"    .venv/bin/python benchmarks/edits.py "
         f"--runs {args.runs}", "",
         f"- machine: {platform.platform()}, {os.cpu_count()} cores, shared: load average "
         f"{load_avg:.1f} at the end of the run", "",

@@ -1,6 +1,6 @@
 """What encryption at rest costs the ledger: no cipher, one store key, per-subject keys.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/encryption.py \\
+    .venv/bin/python benchmarks/encryption.py \\
         [--runs 7] [--conversations 6] [--cold 40] [--contexts 200] [--stores sqlite,postgres]
 
 Configurations, each on its own store (a SQLite file; a schema of its own in
@@ -448,9 +448,7 @@ def main() -> None:
                 with psycopg.connect(POSTGRES, autocommit=True) as admin:
                     for schema in schemas.values():
                         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/encryption.py "
-    if os.environ.get("CONTEXTLEDGER_CORPORA"):
-        command = f"CONTEXTLEDGER_CORPORA={os.environ['CONTEXTLEDGER_CORPORA']} {command}"
+    command = ".venv/bin/python benchmarks/encryption.py "
     command += " ".join(sys.argv[1:])
     if args.fence:
         lines = fence_report(results, args, command.strip(), load_start, time.perf_counter() - began)

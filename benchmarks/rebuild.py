@@ -1,6 +1,6 @@
 """Benchmark of read-model rebuilds and catch-up against the rate the log decodes at.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/rebuild.py \\
+    .venv/bin/python benchmarks/rebuild.py \\
         --events 20000,200000 [--stores sqlite,postgres,sqlite+key,postgres+key] [--catchup 0.1]
 
 How the stores are built (quickly, and not through ``Ledger.append``): one template
@@ -310,7 +310,7 @@ def main() -> None:
                 finally:
                     with psycopg.connect(POSTGRES, autocommit=True) as admin:
                         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/rebuild.py "
+    command = ".venv/bin/python benchmarks/rebuild.py "
     command += " ".join(sys.argv[1:])
     lines = report(results, command.strip(), args.messages)
     print("\n".join(lines))

@@ -1,6 +1,6 @@
 """Benchmarks of contextledger; writes docs/benchmarks.md.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/run.py [--quick] [--only SECTION]
+    .venv/bin/python benchmarks/run.py [--quick] [--only SECTION]
 
 Sections: ``log`` (append, context() and cold-load latency against raw eventsourcing
 saves on the same store), ``reduction`` (threshold events against the minimum, stable
@@ -463,7 +463,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
     command = (
-        "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/run.py"
+        ".venv/bin/python benchmarks/run.py"
         + (" --quick" if args.quick else "")
         + (f" --only {args.only}" if args.only else "")
     )

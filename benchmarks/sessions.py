@@ -1,6 +1,6 @@
 """Agents SDK sessions compared: time per turn and what each hands the model.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/sessions.py \
+    .venv/bin/python benchmarks/sessions.py \
         [--sizes 500,2000,20000] [--runs 3] [--turns 15]
 
 For each history size, every session is filled with the same items (user questions,
@@ -213,7 +213,7 @@ def main() -> None:
     lines = [
         "## Agents SDK sessions: LedgerSession, SQLiteSession, SQLAlchemySession", "",
         f"Written by `benchmarks/sessions.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
-        f"    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/sessions.py "
+        f"    .venv/bin/python benchmarks/sessions.py "
         f"--sizes {args.sizes} --runs {args.runs} --turns {args.turns}", "",
         "Each session is filled with the same history (blocks of a user question, a function call, "
         "its output and an answer), then timed in interleaved runs. *Per turn*: `add_items` of 2 items "

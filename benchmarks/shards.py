@@ -1,6 +1,6 @@
 """Write throughput over K = 1, 2, 4 stores (shards) on one PostgreSQL server.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/shards.py [--runs 3] [--seconds 5]
+    .venv/bin/python benchmarks/shards.py [--runs 3] [--seconds 5]
 
 8 writer processes, each appending one message per transaction to its own
 conversation through one ``Ledger`` opened over K stores (K schemas of one database,
@@ -232,7 +232,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/shards.py"
+    command = ".venv/bin/python benchmarks/shards.py"
     if args.runs != 3 or args.seconds != 5.0:
         command += f" --runs {args.runs} --seconds {args.seconds:g}"
     results: dict[int, list[Run]] = {k: [] for k in SHARD_COUNTS}

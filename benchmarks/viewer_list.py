@@ -1,6 +1,6 @@
 """How long the viewer's conversation list takes for a few hundred conversations.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/viewer_list.py [N] [M]
+    .venv/bin/python benchmarks/viewer_list.py [N] [M]
 
 Builds a SQLite store of N conversations (default 300) of M messages each (default
 40), then times, in process, the first request of the list (every conversation is

@@ -1,6 +1,6 @@
 """The write path: where an append's time goes, and writers side by side on one PostgreSQL.
 
-    TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/write_path.py [--quick]
+    .venv/bin/python benchmarks/write_path.py [--quick]
 
 Writes the section between ``<!-- write_path:begin -->`` and ``<!-- write_path:end -->``
 of docs/benchmarks.md (appended if missing; the rest of the file is left alone):
@@ -794,7 +794,7 @@ def main() -> None:
     quick = args.quick
     seconds = 1.0 if quick else args.seconds
     big = 4000 if quick else 20_000
-    command = "TIKTOKEN_CACHE_DIR=../shared/tiktoken_cache .venv/bin/python benchmarks/write_path.py" + (
+    command = ".venv/bin/python benchmarks/write_path.py" + (
         " --quick" if quick else "") + (f" --runs {args.runs}" if args.runs != 3 else "") + (
         f" --seconds {args.seconds:g}" if args.seconds != 3.0 and not quick else "") + (
         f" --only {args.only}" if args.only else "")

@@ -7,6 +7,10 @@ recolor nor move a terminal that prints it; whitespace runs become one space; an
 anything that looks like a credential is masked (``mask_secrets``): OpenAI-style keys
 (``sk-...``, ``sk-proj-...``, also partial ones such as ``sk-proj-****abc1``), bearer
 tokens, Google API keys and ``api_key=...`` / ``"api_key": "..."`` values.
+
+``error_outline(exc)`` is what leaves the process about an error (span statuses and
+events, log lines): its class and HTTP status, never its text, which may quote the
+conversation (a provider's 400 quotes the message it refused).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["mask_secrets", "provider_text"]
+__all__ = ["error_outline", "mask_secrets", "provider_text"]
 
 #: Unicode categories that never show as themselves: controls, formatting
 #: characters (bidi overrides, zero-width), unassigned and private-use, surrogates.
@@ -66,3 +70,12 @@ def provider_text(text: str, *, limit: int = 2000) -> str:
         else:
             shown.append(char)
     return mask_secrets(" ".join("".join(shown).split()))[:limit]
+
+
+def error_outline(exc: BaseException) -> str:
+    """``exc``'s class and, when it has one, the HTTP status it carries: nothing of
+    its text (``SummarizerRequestError (status 400)``)."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        return f"{type(exc).__name__} (status {status})"
+    return type(exc).__name__

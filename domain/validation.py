@@ -26,7 +26,7 @@ MAX_COUNT = 2**63 - 1
 #: The longest data subject accepted, in characters: by ``start``, ``fork``, ``erase``
 #: and the key table alike.
 MAX_SUBJECT_CHARS = 200
-#: The longest erasure reason accepted, in characters.
+#: The longest reason a retraction or an erasure records, in characters.
 MAX_REASON_CHARS = 2000
 
 
@@ -69,9 +69,16 @@ def check_position(value: Any, argument: str = "position", **context: Any) -> in
 
 
 def check_text(
-    value: Any, argument: str, *, optional: bool = False, empty: bool = True, **context: Any
+    value: Any,
+    argument: str,
+    *,
+    optional: bool = False,
+    empty: bool = True,
+    max_chars: int | None = None,
+    **context: Any,
 ) -> str | None:
-    """``value`` if it is a string of valid Unicode (or None when ``optional``)."""
+    """``value`` if it is a string of valid Unicode (or None when ``optional``), of at
+    most ``max_chars`` characters when that is given."""
     if value is None and optional:
         return None
     if not isinstance(value, str):
@@ -83,6 +90,13 @@ def check_text(
         )
     if not empty and not value.strip():
         raise InvalidArgumentError(f"{argument} must not be empty", argument=argument, **context)
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgumentError(
+            f"{argument} must be at most {max_chars} characters, not {len(value)}",
+            argument=argument,
+            value=shown(value),
+            **context,
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -25,6 +25,7 @@ from contextledger.domain.errors import (
     SummarizerRateLimitedError,
     SummaryQualityError,
 )
+from contextledger.domain.redaction import error_outline, provider_text
 
 __all__ = ["Outcome", "SummaryRecorder", "attempt_summary"]
 
@@ -74,7 +75,7 @@ def attempt_summary(
             exc_info=exc,
         )
         crashed = SummarizerError(
-            f"the summarizer raised {type(exc).__name__}: {exc}",
+            f"the summarizer raised {type(exc).__name__}: {provider_text(str(exc))}",
             model=getattr(summarizer, "model", None),
         )
         return _failed(ledger, request, crashed, backoff, kind=type(exc).__name__)
@@ -138,6 +139,9 @@ def _failed(
             delay = max(delay, min(float(retry_after), settings.retry_max_seconds))
     if not retryable:
         delay = max(delay, settings.retry_max_seconds)
+    # The class and status only: the provider's words may quote the conversation; they
+    # are in the SummarizationFailed record (contextledger replay shows them).
+    outline = error_outline(exc) if kind is None else kind
     log.log(
         logging.WARNING if retryable else logging.ERROR,
         "summarization of %s positions %d-%d failed (attempt %d, %s, retry in %.2fs): %s",
@@ -147,6 +151,6 @@ def _failed(
         attempt,
         "retryable" if retryable else "not retryable",
         delay,
-        failure.error,  # the provider's words, escaped and secrets masked
+        outline,
     )
-    return Outcome(retry_in=delay, refused=None if retryable else failure.error)
+    return Outcome(retry_in=delay, refused=None if retryable else outline)

@@ -28,7 +28,7 @@ from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.errors import ConversationErasedError, DuplicateConversationError
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import placeholder_text
-from contextledger.domain.validation import check_position, check_text
+from contextledger.domain.validation import MAX_REASON_CHARS, check_position, check_text
 
 __all__ = ["LedgerEdits"]
 
@@ -69,7 +69,7 @@ class LedgerEdits:
         """
         conversation_id = resolve(conversation_id)
         check_position(position, conversation_id=conversation_id)
-        check_text(reason, "reason", optional=True)
+        check_text(reason, "reason", optional=True, max_chars=MAX_REASON_CHARS)
         return self.store.execute(
             conversation_id,
             lambda c: (

@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         render.error(where, str(exc), secrets=secrets)
         return exc.code
     except UsageError as exc:
-        render.error(where, str(exc), secrets=secrets)
+        render.error(where, _named(exc, args), secrets=secrets)
         return 2
     except ContextLedgerError as exc:
         render.error(where, str(exc), secrets=secrets)
@@ -139,6 +139,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             secrets=secrets,
         )
         return 1
+
+
+def _named(exc: UsageError, args: argparse.Namespace) -> str:
+    """``exc``'s message; for a conversation the operator named by its key, the key
+    rather than the id it stands for."""
+    from contextledger.domain.errors import ConversationNotFoundError
+    from contextledger.infrastructure.cli.common import ConversationName
+
+    if isinstance(exc, ConversationNotFoundError):
+        for value in vars(args).values():
+            for named in value if isinstance(value, list) else [value]:
+                if isinstance(named, ConversationName) and named == exc.conversation_id:
+                    at = "" if exc.version is None else f" at version {exc.version}"
+                    return f"no conversation has the key {named.key!r}{at}"
+    return str(exc)
 
 
 def _exit_code(exc: SystemExit) -> int:

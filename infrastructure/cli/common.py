@@ -18,6 +18,7 @@ from contextledger.domain.errors import InvalidArgumentError
 
 __all__ = [
     "DATABASE_HELP",
+    "ConversationName",
     "Failure",
     "Parser",
     "add_command",
@@ -50,13 +51,29 @@ class Failure(Exception):
         self.code = code
 
 
+class ConversationName(UUID):
+    """A conversation id the operator named by its key: the id, remembering ``key``, so
+    that an error about it names what the operator typed."""
+
+    key: str
+
+    def __init__(self, conversation_id: UUID, key: str) -> None:
+        super().__init__(int=conversation_id.int)
+        object.__setattr__(self, "key", key)
+
+
 def conversation_id(value: str) -> UUID:
     """Argument type: a conversation, named by its id (a UUID) or by the application's
     string key (``start(..., key=...)``), resolved as the ledger resolves them."""
     from contextledger.application.shared.addressing import resolve
 
     try:
-        return resolve(value, argument="CID")
+        resolved = resolve(value, argument="CID")
+        try:
+            UUID(value)
+        except ValueError:
+            return ConversationName(resolved, value)
+        return resolved
     except InvalidArgumentError as exc:
         shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
         if len(shown) > 60:

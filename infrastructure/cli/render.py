@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Progress",
+    "counted",
     "dump",
     "error",
     "excerpt",
@@ -48,6 +49,13 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, UUID):
         return str(value)
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def counted(number: int, noun: str, plural: str | None = None, *, grouped: bool = False) -> str:
+    """``number`` and ``noun``, plural (``plural``, else ``noun`` + s) unless the number
+    is one: ``1 conversation``, ``2 conversations`` (``grouped``: ``1,234 tokens``)."""
+    shown = f"{number:,}" if grouped else str(number)
+    return f"{shown} {noun}" if number == 1 else f"{shown} {plural or noun + 's'}"
 
 
 def visible(text: str, *, keep_newlines: bool = False) -> str:

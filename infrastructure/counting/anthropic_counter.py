@@ -33,6 +33,7 @@ from contextledger.application.shared.ports import TokenCounter
 from contextledger.domain.errors import ConfigurationError
 from contextledger.domain.messages import Message
 from contextledger.infrastructure.counting.estimates import ClaudeCounter, counter_for_model
+from contextledger.infrastructure.loopback import direct_if_loopback
 
 __all__ = ["AnthropicCountingCounter", "counting_factory"]
 
@@ -74,7 +75,9 @@ class AnthropicCountingCounter(ClaudeCounter):
         self.timeout = timeout
         self.retry_after = retry_after
         self._sdk = _sdk()
-        self._client = self._sdk.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._client = direct_if_loopback(
+            self._sdk.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0), self._sdk
+        )
         self._clock = clock
         self._lock = threading.Lock()
         self._counted: OrderedDict[tuple[str, str], int] = OrderedDict()

@@ -179,7 +179,8 @@ class SubjectKeys:
         if row.master_id != self.master_id:
             raise StoreError(
                 "cannot decode the store's data keys: they are wrapped under another master key "
-                "(the wrong cipher key; after a rotation, re-wrap them: SubjectKeys.rewrap)",
+                "than the cipher key given (after `contextledger keys rotate`, use the new key: "
+                "set CONTEXTLEDGER_CIPHER_KEY, or Settings.cipher_key, to it)",
                 cause="wrong_key",
             )
         try:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from contextledger.application.shared.settings import masked_url
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.errors import ConfigurationError, StoreError
 from contextledger.infrastructure.persistence.sqlite_files import read_only_uri
 
 if TYPE_CHECKING:
@@ -119,8 +119,16 @@ class Database:
         return p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
 
     def exists(self) -> bool:
-        """Whether the store is there already (memory and PostgreSQL: assumed)."""
-        return self.path is None or self.path.exists()
+        """Whether the store is there already (memory and PostgreSQL: assumed); a path
+        the system cannot look up (a name too long, a file where a folder should be)
+        is a ``StoreError``, as opening the store there would be."""
+        if self.path is None:
+            return True
+        try:
+            return self.path.exists()
+        except OSError as exc:
+            shown = str(self.path) if len(str(self.path)) <= 80 else f"{str(self.path)[:77]}..."
+            raise StoreError(f"cannot open the event store: {exc.strerror or exc} ({shown})") from exc
 
     # -- PostgreSQL -----------------------------------------------------------------
 

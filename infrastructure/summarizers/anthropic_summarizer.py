@@ -28,6 +28,7 @@ from typing import Any
 
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
 from contextledger.domain.errors import ConfigurationError, SummarizerError, SummarizerOutputError
+from contextledger.infrastructure.loopback import direct_if_loopback
 from contextledger.infrastructure.summarizers.summarizer_base import ModelSummarizer, summary_result
 from contextledger.infrastructure.summarizers.summary_prompt import summary_prompt
 
@@ -62,8 +63,9 @@ class AnthropicSummarizer(ModelSummarizer):
         super().__init__(model=model, api_key=api_key, base_url=base_url, timeout=timeout)
         self._sdk = _sdk()
         self.temperature = temperature
-        self._client = self._sdk.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        self._client = direct_if_loopback(
+            self._sdk.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries),
+            self._sdk,
         )
 
     def request_for(self, request: SummaryRequest) -> dict[str, Any]:

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
 from contextledger.domain.errors import ConfigurationError, SummarizerError, SummarizerOutputError
+from contextledger.infrastructure.loopback import is_loopback
 from contextledger.infrastructure.summarizers.summarizer_base import (
     ModelSummarizer,
     retry_after_seconds,
@@ -70,7 +72,15 @@ class GeminiSummarizer(ModelSummarizer):
             ) from exc
         self.temperature = temperature
         retry = types.HttpRetryOptions(attempts=max_retries + 1) if max_retries else None
-        options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000), retry_options=retry)
+        # A server on this machine is reached directly, whatever the proxy settings.
+        direct = {"trust_env": False} if base_url and is_loopback(urlsplit(base_url).hostname) else None
+        options = types.HttpOptions(
+            base_url=base_url,
+            timeout=int(timeout * 1000),
+            retry_options=retry,
+            client_args=direct,
+            async_client_args=direct,
+        )
         self._client = genai.Client(api_key=api_key, http_options=options)
 
     def prompt_for(self, request: SummaryRequest) -> tuple[str, str]:

@@ -23,6 +23,7 @@ import openai
 
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
 from contextledger.domain.errors import SummarizerError, SummarizerOutputError
+from contextledger.infrastructure.loopback import direct_if_loopback
 from contextledger.infrastructure.summarizers.summarizer_base import ModelSummarizer, summary_result
 from contextledger.infrastructure.summarizers.summary_prompt import (
     PROMPT_VERSION,
@@ -54,8 +55,9 @@ class OpenAISummarizer(ModelSummarizer):
         self.temperature = temperature
         # Retries with backoff are the summarization policy's job; the SDK's are off
         # unless asked for.
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        self._client = direct_if_loopback(
+            openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries),
+            openai,
         )
 
     def messages_for(self, request: SummaryRequest) -> list[dict[str, str]]:

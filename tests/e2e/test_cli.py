@@ -309,6 +309,19 @@ def test_an_unknown_conversation_or_database_is_a_usage_error_in_one_line(
     assert err.count("\n") == 1 and "no database" in err
 
 
+@pytest.mark.parametrize("command", [["list"], ["init"], ["demo", "--messages", "10"], ["worker", "--once"],
+                                     ["rebuild"], ["verify"], ["context", "chat-7"]], ids=lambda c: c[0])
+def test_a_path_too_long_for_the_system_is_a_store_error_in_one_short_line(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"sqlite:///{tmp_path / ('a' * 5000)}.db"
+    assert main([*command, "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected" not in err, err[:300]
+    assert "error: cannot open the event store: File name too long" in err and len(err) < 300
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_bad_conversation_id_in_a_subprocess_exits_2_with_one_line(tmp_path: Path) -> None:
     done = run_cli("context", "k" * 201, "--database",
                    f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
@@ -354,6 +367,50 @@ def test_a_key_of_no_conversation_is_an_unknown_conversation(
     assert main(["context", "chat-8", "--database", url]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error:" in err
+
+
+@pytest.mark.parametrize("command", CONVERSATION_COMMANDS, ids=lambda c: c[0])
+def test_an_unknown_key_is_named_as_typed_not_by_the_id_it_stands_for(
+    command: list[str], keyed: tuple[str, UUID], capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, _ = keyed
+    assert main([*command, "chat-8", "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert err == f"contextledger {command[0]}: error: no conversation has the key 'chat-8'\n"
+    unknown = "00000000-0000-4000-8000-000000000000"
+    assert main([*command, unknown, "--database", url]) == 2
+    assert unknown in capsys.readouterr().err
+
+
+def test_counts_of_one_are_in_the_singular(keyed: tuple[str, UUID], capsys: pytest.CaptureFixture[str]) -> None:
+    url, _ = keyed
+    assert main(["verify", "--database", url]) == 0
+    assert capsys.readouterr().out == "verify OK: 1 conversation, 3 events, 2 messages, 0 summaries\n"
+    assert main(["list", "--database", url]) == 0
+    assert capsys.readouterr().out.endswith("\n1 conversation\n")
+    assert main(["init", "--database", url]) == 0
+    assert "(1 conversation)" in capsys.readouterr().out
+
+
+def test_after_keys_rotate_the_old_key_is_told_to_use_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import base64
+
+    old, new = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    url = f"sqlite:///{tmp_path / 'keyed.db'}"
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", old)
+    with Ledger.open(url, run_policy=False) as ledger:
+        ledger.append(ledger.start("You help.", key="chat-7"), {"role": "user", "content": "hello"})
+    assert main(["keys", "rotate", "--new-key", new, "--database", url]) == 0
+    capsys.readouterr()
+    assert main(["context", "chat-7", "--database", url]) == 1  # still the old key
+    err = capsys.readouterr().err
+    assert "wrapped under another master key" in err and "SubjectKeys" not in err
+    assert "after `contextledger keys rotate`, use the new key" in err and "CONTEXTLEDGER_CIPHER_KEY" in err
+    monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", new)
+    assert main(["context", "chat-7", "--database", url]) == 0
+    assert "hello" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("value", "reason"), [

@@ -48,7 +48,7 @@ def test_verify_prints_every_problem_and_exits_1(store: Store, capsys: pytest.Ca
     assert {undecodable, deleted} <= {p["version"] for p in report["problems"]}
 
     assert main(["verify", str(store.fine), "--database", store.url]) == 0
-    assert capsys.readouterr().out.startswith("verify OK: 1 conversations")
+    assert capsys.readouterr().out.startswith("verify OK: 1 conversation,")
 
 
 def test_verify_names_a_snapshot_that_disagrees_with_its_events(

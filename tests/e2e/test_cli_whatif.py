@@ -98,7 +98,7 @@ def test_a_bad_policy_file_exits_2_with_one_line(
 @pytest.mark.parametrize(
     ("extra", "reason"),
     [
-        (["--conversations", "chat-9"], "no such conversation"),
+        (["--conversations", "chat-9"], "no conversation has the key 'chat-9'"),
         (["--summarizer", "openai"], "needs an API key"),
         (["--budget-calls", "-1"], "must be 0 or more"),
         (["--prices", "/no/such/prices.json"], "no prices file at /no/such/prices.json"),

@@ -15,16 +15,25 @@ POSTGRES_TEST = "tests/integration/test_idempotency.py::test_the_async_twin[post
 
 
 def run_suite(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("CI", "CONTEXTLEDGER_SKIP_POSTGRES") and not k.startswith("PYTEST_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CI", "CONTEXTLEDGER_SKIP_POSTGRES") and not k.startswith("PYTEST_")
+    }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rfs", *args],
-        cwd=REPO, env={**environ, **env}, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
 def test_an_unreachable_postgres_fails_the_run() -> None:
-    result = run_suite(POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL="postgresql://postgres:pw@127.0.0.1:1/test")
+    result = run_suite(
+        POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL="postgresql://postgres:pw@127.0.0.1:1/test"
+    )
     assert result.returncode == 1, result.stdout[-3000:]
     assert "1 failed" in result.stdout and "skipped" not in result.stdout
     assert "PostgreSQL is unreachable at postgresql://postgres:***@127.0.0.1:1/test" in result.stdout
@@ -37,7 +46,9 @@ def test_the_postgres_tests_are_skipped_only_when_asked() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
     assert "1 skipped" in result.stdout and "CONTEXTLEDGER_SKIP_POSTGRES=1" in result.stdout
     # CI never skips them.
-    result = run_suite(POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL=url, CONTEXTLEDGER_SKIP_POSTGRES="1", CI="true")
+    result = run_suite(
+        POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL=url, CONTEXTLEDGER_SKIP_POSTGRES="1", CI="true"
+    )
     assert result.returncode == 1 and "1 failed" in result.stdout, result.stdout[-3000:]
 
 
@@ -45,8 +56,126 @@ def test_the_testing_page_documents_what_the_suite_reads() -> None:
     from tests.conftest import POSTGRES_URL
 
     page = " ".join((REPO / "docs" / "testing.md").read_text(encoding="utf-8").split())
-    for name in ("CONTEXTLEDGER_TEST_POSTGRES_URL", "CONTEXTLEDGER_SKIP_POSTGRES=1", "CONTEXTLEDGER_CORPORA",
-                 "tests/fixtures/corpora", "TIKTOKEN_CACHE_DIR"):
+    for name in (
+        "CONTEXTLEDGER_TEST_POSTGRES_URL",
+        "CONTEXTLEDGER_SKIP_POSTGRES=1",
+        "CONTEXTLEDGER_CORPORA",
+        "tests/fixtures/corpora",
+        "TIKTOKEN_CACHE_DIR",
+    ):
         assert f"`{name}`" in page, name
     if "CONTEXTLEDGER_TEST_POSTGRES_URL" not in os.environ:
         assert f"`{POSTGRES_URL}`" in page
+
+
+#: The tests that read the conversation corpora.
+CORPUS_TESTS = (
+    "tests/unit/test_estimates.py",
+    "tests/unit/test_shipped_encodings.py::test_corpus_text_encodes_as_tiktoken_encodes_it",
+    "tests/properties/test_corpora.py",
+)
+
+
+def test_the_corpus_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path: Path) -> None:
+    """A fresh clone has no ``../shared/corpora``: its corpus tests run on the subset
+    the repository carries, and pass."""
+    import shutil
+
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "tests", clone / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", clone / "pyproject.toml")
+    assert not (tmp_path / "shared").exists()
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CONTEXTLEDGER_CORPORA", "TIKTOKEN_CACHE_DIR") and not k.startswith("PYTEST_")
+    }
+    chosen = subprocess.run(
+        [sys.executable, "-c", "from tests.conftest import CORPORA; print(CORPORA)"],
+        cwd=clone,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(chosen) == clone / "tests" / "fixtures" / "corpora"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:randomly",
+            "-rfs",
+            *CORPUS_TESTS,
+        ],
+        cwd=clone,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout and "skipped" not in result.stdout
+
+
+def test_no_page_or_script_tells_readers_to_point_tiktoken_outside_the_checkout() -> None:
+    """The encodings ship with the package: no command shown needs a folder beside the
+    checkout for them."""
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")]
+    files = [*pages, *(REPO / "benchmarks").glob("*.py")]
+    assert len(files) > 10
+    told = [f.name for f in files if "shared/tiktoken_cache" in f.read_text(encoding="utf-8")]
+    assert told == []
+
+
+def test_the_fake_server_tests_pass_behind_a_proxy_that_cannot_be_reached() -> None:
+    """With HTTP_PROXY/HTTPS_PROXY set to a closed port and NO_PROXY unset (a company
+    machine, a CI runner), the SDKs still reach the fake servers on 127.0.0.1: the
+    pytest plugin exempts loopback from the proxy."""
+    proxy = f"http://127.0.0.1:{_closed_port()}"
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in ("no_proxy", "all_proxy") and not k.startswith("PYTEST_")
+    }
+    environ.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:randomly",
+            "-rfs",
+            "tests/integration/test_fake_openai.py",
+            "tests/e2e/test_docs.py",
+            "-k",
+            "fake or testing.md",
+        ],
+        cwd=REPO,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout and "skipped" not in result.stdout
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

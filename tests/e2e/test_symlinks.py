@@ -50,10 +50,28 @@ def _clone(dest: Path, *, symlinks: bool) -> Path:
 
 
 def _wheel_files(source: Path, out: Path) -> list[str]:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
-        check=True,
+    # Without build isolation: the build uses the setuptools and wheel of this
+    # environment (the dev extra installs them), so no package index is needed.
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(out),
+            str(source),
+        ],
         capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, (
+        "pip wheel failed; it builds with this environment's setuptools>=68 and wheel "
+        f"(pip install -e '.[dev]' installs them):\n{built.stderr[-3000:]}"
     )
     (wheel,) = out.glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.shared.limits import check_message_bytes, message_bytes
-from contextledger.domain import ContextOverflowError, InvalidMessageError, Message, MessageTooLargeError
+from contextledger.domain import (
+    ContextOverflowError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    Message,
+    MessageTooLargeError,
+)
 from contextledger.domain.windows import DEFAULT_CONTEXT_WINDOW, context_window, default_context_cap
 
 
@@ -113,6 +119,23 @@ def test_edits_and_new_system_prompts_obey_the_same_limits() -> None:
         assert caught.value.field == "system_prompt" and caught.value.unit == "tokens"
         assert events(ledger) == before
         assert ledger.transcript(cid)[0].message["content"] == "short"
+
+
+@pytest.mark.parametrize("reason", ["x" * 2001, "why " * 5_000_000], ids=["just-over", "20MB"])
+def test_a_retraction_reason_over_the_reason_limit_is_refused_and_retracts_nothing(
+    store_url: str, reason: str
+) -> None:
+    with Ledger.open(store_url, run_policy=False) as ledger:
+        cid = ledger.start("s")
+        ledger.append(cid, {"role": "user", "content": "short"})
+        ledger.append(cid, {"role": "user", "content": "typo"})
+        before = events(ledger)
+        with pytest.raises(InvalidArgumentError, match="reason must be at most 2000 characters") as caught:
+            ledger.retract(cid, 1, reason=reason)
+        assert caught.value.argument == "reason"
+        assert events(ledger) == before and not ledger.transcript(cid)[1].retracted
+        assert ledger.retract(cid, 1, reason="r" * 2000) == [1]  # the same limit as an erasure's reason
+        assert ledger.transcript(cid)[1].retracted_reason == "r" * 2000
 
 
 @settings(max_examples=300, deadline=None)

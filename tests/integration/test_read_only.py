@@ -135,7 +135,7 @@ def test_every_read_command_runs_on_a_sqlite_file_the_process_may_not_write(
         with as_nobody():
             codes = {" ".join(argv): main([*argv, "--database", url]) for argv in commands}
         assert codes == dict.fromkeys(codes, 0), capsys.readouterr().err
-        assert "verify OK: 1 conversations" in capsys.readouterr().out
+        assert "verify OK: 1 conversation," in capsys.readouterr().out
     finally:
         folder.chmod(0o755)
         shutil.rmtree(folder)
@@ -260,7 +260,7 @@ def test_every_read_command_runs_with_a_select_only_role(
     assert main(["stats", "--json", "--database", url]) == 0
     assert json.loads(capsys.readouterr().out)["messages"] == 8
     assert main(["verify", "--database", url]) == 0
-    assert "verify OK: 1 conversations" in capsys.readouterr().out
+    assert "verify OK: 1 conversation," in capsys.readouterr().out
     with serve(url, cwd=tmp_path) as base:
         with urllib.request.urlopen(f"{base}/conversations.json") as page:
             listed = json.loads(page.read())

@@ -5,6 +5,7 @@ OpenTelemetry is not even imported."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,10 +16,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
-from contextledger.application import Ledger, ReductionPolicy, Settings
+from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
 from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.readmodels import READ_MODEL_NAMES
+from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
+from contextledger.testing import FakeOpenAIServer, Status
 
 EXPORTER = InMemorySpanExporter()
 SECRET = "the launch code is 0000"
@@ -67,7 +71,9 @@ def _fill(url: str) -> None:
 
 
 def test_rebuild_is_a_span_per_read_model_with_the_events_applied(
-    spans: InMemorySpanExporter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    spans: InMemorySpanExporter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = f"sqlite:///{tmp_path / 'traced.db'}"
@@ -89,7 +95,9 @@ def test_rebuild_is_a_span_per_read_model_with_the_events_applied(
 
 
 def test_the_workers_runners_are_traced(
-    spans: InMemorySpanExporter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    spans: InMemorySpanExporter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'worker.db'}"
     _fill(url)
@@ -110,8 +118,14 @@ def test_the_workers_runners_are_traced(
     assert main(["worker", "--once", "--database", url]) == 0
     again = spans.get_finished_spans()
     assert not [s for s in again if s.name == "contextledger.summarize"]
-    assert sum(s.attributes["contextledger.events"] for s in again  # type: ignore[index, misc]
-               if s.name == "contextledger.project") == 0
+    assert (
+        sum(
+            s.attributes["contextledger.events"]
+            for s in again  # type: ignore[index, misc]
+            if s.name == "contextledger.project"
+        )
+        == 0
+    )
 
 
 def test_with_tracing_off_nothing_of_opentelemetry_is_imported() -> None:
@@ -124,3 +138,77 @@ def test_with_tracing_off_nothing_of_opentelemetry_is_imported() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_provider_error_quoting_the_conversation_reaches_spans_and_logs_as_its_class_and_status(
+    spans: InMemorySpanExporter,
+    fake_openai: FakeOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A provider's 400 quotes the message it refused: the span's status and exception
+    event, and the log lines, name the error's class and status only; the words stay
+    in the SummarizationFailed record, escaped and masked, for ``replay``."""
+    quoted = {
+        "error": {
+            "message": f"Invalid content in messages[1]: '{SECRET} 0' \x1b[2J sk-proj-abc123DEF456ghi",
+            "type": "invalid_request_error",
+        }
+    }
+    fake_openai.script(Status(400, body=quoted), Status(400, body=quoted))
+    summarizer = OpenAISummarizer(api_key="sk-test", base_url=fake_openai.base_url)
+    settings = Settings(database_url="memory://", tracing=True, retry_base_seconds=0.01, poll_interval=0.01)
+    caplog.set_level(logging.DEBUG, logger="contextledger")
+    with Ledger.open(settings=settings, summarizer=summarizer) as ledger:
+        cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=4, keep_messages=1))
+        for i in range(6):
+            ledger.append(cid, {"role": "user", "content": f"{SECRET} {i}"})
+        assert ledger.wait_idle(60)
+        [failed, *_] = [e.data for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
+    assert SECRET in failed["error"] and "sk-***" in failed["error"] and "\x1b" not in failed["error"]
+    summarize = [s for s in spans.get_finished_spans() if s.name == "contextledger.summarize"]
+    refused = [s for s in summarize if s.status.status_code is StatusCode.ERROR]
+    assert refused and fake_openai.request_count >= 1
+    for span in refused:
+        assert span.status.description == "SummarizerRequestError (status 400)"
+        [event] = [e for e in span.events if e.name == "exception"]
+        assert dict(event.attributes or {}) == {
+            "exception.type": "SummarizerRequestError",
+            "exception.message": "SummarizerRequestError (status 400)",
+        }
+    for span in spans.get_finished_spans():
+        shown = [span.status.description, *(span.attributes or {}).values()]
+        shown += [value for event in span.events for value in (event.attributes or {}).values()]
+        assert not any(SECRET in str(value) or "abc123" in str(value) for value in shown), span.name
+    formatter = logging.Formatter()
+    logged = [formatter.format(record) for record in caplog.records]
+    assert any("not retryable" in line and "SummarizerRequestError (status 400)" in line for line in logged)
+    assert not any(SECRET in line or "abc123" in line or "\x1b" in line for line in logged)
+
+
+def test_a_custom_summarizers_exception_is_logged_at_warning_without_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A custom summarizer's exception is a retryable failure: its WARNING line names
+    the exception's class, not its text."""
+    calls: list[int] = []
+
+    class Quoting:
+        model = "quoting"
+
+        def summarize(self, request: SummaryRequest) -> SummaryResult:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError(f"cannot summarize {request.messages[0].text!r}")
+            return SummaryResult(text="a summary", model=self.model, prompt_version="q1")
+
+    settings = Settings(database_url="memory://", retry_base_seconds=0.01, poll_interval=0.01)
+    caplog.set_level(logging.WARNING, logger="contextledger.summarization")
+    with Ledger.open(settings=settings, summarizer=Quoting()) as ledger:
+        cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=4, keep_messages=1))
+        for i in range(6):
+            ledger.append(cid, {"role": "user", "content": f"{SECRET} {i}"})
+        assert ledger.wait_idle(60)
+        assert ledger.totals(cid).summaries == 1 and len(calls) == 2
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "failed (attempt 1, retryable" in warning.getMessage() and "RuntimeError" in warning.getMessage()
+    assert SECRET not in warning.getMessage()

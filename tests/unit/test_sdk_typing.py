@@ -57,6 +57,11 @@ def quickstart_block() -> str:
     return str(blocks[0])
 
 
+#: mypy's cache, kept between runs (gitignored): the SDKs' and pydantic's types are
+#: analysed once, not on every run; what changed is checked again.
+MYPY_CACHE = Path(__file__).resolve().parents[2] / ".mypy_cache" / "test_sdk_typing"
+
+
 @pytest.fixture(scope="module")
 def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One strict mypy run over the three files (mypy on the SDK's types is slow)."""
@@ -67,7 +72,7 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
     for name, code in files.items():
         (where / name).write_text(code, encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(where / ".cache"), *files],
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(MYPY_CACHE), *files],
         cwd=where, capture_output=True, text=True, timeout=900,
     )
     return result.stdout + result.stderr

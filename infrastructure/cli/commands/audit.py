@@ -186,7 +186,7 @@ def run_replay(args: argparse.Namespace) -> int:
                 return 0
             for e in events:
                 render.out(_line(e, marks.get(e.version)))
-            render.out(f"{len(events)} events")
+            render.out(render.counted(len(events), "event"))
             return 0
         count = 0
         # Events printed to a terminal show the progress themselves.
@@ -211,7 +211,7 @@ def run_replay(args: argparse.Namespace) -> int:
                     progress(min(notification_id, top), top)
                 progress(top, top)
     if not args.json:
-        render.out(f"{count} events")
+        render.out(render.counted(count, "event"))
     return 0
 
 
@@ -292,7 +292,8 @@ def run_verify(args: argparse.Namespace) -> int:
     if not args.json:
         erased = f", {len(report.erased)} erased" if report.erased else ""
         render.out(
-            f"verify OK: {report.conversations} conversations{erased}, {report.events} events, "
-            f"{report.messages} messages, {report.summaries} summaries"
+            f"verify OK: {render.counted(report.conversations, 'conversation')}{erased}, "
+            f"{render.counted(report.events, 'event')}, {render.counted(report.messages, 'message')}, "
+            f"{render.counted(report.summaries, 'summary', 'summaries')}"
         )
     return 0

@@ -96,7 +96,7 @@ def run_list(args: argparse.Namespace) -> int:
                 if row["forked_from"] else "")
         render.out(f"{row['conversation_id']:<36}  {row['messages']:>8,}  {row['tokens']:>10,}  "
                    f"{row['summaries']:>9,}  {row['last_activity'][:19].replace('T', ' ')}{fork}")
-    render.out(f"{len(rows)} conversations")
+    render.out(render.counted(len(rows), "conversation"))
     return 0
 
 
@@ -160,8 +160,9 @@ def run_context(args: argparse.Namespace) -> int:
     if args.json:
         print(render.dump(memory.messages))
         return 0
-    render.out(f"context of {args.cid} at version {memory.version}: {len(memory.messages)} messages, "
-               f"{memory.tokens:,} tokens")
+    messages = render.counted(len(memory.messages), "message")
+    tokens = render.counted(memory.tokens, "token", grouped=True)
+    render.out(f"context of {args.cid} at version {memory.version}: {messages}, {tokens}")
     for index, message in enumerate(memory.messages):
         render.out(f"[{index:>3}] {message['role']:<9} {render.excerpt(dict(message))}")
     return 0
@@ -207,7 +208,10 @@ def run_transcript(args: argparse.Namespace) -> int:
         shown = f"  [{'; '.join(marks)}]" if marks else ""
         render.out(f"#{e.position:<5} v{e.version:<6} {e.tokens:>6} tok  {e.message['role']:<9} "
                    f"{render.excerpt(e.message, 110)}{shown}")
-    summary = f"{len(entries)} messages, {sum(e.tokens for e in entries):,} tokens"
+    summary = (
+        f"{render.counted(len(entries), 'message')}, "
+        f"{render.counted(sum(e.tokens for e in entries), 'token', grouped=True)}"
+    )
     retracted = sum(1 for e in entries if e.retracted)
     replaced = sum(1 for e in entries if e.superseded_by_version is not None)
     if retracted or replaced:

@@ -179,14 +179,14 @@ def _text(report: dict[str, Any], result: DemoResult, read_rows: int, read_summa
 def _remove_demo_files(path: Path) -> None:
     from contextledger.infrastructure.persistence.database import Database
 
-    if path.exists() and not _holds_only_demo_data(path):
+    database = Database.parse(f"sqlite:///{path}")
+    if database.exists() and not _holds_only_demo_data(path):  # (a bad path: StoreError)
         raise Failure(
             f"refusing to recreate {path}: it holds conversations that are not the demo's "
             "(pass --keep, or another --database)",
             code=2,
         )
-    views = Database.parse(f"sqlite:///{path}").views_path
-    for candidate in (path, views):
+    for candidate in (path, database.views_path):
         if candidate is None:
             continue
         for suffix in ("", "-wal", "-shm", "-journal"):

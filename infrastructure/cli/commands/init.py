@@ -63,10 +63,11 @@ def _init(args: argparse.Namespace, db: Database) -> int:
                            "conversations": conversations}))
         return 0
     if existed:
-        render.out(f"{db.masked}: exists already ({conversations} conversations); tables checked")
+        held = render.counted(conversations, "conversation")
+        render.out(f"{db.masked}: exists already ({held}); tables checked")
     elif existed is False:
         render.out(f"created {db.masked} (event store; read models in {db.views_path})")
     else:
         render.out(f"{db.masked}: event store and read-model tables ready "
-                   f"({conversations} conversations)")
+                   f"({render.counted(conversations, 'conversation')})")
     return 0
