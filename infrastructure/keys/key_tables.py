@@ -45,6 +45,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import PersistenceError
 
+from contextledger.application.storage.store_failures import failure_cause, store_error
 from contextledger.domain.errors import StoreError
 
 __all__ = [
@@ -115,6 +116,10 @@ class KeyTable(Protocol):
 
 # -- SQL -------------------------------------------------------------------------------
 
+#: Failures of the database's server, not of the key table: reported as the event
+#: store's (the key table lives in its database).
+_UNREACHABLE = ("connect_timeout", "server_unreachable", "connection_lost")
+
 _COLUMNS = "key_id, subject, wrapped_key, master_id, created_at, erased_at, erase_reason"
 
 
@@ -157,6 +162,8 @@ class _SQLKeyTable:
         except (PersistenceError, sqlite3.Error, psycopg.Error) as exc:
             if reading and self._missing_table(exc):
                 return None  # a store made before key tables existed: no key in it
+            if failure_cause(exc) in _UNREACHABLE:  # the server, not the table: say so
+                raise store_error(exc) from exc
             raise StoreError(f"the key table cannot be used: {exc}", cause="key_table") from exc
 
     def _row(self, values: Any) -> KeyRow | None:

@@ -191,7 +191,7 @@ def test_a_response_answering_no_open_call_writes_nothing(sqlite_url: str) -> No
         ({"format": "openai", "cache": True}, "cache"),
         ({"format": "gemini", "cache": True}, "cache"),
         ({"format": "openai", "summary": "user"}, "summary"),
-        ({"format": "anthropic", "summary": "assistant"}, "summary"),
+        ({"format": "anthropic", "summary": "model"}, "summary"),
         ({"format": "anthropic", "cache": 1}, "cache"),
     ],
 )
