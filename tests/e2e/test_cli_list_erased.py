@@ -43,4 +43,4 @@ def test_list_leaves_an_erased_conversation_out_with_or_without_read_models(
     assert rows[0]["messages"] == 1
     assert main(["list", "--database", url]) == 0
     out = capsys.readouterr().out
-    assert str(kept) in out and str(gone) not in out and "1 conversations" in out
+    assert str(kept) in out and str(gone) not in out and "1 conversation\n" in out
