@@ -31,6 +31,7 @@ from contextledger.infrastructure.readmodels.summaries import SQLSummariesView
 from contextledger.infrastructure.readmodels.token_totals import SQLTokenTotalsView
 from contextledger.infrastructure.readmodels.transcript import SQLTranscriptView
 from contextledger.infrastructure.readmodels.view import SQLView
+from contextledger.infrastructure.subject_mapper import SubjectMapper, subject_keys_of
 
 if TYPE_CHECKING:
     from contextledger.application.ledger import Ledger
@@ -94,19 +95,46 @@ class SQLReadModels:
         """Read models for the event store at ``database_url`` (see the module doc),
         their content encrypted with ``cipher_key`` (the event store's key); without
         ``create``, nothing is created (and a SQLite file of them must exist)."""
+        return cls._open(
+            database_url,
+            codec_for_key(cipher_key),
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            create=create,
+        )
+
+    @classmethod
+    def _open(
+        cls,
+        database_url: str,
+        codec: ContentCodec | None,
+        *,
+        connect_timeout: float,
+        statement_timeout: float,
+        create: bool,
+    ) -> SQLReadModels:
         database = Database.parse(database_url)
-        codec = codec_for_key(cipher_key)
         engine = engine_for(database, connect_timeout=connect_timeout, statement_timeout=statement_timeout)
         return cls(engine, schema=database.schema, codec=codec, create=create)
 
     @classmethod
     def for_ledger(cls, ledger: Ledger, *, create: bool = True) -> SQLReadModels:
-        """Read models for ``ledger``'s store, encrypted with its cipher key if it has
-        one, with its settings' timeouts."""
+        """Read models for ``ledger``'s store, with its settings' timeouts, encrypted
+        with its cipher key if it has one: when its records go under per-subject keys,
+        each value under the keys of the subjects whose content it holds (``sealing``)."""
         s = ledger.settings
-        return cls.for_url(
+        cipher_key = None if s.cipher_key is None else s.cipher_key.get_secret_value()
+        mapper = getattr(ledger, "mapper", None)
+        keys = subject_keys_of(ledger)
+        per_subject = keys is not None and isinstance(mapper, SubjectMapper) and mapper.per_subject
+        codec = codec_for_key(
+            cipher_key,
+            keys=keys if per_subject else None,
+            inherited=mapper.lineage.inherited if per_subject and isinstance(mapper, SubjectMapper) else None,
+        )
+        return cls._open(
             s.database_url,
-            cipher_key=None if s.cipher_key is None else s.cipher_key.get_secret_value(),
+            codec,
             connect_timeout=s.connect_timeout,
             statement_timeout=s.statement_timeout,
             create=create,
