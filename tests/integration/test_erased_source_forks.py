@@ -7,12 +7,18 @@ from __future__ import annotations
 import base64
 import os
 import uuid
+import warnings
 from uuid import UUID
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.domain.conversation import Conversation
+from contextledger.infrastructure.web import create_app
 from contextledger.testing import assert_valid_openai_context
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 POLICY = ReductionPolicy(trigger_messages=8, keep_messages=2, max_summary_tokens=200)
 
@@ -50,6 +56,9 @@ def test_the_policy_summarizes_a_remainder_under_the_forks_own_thresholds(shared
         assert len(context) <= POLICY.trigger_messages + 2, len(context)
         assert any(info.valid for info in ledger.summaries(f))
         assert ledger.verify().ok
+        page = TestClient(create_app(ledger)).get(f"/conversations/{f}.json")  # the viewer shows its head
+        assert page.status_code == 200
+        assert page.json()["conversation"]["version"] == ledger.conversation(f).version
 
 
 def test_a_fork_with_nothing_of_its_own_part_reads_as_an_empty_remainder(shared_url: str) -> None:
@@ -63,6 +72,9 @@ def test_a_fork_with_nothing_of_its_own_part_reads_as_an_empty_remainder(shared_
         ledger.erase(subject="subject-s", reason="erasure request 2")
         assert ledger.transcript(fork.id) == []
         assert ledger.summaries(fork.id) == []
+        client = TestClient(create_app(ledger))  # the viewer's pages of it too
+        for page in (f"/conversations/{fork.id}", f"/conversations/{fork.id}.json"):
+            assert client.get(page).status_code == 200, page
         assert_valid_openai_context(ledger.context(fork.id))
         assert ledger.totals(fork.id).messages == 0
         ledger.append(fork.id, {"role": "user", "content": "the fork's own"})
