@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
@@ -145,6 +145,9 @@ def erase_then_use(url: str, source: list[str], before: list[str], after: list[s
 
 @pytest.mark.postgres
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@example(  # a request held across the erasure extends the fork's erased summary
+    source=["user", "user", "user"], before=["tools", "tools", "summarize", "user"], after=[], hold=True
+)
 @given(
     source=st.lists(steps, min_size=1, max_size=6),
     before=st.lists(steps, max_size=6),
