@@ -261,6 +261,16 @@ class Conversation(EditCommands, SummaryCommands):
         self._maybe_pin_range(at)
         return True
 
+    def restate_policy(self, *, at: datetime) -> None:
+        """Command: record the policy in force again, unchanged (same policy version):
+        a fork of another data subject keeps it in a record of its own, which outlives
+        the erasure of its inherited history (``domain/remainder.py``)."""
+        s = self.state
+        through = s.fork_of.through_position if s.fork_of is not None else None
+        self._trigger(
+            PolicyChanged, at, policy=s.policy, policy_version=s.policy_version, inherited_through=through
+        )
+
     def change_tools(self, tools: ToolDefinitions | None, *, tools_tokens: int, at: datetime) -> bool:
         """Command: send these tool definitions from now on. False if unchanged."""
         s = self.state

@@ -272,6 +272,10 @@ class PolicyChanged(SealedEvent):
     class_version: ClassVar[int] = 2
     policy: ReductionPolicy
     policy_version: int
+    #: Set when a fork restates the policy it starts with (``Conversation.restate_policy``):
+    #: the last position of the history it inherited, which a remainder can no longer
+    #: read from its erased first record (None: any other policy change).
+    inherited_through: int | None = None
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:

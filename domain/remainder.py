@@ -47,6 +47,7 @@ from contextledger.domain.events import (
     MessageAppended,
     MessageEdited,
     MessagesRetracted,
+    PolicyChanged,
     SummaryCreated,
     SummaryInvalidated,
     ThresholdReached,
@@ -102,13 +103,16 @@ def _placeholder(first: ErasedEvent, event: ConversationEvent) -> ErasedEvent:
 
 def _boundary(readable: list[ConversationEvent]) -> int:
     """The first position the fork appended; without a message of its own, the first
-    past every position its records name."""
+    past every position its records name (the inherited history's last one among
+    them, when the fork restated its policy: ``PolicyChanged.inherited_through``)."""
     for event in readable:
         if isinstance(event, MessageAppended):
             return event.position
     named = [-1]
     for event in readable:
-        if isinstance(event, (ThresholdReached, UsageRecorded)):
+        if isinstance(event, PolicyChanged) and event.inherited_through is not None:
+            named.append(event.inherited_through)
+        elif isinstance(event, (ThresholdReached, UsageRecorded)):
             named.append(event.through_position)
         elif isinstance(event, MessageEdited):
             named.append(event.position)
@@ -212,7 +216,20 @@ def fold_remainder(remainder: Remainder, *, model: str, policy: ReductionPolicy)
                 state.digest = record.digest  # the chain goes on through what is left out
         conversation.version = record.originator_version
         conversation.modified_on = record.timestamp
+    if state.pending is not None and _pinned_past_reopened(state):
+        state.pending = None  # the policy pins the reopened messages first, at the next append
     return conversation
+
+
+def _pinned_past_reopened(s: ConversationState) -> bool:
+    """Whether the pending range was pinned while an erased summary still covered
+    messages before it: those messages, reopened, come first (a range starts at the
+    oldest unsummarized message); summarizing the range past them would leave them
+    inside what a re-folding summary covers."""
+    pending = s.pending
+    if pending is None or not s.window or s.open_group_index == 0:
+        return False
+    return s.window[0].position < pending.from_position
 
 
 def _leave_out(s: ConversationState, position: int) -> None:

@@ -7,9 +7,10 @@ the erasure's ``ConversationErasedError`` when nothing of the fork's own is read
 then it is erased whole), ``remainder`` gives the sorted records.
 
 The fork's model and policy were in its erased first record: a remainder is counted
-with ``Ledger.start``'s default model and runs under its default policy, until the
-fork changes its policy itself (``change_policy``; a change made before the erasure
-stands).
+with ``Ledger.start``'s default model and runs under its default policy, until a
+policy of its own stands: the one a fork of another subject restates at its creation
+(``Conversation.restate_policy``) or one it changes itself (``change_policy``; a
+change made before the erasure stands).
 """
 
 from __future__ import annotations

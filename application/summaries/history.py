@@ -177,7 +177,8 @@ def transcript_entries(
     if through_version is not None:
         events = [e for e in events if e.originator_version <= through_version]
     out: list[TranscriptEntry] = []
-    first = events[0]
+    # A fork's remainder may hold no event about its own part (``store.events``).
+    first = events[0] if events else None
     if isinstance(first, Forked):
         origin = first.origin
         out = [

@@ -20,6 +20,7 @@ from contextledger.application.shared.settings import Settings
 from contextledger.application.storage.store import ConversationStore
 from contextledger.domain.conversation import Conversation, SummaryFailure
 from contextledger.domain.digests import summary_source_digest
+from contextledger.domain.errors import StaleSummaryError
 from contextledger.domain.events import SummaryProvenance
 from contextledger.domain.messages import Message
 from contextledger.domain.reduction import Entry, placeholder_message, summary_message
@@ -92,8 +93,20 @@ def record_result(
 ) -> None:
     """Record ``result`` for ``request``'s range on ``conversation`` (its counts, its
     source digest over the messages as the log holds them, its provenance). Raises
-    ``StaleSummaryError`` if the range is no longer pending, ``SummaryQualityError``
+    ``StaleSummaryError`` if the range is no longer pending (or the summary the request
+    extends no longer stands), ``SummaryQualityError``
     if the gate fails."""
+    if request.previous_summary != conversation.previous_summary_text():
+        # Asked for while another summary stood as the one to extend: one an erasure made
+        # unreadable (a fork's inherited summary) or a later change took back.
+        pending = conversation.state.pending
+        raise StaleSummaryError(
+            "the summary was asked for on a previous summary that no longer stands",
+            conversation_id=conversation.id,
+            from_position=request.from_position,
+            through_position=request.through_position,
+            pending=(pending.from_position, pending.through_position) if pending else None,
+        )
     text = result.text.strip()
     previous = request.previous_summary
     folds = conversation.previous_summary_text() is not None

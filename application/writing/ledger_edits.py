@@ -181,8 +181,13 @@ class LedgerEdits:
         fork = Conversation.fork(
             source, id_for_key(key) if key is not None else uuid4(), key=key, at=self.clock()
         )
+        source_subject = self.subjects.subject_of(conversation_id)
         if subject is None:  # the source's (None: no per-subject keys)
-            subject = self.subjects.subject_of(conversation_id)
+            subject = source_subject
+        if subject is not None and _inherits_another(self.subjects, source, source_subject, subject):
+            # Its policy is in its first record, under the inherited subjects' keys too:
+            # restated under its own key, it outlives an erasure of what it inherits.
+            fork.restate_policy(at=self.clock())
         try:
             if subject is not None:
                 self.subjects.assign_new(fork.id, subject)
@@ -216,6 +221,17 @@ class LedgerEdits:
     def transcript_items(self, conversation_id: ConversationRef) -> list[dict[str, Any]]:
         """Every item ever appended, oldest first (chat messages converted to items)."""
         return items_module.transcript_items(self, resolve(conversation_id))
+
+
+def _inherits_another(
+    subjects: Subjects, source: Conversation, source_subject: str | None, subject: str
+) -> bool:
+    """Whether a fork of ``source`` for ``subject`` holds another subject's content: the
+    source's, or (the source being a fork) its own source's."""
+    if source_subject != subject:
+        return True
+    origin = source.state.fork_of
+    return origin is not None and subjects.subject_of(origin.conversation_id) != subject
 
 
 def _unforkable(store: ConversationStore, conversation_id: UUID) -> ConversationErasedError:

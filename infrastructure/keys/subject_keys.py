@@ -6,7 +6,8 @@ subject (its id, as text). Each subject has one random 32-byte **data key**, mad
 first use and kept in the store's key table (``key_tables``) wrapped -- AES-GCM
 encrypted -- under the **master key** (``Settings.cipher_key``). Every event, snapshot
 and read-model value of the subject's conversations is encrypted under its data key
-(``subject_mapper``, ``readmodels.sealing``).
+(``subject_mapper``; ``readmodels.sealing`` for read models opened for a ledger; a
+value holding several subjects' content under all their keys).
 
 Erasing a subject (``tombstone``) destroys its wrapped key and leaves a tombstone row
 (when, why): every record encrypted under the key becomes unreadable wherever a copy

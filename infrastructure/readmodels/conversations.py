@@ -10,6 +10,7 @@ from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, select
 
 from contextledger.application.projections import ConversationRecord
+from contextledger.domain.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.view import SQLView
 
 __all__ = ["SQLConversationsView"]
@@ -20,6 +21,7 @@ class SQLConversationsView(SQLView):
 
     name = "conversations"
     table_names = ("conversations",)
+    sealed_column = "key"
 
     def add_conversation(
         self,
@@ -35,6 +37,11 @@ class SQLConversationsView(SQLView):
         policy_version: int = 1,
         summaries: int = 0,
     ) -> None:
+        try:
+            sealed_key = self._seal(conversation_id, key)
+        except ConversationErasedError:  # erased since: nothing of it is written
+            self.insert_tracking(tracking)
+            return
         row = {
             "conversation_id": conversation_id,
             "model": model,
@@ -44,7 +51,7 @@ class SQLConversationsView(SQLView):
             "messages": messages,
             "summaries": summaries,
             "policy_version": policy_version,
-            "key": key,
+            "key": sealed_key,
             "key_lookup": self._lookup(key),
             "forked_from": forked_from,
             "forked_at_version": forked_at_version,

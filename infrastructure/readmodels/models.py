@@ -21,6 +21,7 @@ from contextledger.application.projections import (
     TranscriptProjection,
 )
 from contextledger.domain.errors import ReadOnlyError, StoreError
+from contextledger.infrastructure.keys.subject_mapper import SubjectMapper, subject_keys_of
 from contextledger.infrastructure.persistence.database import Database, mask_url
 from contextledger.infrastructure.persistence.sqlite_files import ReadOnlyLeftovers
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
@@ -99,8 +100,27 @@ class SQLReadModels:
         their content encrypted with ``cipher_key`` (the event store's key); without
         ``create``, nothing is created; ``read_only``: nothing is created or written
         (a SQLite file of them must exist: ``SchemaMissingError``)."""
+        return cls._open(
+            database_url,
+            codec_for_key(cipher_key),
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            create=create,
+            read_only=read_only,
+        )
+
+    @classmethod
+    def _open(
+        cls,
+        database_url: str,
+        codec: ContentCodec | None,
+        *,
+        connect_timeout: float,
+        statement_timeout: float,
+        create: bool,
+        read_only: bool,
+    ) -> SQLReadModels:
         database = Database.parse(database_url)
-        codec = codec_for_key(cipher_key)
         engine = engine_for(
             database,
             connect_timeout=connect_timeout,
@@ -114,12 +134,23 @@ class SQLReadModels:
 
     @classmethod
     def for_ledger(cls, ledger: Ledger, *, create: bool = True) -> SQLReadModels:
-        """Read models for ``ledger``'s store, encrypted with its cipher key if it has
-        one, with its settings' timeouts; a read-only ledger's are opened read-only."""
+        """Read models for ``ledger``'s store, with its settings' timeouts, encrypted
+        with its cipher key if it has one: when its records go under per-subject keys,
+        each value under the keys of the subjects whose content it holds (``sealing``);
+        a read-only ledger's are opened read-only."""
         s = ledger.settings
-        return cls.for_url(
+        cipher_key = None if s.cipher_key is None else s.cipher_key.get_secret_value()
+        mapper = getattr(ledger, "mapper", None)
+        keys = subject_keys_of(ledger)
+        per_subject = keys is not None and isinstance(mapper, SubjectMapper) and mapper.per_subject
+        codec = codec_for_key(
+            cipher_key,
+            keys=keys if per_subject else None,
+            inherited=mapper.lineage.inherited if per_subject and isinstance(mapper, SubjectMapper) else None,
+        )
+        return cls._open(
             s.database_url,
-            cipher_key=None if s.cipher_key is None else s.cipher_key.get_secret_value(),
+            codec,
             connect_timeout=s.connect_timeout,
             statement_timeout=s.statement_timeout,
             create=create,

@@ -10,6 +10,7 @@ from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, and_, insert, or_, select, update
 
 from contextledger.application.shared.results import SummaryInfo
+from contextledger.domain.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLSummariesView"]
@@ -26,12 +27,20 @@ class SQLSummariesView(SQLView):
 
     name = "summaries"
     table_names = ("summaries",)
+    sealed_column = "text"
 
     def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
         values = columns_of(summary)
         del values["inherited_from"]  # the row's log is origin_id: its own
         for name in _NOT_KEPT:
             del values[name]
+        try:
+            # Under the inherited subjects' keys too when its window reaches back into them.
+            values["text"] = self._seal(conversation_id, summary.text, covers_from=summary.covers_from)
+            values["invalidated_reason"] = self._seal(conversation_id, summary.invalidated_reason)
+        except ConversationErasedError:  # erased since: nothing of it is written
+            self.insert_tracking(tracking)
+            return
         self._insert(tracking, {"conversation_id": conversation_id, "origin_id": conversation_id, **values})
 
     def invalidate_summaries(
@@ -46,6 +55,11 @@ class SQLSummariesView(SQLView):
     ) -> None:
         t = self.table
         keys = [(conversation_id, v) for v in versions] + list(inherited)
+        try:
+            sealed_reason = self._seal(conversation_id, reason)
+        except ConversationErasedError:  # erased since: nothing of it is written
+            self.insert_tracking(tracking)
+            return
 
         def change(conn: Connection) -> None:
             if keys:
@@ -59,7 +73,7 @@ class SQLSummariesView(SQLView):
                     .values(
                         valid=False,
                         invalidated_version=version,
-                        invalidated_reason=reason,
+                        invalidated_reason=sealed_reason,
                         invalidated_in=conversation_id,
                     )
                 )
@@ -84,7 +98,15 @@ class SQLSummariesView(SQLView):
                     row.update(
                         valid=True, invalidated_version=None, invalidated_reason=None, invalidated_in=None
                     )
+                if row["text"] is None:  # a subject it holds was erased: nothing to copy
+                    continue
                 copied.append(row)
+            try:
+                for row in copied:  # the fork's copy: under its own key and every inherited one
+                    for name in ("text", "invalidated_reason"):
+                        row[name] = self._seal(conversation_id, row[name], inherited=True)
+            except ConversationErasedError:  # erased since: nothing of it is written
+                return
             if copied:
                 conn.execute(insert(t), copied)
 

@@ -9,6 +9,7 @@ from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, func, insert, select, update
 
 from contextledger.application.projections import TokenTotalsRecord
+from contextledger.domain.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.storage import COUNTERS
 from contextledger.infrastructure.readmodels.view import SQLView
 
@@ -48,6 +49,7 @@ class SQLTokenTotalsView(SQLView):
 
     name = "token_totals"
     table_names = ("token_totals",)
+    sealed_column = "key"
 
     def start_totals(
         self,
@@ -64,7 +66,12 @@ class SQLTokenTotalsView(SQLView):
         if unknown:
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
         row = _new_row(conversation_id, base_tokens=base_tokens)
-        row.update(system_tokens=system_tokens, tools_tokens=tools_tokens, key=key, **counters)
+        try:
+            sealed_key = self._seal(conversation_id, key)
+        except ConversationErasedError:  # erased since: nothing of it is written
+            self.insert_tracking(tracking)
+            return
+        row.update(system_tokens=system_tokens, tools_tokens=tools_tokens, key=sealed_key, **counters)
         row["key_lookup"] = self._lookup(key)
         self._insert(tracking, row)
 

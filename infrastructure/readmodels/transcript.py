@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Table, and_, func, insert, or_, select, updat
 
 from contextledger.application.shared.results import TranscriptEntry, TranscriptVersion
 from contextledger.application.summaries.history import transcript_order
+from contextledger.domain.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLTranscriptView"]
@@ -31,10 +32,9 @@ class SQLTranscriptView(SQLView):
 
     name = "transcript"
     table_names = ("transcript",)
+    sealed_column = "message"
 
-    def add_message(
-        self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking
-    ) -> None:
+    def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
         table = self.table
 
         def change(conn: Connection) -> None:
@@ -42,12 +42,14 @@ class SQLTranscriptView(SQLView):
 
         self._write(tracking, change, deferrable=True)
 
-    def edit_message(
-        self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking
-    ) -> None:
+    def edit_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
         t = self.table
 
         def change(conn: Connection) -> None:
+            try:
+                row = self._message_row(entry, conversation_id)
+            except ConversationErasedError:  # erased since: nothing of it is written
+                return
             conn.execute(
                 update(t)
                 .where(
@@ -57,7 +59,7 @@ class SQLTranscriptView(SQLView):
                 )
                 .values(superseded_by_version=entry.version, superseded_in=conversation_id)
             )
-            self._insert_message(conn, t, entry, conversation_id)
+            self._add_row(conn, t, row)
 
         self._write(tracking, change)
 
@@ -71,6 +73,11 @@ class SQLTranscriptView(SQLView):
         tracking: Tracking,
     ) -> None:
         t = self.table
+        try:
+            sealed_reason = self._seal(conversation_id, reason)
+        except ConversationErasedError:  # erased since: nothing of it is written
+            self.insert_tracking(tracking)
+            return
 
         def change(conn: Connection) -> None:
             conn.execute(
@@ -79,7 +86,7 @@ class SQLTranscriptView(SQLView):
                 .values(
                     retracted=True,
                     retracted_version=version,
-                    retracted_reason=reason,
+                    retracted_reason=sealed_reason,
                     retracted_in=conversation_id,
                 )
             )
@@ -113,7 +120,18 @@ class SQLTranscriptView(SQLView):
                     )
                 if row["superseded_in"] == source_id and row["superseded_by_version"] > source_version:
                     row.update(superseded_by_version=None, superseded_in=None)
+                if row["message"] is None:  # a subject it holds was erased: nothing to copy
+                    continue
                 copied.append(row)
+            try:
+                for row in copied:  # the fork's copy: under its own key and every inherited one
+                    row["message"] = self._seal(
+                        conversation_id, row["message"], json_value=True, inherited=True
+                    )
+                    for name in ("client_message_id", "retracted_reason"):
+                        row[name] = self._seal(conversation_id, row[name], inherited=True)
+            except ConversationErasedError:  # erased since: nothing of it is written
+                return
             if copied:
                 conn.execute(insert(t), copied)
 
@@ -122,6 +140,17 @@ class SQLTranscriptView(SQLView):
     def _insert_message(
         self, conn: Connection, table: Table, entry: TranscriptEntry, conversation_id: UUID
     ) -> None:
+        """Add the row of a message the conversation appended (nothing if its subject
+        was erased since)."""
+        try:
+            row = self._message_row(entry, conversation_id)
+        except ConversationErasedError:
+            return
+        self._add_row(conn, table, row)
+
+    def _message_row(self, entry: TranscriptEntry, conversation_id: UUID) -> dict[str, Any]:
+        """The row of a message the conversation appended or edited, its content sealed
+        under its subject's key (``ConversationErasedError`` if that was erased)."""
         row = {
             "conversation_id": conversation_id,
             "origin_id": conversation_id,
@@ -133,14 +162,19 @@ class SQLTranscriptView(SQLView):
             "position": entry.position,
             "version": entry.version,
             "tokens": entry.tokens,
-            "message": entry.message,
+            "message": self._seal(conversation_id, entry.message, json_value=True),
             "timestamp": entry.timestamp,
             "digest": entry.digest,
-            "client_message_id": entry.client_message_id,
+            "client_message_id": self._seal(conversation_id, entry.client_message_id),
         }
         if type(entry) is not TranscriptEntry:  # a version: its marks too
-            row.update((k, v) for k, v in columns_of(entry).items() if k != "inherited_from")
-        self._add_row(conn, table, row)
+            row.update(
+                (k, v)
+                for k, v in columns_of(entry).items()
+                if k not in ("inherited_from", "message", "client_message_id")
+            )
+            row["retracted_reason"] = self._seal(conversation_id, row.get("retracted_reason"))
+        return row
 
     def transcript(self, conversation_id: UUID) -> list[TranscriptEntry]:
         """As ``Ledger.transcript()`` gives it: by position, a fork's shared rows

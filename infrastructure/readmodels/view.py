@@ -20,7 +20,19 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from sqlalchemy import Connection, Integer, Table, bindparam, delete, insert, inspect, select, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    String,
+    Table,
+    bindparam,
+    delete,
+    insert,
+    inspect,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -28,6 +40,7 @@ from contextledger.application.storage.store import failure_cause
 from contextledger.domain.errors import StoreError, TrackingRewoundError
 from contextledger.infrastructure.readmodels.bulk import BulkPlan, insert_rows, plan_for
 from contextledger.infrastructure.readmodels.host import ReadModelHost, SharedTransaction
+from contextledger.infrastructure.readmodels.sealing import is_subject_sealed
 from contextledger.infrastructure.readmodels.storage import reason
 
 if TYPE_CHECKING:
@@ -103,6 +116,9 @@ class SQLView(TrackingRecorder):
 
     name: ClassVar[str] = ""
     table_names: ClassVar[tuple[str, ...]] = ()
+    #: A sealed column of the view's table that tells how its values are sealed
+    #: (``upgrade``: read models sealed under the store's key are rebuilt).
+    sealed_column: ClassVar[str | None] = None
 
     def __init__(self, models: ReadModelHost) -> None:
         self.models = models
@@ -178,7 +194,7 @@ class SQLView(TrackingRecorder):
             key = set(inspector.get_pk_constraint(table.name, schema=table.schema)["constrained_columns"])
             if set(table.columns.keys()) - found or key != set(table.primary_key.columns.keys()):
                 outdated = True
-        if not outdated:
+        if not outdated and not self._sealed_by_earlier_release(conn):
             return False
         log.warning("read model %s was made by an earlier release: rebuilding it from the log", self.name)
         for table in reversed(self.tables):
@@ -189,6 +205,22 @@ class SQLView(TrackingRecorder):
         conn.execute(update(t).where(t.c.projection == self.name).values(notification_id=0))
         self._seen.clear()
         return True
+
+    def _sealed_by_earlier_release(self, conn: Connection) -> bool:
+        """Whether these read models seal values per data subject and the view's table
+        holds a value that is not (sealed under the store's key by an earlier release,
+        or stored before a key was set): one value tells, as a release writes one form."""
+        codec = self.models.codec
+        column = self.sealed_column
+        if codec is None or codec.subjects is None or column is None:
+            return False
+        table = self.table
+        if not inspect(conn).has_table(table.name, schema=table.schema):
+            return False
+        raw = conn.execute(
+            select(type_coerce(table.c[column], String)).where(table.c[column].is_not(None)).limit(1)
+        ).scalar()
+        return raw is not None and not is_subject_sealed(raw)
 
     # -- batches ----------------------------------------------------------------------
 
@@ -400,6 +432,25 @@ class SQLView(TrackingRecorder):
         if statement is None:
             statement = self._statements[key] = build()
         return statement
+
+    def _seal(
+        self,
+        conversation_id: UUID,
+        value: Any,
+        *,
+        json_value: bool = False,
+        inherited: bool = False,
+        covers_from: int | None = None,
+    ) -> Any:
+        """A sealed column's value of one of the conversation's rows, sealed under the
+        keys of the subjects whose content it holds (``ContentCodec.sealed_value``);
+        ``ConversationErasedError`` if one of them was erased."""
+        codec = self.models.codec
+        if codec is None:
+            return value
+        return codec.sealed_value(
+            conversation_id, value, json_value=json_value, inherited=inherited, covers_from=covers_from
+        )
 
     def _lookup(self, value: str | None) -> str | None:
         """The lookup digest of a sealed name (None without a cipher key: the value

@@ -55,9 +55,7 @@ def _turns(
     model was sent to produce it and what sending the full history would have cost;
     the number of turns in all; and where summaries landed."""
     total = sum(
-        1
-        for event in events[1:]
-        if isinstance(event, MessageAppended) and event.message.role == "assistant"
+        1 for event in events[1:] if isinstance(event, MessageAppended) and event.message.role == "assistant"
     )
     wanted = sample(total, limit)
     turns: list[dict[str, Any]] = []
@@ -188,12 +186,13 @@ class ConversationPages:
         # Read in place (no copy of a long window); the head describes the events read
         # here, even if more arrived meanwhile.
         version, row, totals, origin = ledger.store.read(cid, head)
-        if version != len(events):
-            version, row, totals, origin = head(ledger.conversation(cid, version=len(events)))
+        # The version of the last event read (a fork's remainder: its own events begin
+        # after version 1, and may be none).
+        seen = events[-1].originator_version if events else version
+        if version != seen:
+            version, row, totals, origin = head(ledger.conversation(cid, version=seen))
         report = ledger.verify(cid)
-        position_at = {
-            e.originator_version: e.position for e in events if isinstance(e, MessageAppended)
-        }
+        position_at = {e.originator_version: e.position for e in events if isinstance(e, MessageAppended)}
         problems = [
             {"version": p.version, "position": position_at.get(p.version), "problem": p.problem}
             for p in report.problems
@@ -231,7 +230,7 @@ class ConversationPages:
         for p in report.problems:
             by_version.setdefault(p.version, []).append(p.problem)
         return _Shared(
-            version=len(events),
+            version=seen,
             head=shared,
             problems=by_version,
             marks=event_marks(store, cid),

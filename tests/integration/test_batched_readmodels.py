@@ -27,7 +27,7 @@ from contextledger.domain import events
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels, SQLTranscriptView, attach_read_models
-from contextledger.infrastructure.readmodels.sealing import SEALED_PREFIX
+from contextledger.infrastructure.readmodels.sealing import SUBJECT_SEALED_PREFIX
 from tests.conftest import _postgres_admin
 from tests.integration.test_readmodels import CountingSummarizer, converse
 from tests.integration.test_shards import id_homed
@@ -240,11 +240,11 @@ def encrypted_shards(url: str, tmp_path: Path) -> Iterator[Settings]:
 
 
 def sealed_share(models: SQLReadModels) -> tuple[int, int]:
-    """(sealed, all) values of ``cl_transcript.message`` as stored."""
+    """(sealed under a data subject's key, all) values of ``cl_transcript.message`` as stored."""
     table = models.tables["transcript"]
     with models.read() as conn:
         stored = [row[0] for row in conn.exec_driver_sql(f"SELECT message FROM {table.fullname}")]
-    sealed = [v for v in stored if isinstance(v, str) and v.strip('"').startswith(SEALED_PREFIX)]
+    sealed = [v for v in stored if isinstance(v, str) and v.strip('"').startswith(SUBJECT_SEALED_PREFIX)]
     return len(sealed), len(stored)
 
 

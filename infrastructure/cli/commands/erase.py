@@ -31,8 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         subparsers,
         "erase",
         "erase a data subject's conversations (crypto-shredding), or the idle ones",
-        "Destroys the data key of a data subject: every event, snapshot and read-model row "
-        "of its conversations becomes unreadable for good, and the log records who, when "
+        "Destroys the data key of a data subject: every event, snapshot and read-model value "
+        "of its conversations (sealed under that key, in copies and dead rows too) becomes "
+        "unreadable for good, and the log records who, when "
         "and why (docs/privacy.md). --subject S erases subject S; --conversation CID the "
         "subject of CID when CID is its only conversation (or its own subject); "
         "--idle-days N every subject whose conversations all had no event for N days (the "
