@@ -14,15 +14,12 @@ from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLSummariesView"]
 
-#: ``SummaryInfo`` fields the table has no column for: a native compaction's format
-#: and payload are read from the log (``Ledger.summaries``).
-_NOT_KEPT = ("native", "payload")
-
 
 class SQLSummariesView(SQLView):
-    """``cl_summaries``: every summary with its range, provenance and validity; a fork
-    holds a copy of the rows of its shared history (``origin_id``: the log that holds
-    each), as ``fork_transcript`` copies the transcript."""
+    """``cl_summaries``: every summary with its range, provenance and validity (a
+    provider's compaction with its ``native`` format and ``payload``); a fork holds a
+    copy of the rows of its shared history (``origin_id``: the log that holds each), as
+    ``fork_transcript`` copies the transcript."""
 
     name = "summaries"
     table_names = ("summaries",)
@@ -30,8 +27,8 @@ class SQLSummariesView(SQLView):
     def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
         values = columns_of(summary)
         del values["inherited_from"]  # the row's log is origin_id: its own
-        for name in _NOT_KEPT:
-            del values[name]
+        if values["payload"] is not None:
+            values["payload"] = list(values["payload"])
         self._insert(tracking, {"conversation_id": conversation_id, "origin_id": conversation_id, **values})
 
     def invalidate_summaries(
@@ -99,12 +96,11 @@ class SQLSummariesView(SQLView):
             .where(t.c.conversation_id == conversation_id)
             .order_by(t.c.origin_id == conversation_id, t.c.timestamp, t.c.version)
         )
-        names = [
-            f.name for f in fields(SummaryInfo) if f.name != "inherited_from" and f.name not in _NOT_KEPT
-        ]
+        names = [f.name for f in fields(SummaryInfo) if f.name not in ("inherited_from", "payload")]
         return [
             SummaryInfo(
                 **{n: row._mapping[n] for n in names},
+                payload=None if row.payload is None else tuple(row.payload),
                 inherited_from=row.origin_id if row.origin_id != conversation_id else None,
             )
             for row in rows
