@@ -18,6 +18,7 @@ from contextledger.application.formats.anthropic_render import render_anthropic
 from contextledger.application.formats.gemini_render import render_gemini
 from contextledger.application.formats.responses_render import render_responses
 from contextledger.application.history import shared_history, summary_infos, transcript_entries
+from contextledger.application.native_readable import ReadableHost, unreadable_links, with_readable_summaries
 from contextledger.application.observability import Tracer
 from contextledger.application.originals import WorkingEntries, entries_of
 from contextledger.application.ports import Summarizer, TokenCounter
@@ -80,10 +81,11 @@ class AuditedStore(Protocol):
     def audit(self) -> Audit: ...
 
 
-class QueryHost(AuditedStore, Protocol):
+class QueryHost(AuditedStore, ReadableHost, Protocol):
     """What the queries need of the ledger: its settings, its conversations, its
-    tracer, its stores (itself alone unless sharded), the ids of its conversations and
-    the token counter of a model."""
+    tracer, its stores (itself alone unless sharded), the ids of its conversations,
+    the token counter of a model, and (for an opaque native summary's readable text,
+    made on demand) its summarizers and clock."""
 
     @property
     def settings(self) -> Settings: ...
@@ -134,8 +136,15 @@ class ConversationQueries:
 
         self.check_digests(conversation_id)
         if version is not None:
-            return read(self.conversation(conversation_id, version))
+            return read(self._readable(self.conversation(conversation_id, version)))
+        if self._host.store.read(conversation_id, unreadable_links):
+            return read(self._readable(self.conversation(conversation_id, None)))
         return self._host.store.read(conversation_id, read)
+
+    def _readable(self, conversation: Conversation) -> Conversation:
+        """``conversation`` (a copy) with the readable text of every opaque native
+        summary it rests on (``native_readable``: made and recorded when missing)."""
+        return with_readable_summaries(self._host, conversation)
 
     def check_digests(self, conversation_id: UUID) -> None:
         """``Settings.check_digests``: recompute the conversation's digests (as
@@ -166,8 +175,8 @@ class ConversationQueries:
             if format == "responses":
                 return self._responses(conversation_id, version, summary)
             working: WorkingEntries
-            if version is not None:
-                working = entries_of(self.conversation(conversation_id, version))
+            if version is not None or self._host.store.read(conversation_id, unreadable_links):
+                working = entries_of(self._readable(self.conversation(conversation_id, version)))
             else:
                 working = self._host.store.read(conversation_id, entries_of)
             span.set("messages", len(working.entries))

@@ -63,6 +63,29 @@ class SQLSummariesView(SQLView):
 
         self._write(tracking, change)
 
+    def readable_summary(
+        self,
+        conversation_id: UUID,
+        *,
+        origin_id: UUID,
+        version: int,
+        text: str,
+        tokens: int,
+        tracking: Tracking,
+    ) -> None:
+        t = self.table
+
+        def change(conn: Connection) -> None:
+            conn.execute(
+                update(t)
+                .where(
+                    t.c.conversation_id == conversation_id, t.c.origin_id == origin_id, t.c.version == version
+                )
+                .values(text=text, tokens=tokens)
+            )
+
+        self._write(tracking, change)
+
     def fork_summaries(
         self, conversation_id: UUID, *, source_id: UUID, source_version: int, tracking: Tracking
     ) -> None:
