@@ -121,3 +121,52 @@ def test_the_payload_column_is_sealed_with_a_cipher_key(tmp_path: Path) -> None:
     assert stored and all(isinstance(value, str) for value in stored)
     data = b"".join(p.read_bytes() for p in tmp_path.glob("ledger.views.db*"))
     assert opaque.encode() not in data and claude_text.encode() not in data
+
+
+def _erased_files(folder: Path, cipher: str | None) -> tuple[list[str], bytes]:
+    """A conversation compacted by OpenAI with read models attached, its readable
+    summary made on demand, then its subject erased (with a cipher key): the payloads
+    and the readable text, and the bytes of every file left."""
+    folder.mkdir()
+    settings = cl.Settings(
+        database_url=f"sqlite:///{folder / 'ledger.db'}", cipher_key=cipher, native_readable="on_demand"
+    )
+    with cl.Ledger.open(settings=settings, summarizer=ScriptedSummarizer(), run_policy=False) as ledger:
+        models = attach_read_models(ledger)
+        with FakeOpenAIServer() as server:
+            gpt = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+            subject = {} if cipher is None else {"subject": "subject-a"}
+            cid = ledger.start("You answer about Oslo.", model="gpt-4.1-mini", **subject)
+            for turn in range(20):
+                ledger.append(cid, {"type": "message", "role": "user", "content": f"Tell me fact {turn}."})
+                reply = gpt.responses.create(
+                    model="gpt-4.1-mini",
+                    context_management=[{"type": "compaction", "compact_threshold": 300}],
+                    **ledger.context(cid, format="responses"),
+                )
+                ledger.append(cid, reply)
+        ledger.context(cid)  # makes and records the newest readable summary
+        assert ledger.wait_idle(30)
+        found = models.summaries.summaries(cid)
+        assert found == ledger.summaries(cid) and found[-1].text.startswith("Summary of")
+        secrets = [s.payload[0]["encrypted_content"] for s in found if s.payload]
+        secrets.append(found[-1].text)
+        if cipher is not None:
+            ledger.erase("subject-a", "the subject asked")
+            assert ledger.wait_idle(30)
+            assert models.summaries.summaries(cid) == []
+        models.close()
+    for db in folder.glob("*.db"):
+        with sqlite3.connect(db) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return secrets, b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+
+
+def test_erasing_the_subject_leaves_no_native_payload_or_readable_text_in_any_file(tmp_path: Path) -> None:
+    """With read models attached and the readable summaries made on demand: after the
+    subject is erased no file holds a compaction's payload or the readable text (the
+    same scan finds both in a store without a cipher key)."""
+    secrets, data = _erased_files(tmp_path / "clear", None)
+    assert all(secret.encode() in data for secret in secrets)
+    secrets, data = _erased_files(tmp_path / "sealed", base64.b64encode(os.urandom(32)).decode())
+    assert not any(secret.encode() in data for secret in secrets)
