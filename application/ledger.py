@@ -32,6 +32,7 @@ from contextledger.application.ledger_privacy import LedgerPrivacy
 from contextledger.application.ledger_reads import LedgerReads
 from contextledger.application.lifecycle import Lifecycle, close_all, guard_methods
 from contextledger.application.limits import DEFAULT_MODEL
+from contextledger.application.native_readable import make_readable_now
 from contextledger.application.observability import TRACER_TOPIC, NullTracer, Tracer
 from contextledger.application.opening import (
     build_summarizer,
@@ -341,7 +342,12 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
 
     def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
         """The summarization the conversation waits for, as a summarizer request."""
-        return self.summary_service.pending_summary(resolve(conversation_id))
+        cid = resolve(conversation_id)
+        request = self.summary_service.pending_summary(cid)
+        if request is not None and request.previous_summary is not None and make_readable_now(self, cid):
+            # It extends an opaque native summary: with the readable text made just now.
+            request = self.summary_service.pending_summary(cid)
+        return request
 
     def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record ``result`` for ``request``'s range. Raises ``StaleSummaryError`` if

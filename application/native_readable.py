@@ -29,7 +29,13 @@ from contextledger.domain.events import NativeSummaryReadable, SummaryProvenance
 from contextledger.domain.fold import refresh_view
 from contextledger.domain.reduction import SummaryLayer, SummaryLink, summary_message
 
-__all__ = ["ReadableHost", "readable_texts", "unreadable_links", "with_readable_summaries"]
+__all__ = [
+    "ReadableHost",
+    "make_readable_now",
+    "readable_texts",
+    "unreadable_links",
+    "with_readable_summaries",
+]
 
 #: A readable text by the summary it belongs to: (its log, None for the reading
 #: conversation's own; its version).
@@ -161,3 +167,14 @@ def with_readable_summaries(host: ReadableHost, conversation: Conversation) -> C
     s.summaries = layers
     refresh_view(s)
     return conversation
+
+
+def make_readable_now(host: ReadableHost, conversation_id: UUID) -> bool:
+    """Make and record the readable text of every opaque native summary the
+    conversation's newest working memory rests on that has none (before a summary
+    that re-folds them is requested, so that it extends their text); True if there was
+    one to make."""
+    if not host.store.read(conversation_id, unreadable_links) or host.settings.read_only:
+        return False
+    with_readable_summaries(host, host.store.copy(conversation_id))
+    return True

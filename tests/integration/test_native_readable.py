@@ -189,3 +189,35 @@ def test_a_read_at_a_version_never_changes_and_never_shows_the_opaque_item(
                 assert "[compaction]" not in text and "encrypted_content" not in text
                 assert not any(o in text for o in opaque)
         assert ledger.verify(cid).problems == ()
+
+
+def test_a_policy_summary_after_an_unread_compaction_extends_its_readable_text(shared_url: str) -> None:
+    """On demand, the policy's next summary re-folds the compaction: the readable
+    summary is made first, so the new one extends it (and the log verifies)."""
+    summarizer = ScriptedSummarizer()
+    options = cl.Settings(database_url=shared_url, native_readable="on_demand")
+    policy = cl.ReductionPolicy(trigger_messages=30, keep_messages=4)
+    with (
+        FakeOpenAIServer() as server,
+        cl.Ledger.open(settings=options, summarizer=summarizer, run_policy=False) as ledger,
+    ):
+        cid = ledger.start("You answer about Oslo.", model=MODEL, policy=policy)
+        _loop(ledger, server, cid, 20)
+        natives = ledger.summaries(cid)
+        native = natives[-1]
+        assert natives and {s.text for s in natives} == {""} and summarizer.calls == []
+        for n in range(40):
+            ledger.append(cid, {"role": "user", "content": f"Another question about Oslo, number {n}."})
+        request = ledger.pending_summary(cid)
+        assert request is not None
+        # The compaction's readable summary was made and recorded before the request.
+        assert summarizer.calls == [(cid, native.from_position, native.through_position)]
+        readable = ledger.summaries(cid)[len(natives) - 1].text
+        assert readable.startswith("Summary of") and readable in (request.previous_summary or "")
+        ledger.record_summary(request, summarizer.summarize(request))
+        assert [s.native for s in ledger.summaries(cid)] == ["responses"] * len(natives) + [None]
+        assert ledger.verify(cid).problems == ()
+        opaque = _opaque(ledger, cid)
+        for fmt in OTHER_FORMATS:
+            text = json.dumps(_read(ledger, cid, None, fmt))
+            assert not any(o in text for o in opaque) and "[compaction]" not in text
