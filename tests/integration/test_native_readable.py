@@ -221,3 +221,41 @@ def test_a_policy_summary_after_an_unread_compaction_extends_its_readable_text(s
         for fmt in OTHER_FORMATS:
             text = json.dumps(_read(ledger, cid, None, fmt))
             assert not any(o in text for o in opaque) and "[compaction]" not in text
+
+
+def test_on_demand_forks_and_edits_read_a_readable_summary(shared_url: str) -> None:
+    """A fork made before any readable summary records its own for the summary it
+    inherits; after an edit that invalidates the newest compaction no format carries an
+    opaque item either; the logs verify."""
+    options = cl.Settings(database_url=shared_url, native_readable="on_demand")
+    with (
+        FakeOpenAIServer() as server,
+        cl.Ledger.open(settings=options, summarizer=ScriptedSummarizer(), run_policy=False) as ledger,
+    ):
+        cid = ledger.start("You answer about Oslo.", model=MODEL)
+        _loop(ledger, server, cid, 30)
+        natives = ledger.summaries(cid)
+        assert len(natives) > 1 and {s.text for s in natives} == {""}
+        opaque = _opaque(ledger, cid)
+        fork = ledger.fork(cid)
+        for fmt in OTHER_FORMATS:
+            _assert_readable(_read(ledger, fork, None, fmt), fmt, opaque)
+        inherited = ledger.summaries(fork)[-1]
+        assert inherited.inherited_from == cid and inherited.text.startswith("Summary of")
+        assert ledger.summaries(cid)[-1].text == ""  # recorded in the fork's log only
+        # An edit of a message the newest compaction covers (but not the one before).
+        latest, before = natives[-1], natives[-2]
+        position = next(
+            e.position
+            for e in ledger.transcript(cid)
+            if e.position > before.through_position and e.message["role"] == "user"
+        )
+        assert latest.from_position <= position <= latest.through_position
+        ledger.edit(cid, position, {"role": "user", "content": "Tell me about Bergen instead."})
+        after = ledger.summaries(cid)
+        assert after[-1].valid is False and after[-2].valid is True
+        for fmt in OTHER_FORMATS:
+            text = json.dumps(_read(ledger, cid, None, fmt))
+            assert "Bergen" in text and "[compaction]" not in text and "encrypted_content" not in text
+            assert not any(o in text for o in opaque)
+        assert ledger.verify(cid).problems == () and ledger.verify(fork).problems == ()
