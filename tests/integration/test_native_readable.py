@@ -7,7 +7,9 @@ Responses one ever carries the opaque payload or ``"[compaction]"``."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from typing import Any
 
 import openai
@@ -259,3 +261,29 @@ def test_on_demand_forks_and_edits_read_a_readable_summary(shared_url: str) -> N
             assert "Bergen" in text and "[compaction]" not in text and "encrypted_content" not in text
             assert not any(o in text for o in opaque)
         assert ledger.verify(cid).problems == () and ledger.verify(fork).problems == ()
+
+
+def test_a_fork_s_readable_summary_of_an_inherited_compaction_is_erased_with_the_source_s_subject(
+    tmp_path: Any,
+) -> None:
+    """A fork of another subject records the readable summary of a compaction it
+    inherits (the source's content): erasing the source's subject makes it unreadable,
+    so the fork's summaries and context can no longer be read whole."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    options = cl.Settings(
+        database_url=f"sqlite:///{tmp_path / 'ledger.db'}", cipher_key=key, native_readable="on_demand"
+    )
+    with (
+        FakeOpenAIServer() as server,
+        cl.Ledger.open(settings=options, summarizer=ScriptedSummarizer(), run_policy=False) as ledger,
+    ):
+        cid = ledger.start("You answer about Oslo.", model=MODEL, subject="subject-a")
+        _loop(ledger, server, cid, 20)
+        fork = ledger.fork(cid, subject="subject-b")
+        ledger.context(fork)  # the fork records the readable summary of what it inherits
+        assert ledger.summaries(fork)[-1].text.startswith("Summary of")
+        ledger.erase("subject-a", "the subject asked")
+        with pytest.raises(cl.ConversationErasedError):
+            ledger.summaries(fork)
+        with pytest.raises(cl.ConversationErasedError):
+            ledger.context(fork)
