@@ -287,3 +287,28 @@ def test_a_fork_s_readable_summary_of_an_inherited_compaction_is_erased_with_the
             ledger.summaries(fork)
         with pytest.raises(cl.ConversationErasedError):
             ledger.context(fork)
+
+
+def test_a_read_only_ledger_makes_the_readable_summary_for_its_read_and_writes_nothing(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with (
+        FakeOpenAIServer() as server,
+        cl.Ledger.open(
+            settings=cl.Settings(database_url=url, native_readable="on_demand"),
+            summarizer=ScriptedSummarizer(),
+            run_policy=False,
+        ) as ledger,
+    ):
+        cid = ledger.start("You answer about Oslo.", model=MODEL)
+        _loop(ledger, server, cid, 20)
+        opaque = _opaque(ledger, cid)
+        end = ledger.conversation(cid).version
+    summarizer = ScriptedSummarizer()
+    with cl.Ledger.open(
+        settings=cl.Settings(database_url=url, read_only=True), summarizer=summarizer
+    ) as reader:
+        for fmt in OTHER_FORMATS:
+            _assert_readable(_read(reader, cid, None, fmt), fmt, opaque)
+        assert len(summarizer.calls) == len(OTHER_FORMATS)  # made for each read, not kept
+        assert reader.conversation(cid).version == end
+        assert {s.text for s in reader.summaries(cid)} == {""}
