@@ -137,14 +137,21 @@ class ConversationQueries:
         self.check_digests(conversation_id)
         if version is not None:
             return read(self._readable(self.conversation(conversation_id, version)))
-        if self._host.store.read(conversation_id, unreadable_links):
-            return read(self._readable(self.conversation(conversation_id, None)))
-        return self._host.store.read(conversation_id, read)
+        made = self._newest_readable(conversation_id)
+        return read(made) if made is not None else self._host.store.read(conversation_id, read)
 
     def _readable(self, conversation: Conversation) -> Conversation:
         """``conversation`` (a copy) with the readable text of every opaque native
         summary it rests on (``native_readable``: made and recorded when missing)."""
         return with_readable_summaries(self._host, conversation)
+
+    def _newest_readable(self, conversation_id: UUID) -> Conversation | None:
+        """None when the newest state has every readable text (or now has it: recorded,
+        the read then answers at the new version); a read-only ledger's patched copy."""
+        if not self._host.store.read(conversation_id, unreadable_links):
+            return None
+        made = self._readable(self.conversation(conversation_id, None))
+        return made if self._host.settings.read_only else None
 
     def check_digests(self, conversation_id: UUID) -> None:
         """``Settings.check_digests``: recompute the conversation's digests (as
@@ -175,8 +182,11 @@ class ConversationQueries:
             if format == "responses":
                 return self._responses(conversation_id, version, summary)
             working: WorkingEntries
-            if version is not None or self._host.store.read(conversation_id, unreadable_links):
+            made = self._newest_readable(conversation_id) if version is None else None
+            if version is not None:
                 working = entries_of(self._readable(self.conversation(conversation_id, version)))
+            elif made is not None:
+                working = entries_of(made)
             else:
                 working = self._host.store.read(conversation_id, entries_of)
             span.set("messages", len(working.entries))

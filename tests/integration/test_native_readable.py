@@ -114,7 +114,9 @@ def test_on_demand_makes_the_readable_summary_at_the_first_read_that_needs_it(sh
         for fmt in OTHER_FORMATS:
             _assert_readable(_read(ledger, cid, None, fmt), fmt, opaque)
         assert len(summarizer.calls) == 2
-        assert ledger.working_memory(cid).messages == _read(ledger, cid, None, "openai")
+        memory = ledger.working_memory(cid)
+        assert memory.version == ledger.conversation(cid).version == end + 2  # after the second
+        assert memory.messages == _read(ledger, cid, None, "openai")
         # The read models follow; the log verifies; nothing was retracted.
         assert ledger.wait_idle(30)
         assert models.summaries.summaries(cid) == ledger.summaries(cid)
@@ -240,6 +242,9 @@ def test_on_demand_forks_and_edits_read_a_readable_summary(shared_url: str) -> N
         assert len(natives) > 1 and {s.text for s in natives} == {""}
         opaque = _opaque(ledger, cid)
         fork = ledger.fork(cid)
+        forked_at = ledger.conversation(fork).version
+        memory = ledger.working_memory(fork)  # the read that makes it answers at the new version
+        assert memory.version == ledger.conversation(fork).version == forked_at + 1
         for fmt in OTHER_FORMATS:
             _assert_readable(_read(ledger, fork, None, fmt), fmt, opaque)
         inherited = ledger.summaries(fork)[-1]
