@@ -9,7 +9,7 @@ Nothing here writes. What a query needs of the ledger is the ``QueryHost`` port;
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef, resolve
@@ -43,6 +43,8 @@ from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import check_count
 
 __all__ = ["FORMATS", "AuditedStore", "ConversationQueries", "QueryHost", "check_context_format"]
+
+T = TypeVar("T")
 
 #: The formats ``Ledger.context`` gives the working memory in.
 FORMATS = ("openai", "responses", "anthropic", "gemini")
@@ -137,21 +139,23 @@ class ConversationQueries:
         self.check_digests(conversation_id)
         if version is not None:
             return read(self._readable(self.conversation(conversation_id, version)))
-        made = self._newest_readable(conversation_id)
-        return read(made) if made is not None else self._host.store.read(conversation_id, read)
+        return self._newest(conversation_id, read)
 
     def _readable(self, conversation: Conversation) -> Conversation:
         """``conversation`` (a copy) with the readable text of every opaque native
         summary it rests on (``native_readable``: made and recorded when missing)."""
         return with_readable_summaries(self._host, conversation)
 
-    def _newest_readable(self, conversation_id: UUID) -> Conversation | None:
-        """None when the newest state has every readable text (or now has it: recorded,
-        the read then answers at the new version); a read-only ledger's patched copy."""
-        if not self._host.store.read(conversation_id, unreadable_links):
-            return None
+    def _newest(self, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T:
+        """``reader`` over the newest state, in one read when it has every readable text.
+        Otherwise they are made first and recorded (then read at the new version), or,
+        by a read-only ledger, put into a copy for this read alone."""
+        store = self._host.store
+        answer = store.read(conversation_id, lambda c: None if unreadable_links(c) else (reader(c),))
+        if answer is not None:
+            return answer[0]
         made = self._readable(self.conversation(conversation_id, None))
-        return made if self._host.settings.read_only else None
+        return reader(made) if self._host.settings.read_only else store.read(conversation_id, reader)
 
     def check_digests(self, conversation_id: UUID) -> None:
         """``Settings.check_digests``: recompute the conversation's digests (as
@@ -182,13 +186,10 @@ class ConversationQueries:
             if format == "responses":
                 return self._responses(conversation_id, version, summary)
             working: WorkingEntries
-            made = self._newest_readable(conversation_id) if version is None else None
             if version is not None:
                 working = entries_of(self._readable(self.conversation(conversation_id, version)))
-            elif made is not None:
-                working = entries_of(made)
             else:
-                working = self._host.store.read(conversation_id, entries_of)
+                working = self._newest(conversation_id, entries_of)
             span.set("messages", len(working.entries))
             span.set("aggregate_version", working.version)
             if format == "anthropic":
