@@ -79,6 +79,7 @@ class Conversation(EditCommands, SummaryCommands):
     SystemPromptChanged: ClassVar[type[events.SystemPromptChanged]] = events.SystemPromptChanged
     SummaryInvalidated: ClassVar[type[events.SummaryInvalidated]] = events.SummaryInvalidated
     Forked: ClassVar[type[events.Forked]] = events.Forked
+    NativeSummaryReadable: ClassVar[type[events.NativeSummaryReadable]] = events.NativeSummaryReadable
 
     @classmethod
     def start(

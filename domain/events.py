@@ -29,6 +29,7 @@ __all__ = [
     "MessageAppended",
     "MessageEdited",
     "MessagesRetracted",
+    "NativeSummaryReadable",
     "PolicyChanged",
     "SealedEvent",
     "Started",
@@ -242,6 +243,24 @@ class SummaryCreated(SealedEvent):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         return omit_unset_native(handler(self))
+
+
+class NativeSummaryReadable(SealedEvent):
+    """The readable text of an opaque native summary made after it was recorded
+    (``Settings.native_readable = "on_demand"``): the summary of ``summary_version``
+    (in the log of ``summary_origin``; None: this one) is read as ``text`` by every
+    format but its provider's own, at every version it stands at."""
+
+    TOPIC: ClassVar[str] = "contextledger.conversation.NativeSummaryReadable"
+    summary_version: int
+    summary_origin: UUID | None = None
+    #: The range that summary covers (as it recorded it).
+    from_position: int
+    through_position: int
+    text: str
+    tokens: int
+    message_tokens: int
+    provenance: SummaryProvenance
 
 
 class SummarizationFailed(SealedEvent):

@@ -16,6 +16,7 @@ from contextledger.domain.events import (
     MessageAppended,
     MessageEdited,
     MessagesRetracted,
+    NativeSummaryReadable,
     PolicyChanged,
     Started,
     SummarizationFailed,
@@ -27,11 +28,11 @@ from contextledger.domain.events import (
     UsageRecorded,
 )
 from contextledger.domain.queries import fixed_tokens, layers_after
-from contextledger.domain.reduction import plan_range, trigger_limit
+from contextledger.domain.reduction import SummaryLayer, plan_range, trigger_limit
 from contextledger.domain.state import ConversationState, PendingRange
 from contextledger.domain.sums import carry, entries_cost, full_tool_results, visible_sum, window_sums
 
-__all__ = ["apply_event", "initial_state", "refresh_view"]
+__all__ = ["apply_event", "initial_state", "refresh_view", "with_readable"]
 
 
 def initial_state(event: Started) -> ConversationState:
@@ -112,6 +113,23 @@ def apply_event(s: ConversationState, event: ConversationEvent) -> None:
         refresh_view(s)
     elif isinstance(event, SummaryInvalidated):
         _apply_invalidation(s, event)
+    elif isinstance(event, NativeSummaryReadable):
+        s.summaries = with_readable(s.summaries, event)
+        refresh_view(s)
+
+
+def with_readable(layers: list[SummaryLayer], event: NativeSummaryReadable) -> list[SummaryLayer]:
+    """``layers`` with the readable text ``event`` gives the opaque native summary it
+    names (a layer whose text is still to be made)."""
+    return [
+        layer.model_copy(update={"text": event.text, "message_tokens": event.message_tokens})
+        if layer.link is not None
+        and layer.link.version == event.summary_version
+        and layer.link.origin == event.summary_origin
+        and not layer.text
+        else layer
+        for layer in layers
+    ]
 
 
 def _open_group_position(s: ConversationState) -> int | None:

@@ -12,10 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from contextledger.domain.aggregate import ConversationRoot
 from contextledger.domain.errors import StaleSummaryError, SummaryQualityError
-from contextledger.domain.events import SummarizationFailed, SummaryCreated, SummaryProvenance
+from contextledger.domain.events import (
+    NativeSummaryReadable,
+    SummarizationFailed,
+    SummaryCreated,
+    SummaryProvenance,
+)
 from contextledger.domain.queries import folds_previous, layers_after, newest_group_tokens, summaries_tokens
 from contextledger.domain.redaction import provider_text
 from contextledger.domain.reduction import Entry
@@ -186,7 +192,9 @@ class SummaryCommands(ConversationRoot):
     ) -> None:
         """Command: record a compaction the provider made as a summary of every message
         not yet summarized (``native_range``), re-folding the summaries before it. A
-        pending range it covers is answered by it (a late result for it is stale)."""
+        pending range it covers is answered by it (a late result for it is stale). An
+        opaque OpenAI item may come without readable text (``text=""``): it is made on
+        demand later (``record_native_readable``)."""
         if self.native_range() != (from_position, through_position):
             raise StaleSummaryError(
                 "a native compaction covers every message not yet summarized",
@@ -195,7 +203,7 @@ class SummaryCommands(ConversationRoot):
                 through_position=through_position,
                 pending=self.native_range(),
             )
-        if not text.strip():
+        if not text.strip() and (native != "responses" or text):
             raise SummaryQualityError("the native compaction has no readable text", conversation_id=self.id)
         s = self.state
         self._trigger(
@@ -216,6 +224,37 @@ class SummaryCommands(ConversationRoot):
             payload=payload,
         )
         self._maybe_pin_range(at)
+
+    def record_native_readable(
+        self,
+        *,
+        summary_version: int,
+        summary_origin: UUID | None,
+        from_position: int,
+        through_position: int,
+        text: str,
+        tokens: int,
+        message_tokens: int,
+        provenance: SummaryProvenance,
+        at: datetime,
+    ) -> None:
+        """Command: record the readable text of the opaque native summary of
+        ``summary_version`` (in ``summary_origin``'s log; None: this one), recorded
+        without one. Refused when the text is empty."""
+        if not text.strip():
+            raise SummaryQualityError("the readable summary is empty", conversation_id=self.id)
+        self._trigger(
+            NativeSummaryReadable,
+            at,
+            summary_version=summary_version,
+            summary_origin=summary_origin,
+            from_position=from_position,
+            through_position=through_position,
+            text=text.strip(),
+            tokens=tokens,
+            message_tokens=message_tokens,
+            provenance=provenance,
+        )
 
     def record_native_failure(self, native: str, failure: SummaryFailure, *, at: datetime) -> None:
         """Command: record a native compaction that failed (the provider gave no summary):

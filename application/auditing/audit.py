@@ -48,6 +48,7 @@ from contextledger.domain.events import (
     MessageAppended,
     MessageEdited,
     MessagesRetracted,
+    NativeSummaryReadable,
     Started,
     SummaryCreated,
     SummaryInvalidated,
@@ -337,7 +338,7 @@ def verify_conversation(
             # A summary re-folds the layers before it (single mode, consolidation), never
             # those after it (a gap an invalidation reopened between layers).
             folds = event.covers_from == start_position and all(t < event.from_position for _, t, _ in layers)
-            prev = "\n\n".join(text for _, _, text in layers) if folds and layers else None
+            prev = ("\n\n".join(text for _, _, text in layers) or None) if folds and layers else None
             if summary_source_digest(prev, covered) != event.source_digest:
                 problems.append(
                     VerifyProblem(
@@ -349,6 +350,10 @@ def verify_conversation(
                 )
             own = (event.covers_from, event.through_position, event.text)
             layers = [own] if folds else sorted([*layers, own])
+        elif isinstance(event, NativeSummaryReadable) and event.summary_origin is None:
+            # The readable text of an opaque native summary: what later summaries extend.
+            texts[event.summary_version] = event.text
+            layers = [(c, t, x or event.text if t == event.through_position else x) for c, t, x in layers]
         elif isinstance(event, SummaryInvalidated):
             for entry in event.reopened:
                 current = fold.entries.get(entry.position)

@@ -32,6 +32,7 @@ from contextledger.application.facade.opening import (
     store_env,
 )
 from contextledger.application.facade.read_only import refuse_writes
+from contextledger.application.formats.native_readable import make_readable_now
 from contextledger.application.privacy.erasure import DELETE_SNAPSHOTS_TOPIC, Erasures
 from contextledger.application.privacy.ledger_privacy import LedgerPrivacy
 from contextledger.application.privacy.subjects import Subjects, erased_subjects_check
@@ -340,7 +341,12 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
 
     def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
         """The summarization the conversation waits for, as a summarizer request."""
-        return self.summary_service.pending_summary(resolve(conversation_id))
+        cid = resolve(conversation_id)
+        request = self.summary_service.pending_summary(cid)
+        if request is not None and request.previous_summary is not None and make_readable_now(self, cid):
+            # It extends an opaque native summary: with the readable text made just now.
+            request = self.summary_service.pending_summary(cid)
+        return request
 
     def record_summary(self, request: SummaryRequest, result: SummaryResult) -> None:
         """Record ``result`` for ``request``'s range. Raises ``StaleSummaryError`` if

@@ -204,11 +204,12 @@ def compact_session(ledger: Ledger, conversation_id: UUID, output: list[Item]) -
             counter=ledger.counters.for_model(conversation.state.model),
         )
 
-    text = ledger.store.read(conversation_id, readable)
+    defer = ledger.settings.native_readable == "on_demand"
+    text = None if defer else ledger.store.read(conversation_id, readable)
 
     def command(conversation: Conversation) -> tuple[bool, list[Any]]:
         counter = ledger.counters.for_model(conversation.state.model)
         compaction = NativeCompaction("responses", payload, None, model=conversation.state.model)
-        return record_native(conversation, compaction, counter, ledger.clock(), text), []
+        return record_native(conversation, compaction, counter, ledger.clock(), text, defer=defer), []
 
     return ledger.store.execute(conversation_id, command)

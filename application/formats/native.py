@@ -204,11 +204,13 @@ def record_native(
     counter: TokenCounter,
     at: datetime,
     readable: SummaryResult | None = None,
+    *,
+    defer: bool = False,
 ) -> bool:
     """Record ``compaction`` on ``conversation`` (inside a command): a native summary
-    of every message not yet summarized, with ``readable``'s text for an opaque item;
-    a failed native attempt for a failed one. False when it covers nothing (nothing
-    is recorded)."""
+    of every message not yet summarized, with ``readable``'s text for an opaque item
+    (``defer``: none yet, made on demand by ``make_readable``); a failed native attempt
+    for a failed one. False when it covers nothing (nothing is recorded)."""
     if compaction.failed:
         failure = SummaryFailure(
             kind="native_compaction",
@@ -222,7 +224,8 @@ def record_native(
         return True
     covered = conversation.native_range()
     text = compaction.text if compaction.text is not None else (readable.text if readable else "")
-    if covered is None or not text.strip():
+    deferred = defer and compaction.text is None and readable is None
+    if covered is None or not (text.strip() or deferred):
         return False
     entries = conversation.native_sources(*covered)
     previous = "\n\n".join(layer.text for layer in conversation.state.summaries) or None

@@ -204,6 +204,20 @@ class SummariesView(ReadModelView, Protocol):
         """Give a fork its source's summaries as they stood at ``source_version``."""
         ...
 
+    def readable_summary(
+        self,
+        conversation_id: UUID,
+        *,
+        origin_id: UUID,
+        version: int,
+        text: str,
+        tokens: int,
+        tracking: Tracking,
+    ) -> None:
+        """Give the opaque native summary recorded at ``version`` in ``origin_id``'s log
+        (as ``conversation_id`` holds it) the readable text made for it later."""
+        ...
+
     def summaries(self, conversation_id: UUID) -> list[SummaryInfo]: ...
 
 

@@ -18,12 +18,14 @@ __all__ = ["SummariesProjection"]
 class SummariesProjection(ReadModelProjection[SummariesView]):
     """``summaries``: one row per recorded summary, and a fork's copy of the summaries
     of its shared history; ``SummaryInvalidated`` marks the ones it takes back
-    (``valid``, the invalidating version, its reason and conversation)."""
+    (``valid``, the invalidating version, its reason and conversation);
+    ``NativeSummaryReadable`` gives an opaque native summary its readable text."""
 
     name = "summaries"
     topics = (
         events.SummaryCreated.TOPIC,
         events.SummaryInvalidated.TOPIC,
+        events.NativeSummaryReadable.TOPIC,
         events.Forked.TOPIC,
         ContentErased.TOPIC,
     )
@@ -55,6 +57,17 @@ class SummariesProjection(ReadModelProjection[SummariesView]):
             inherited=tuple(
                 (link.origin, link.version) for link in event.invalidated_inherited if link.origin
             ),
+        )
+
+    @process_event.register(events.NativeSummaryReadable)
+    def _readable(self, event: events.NativeSummaryReadable, tracking: Tracking) -> None:
+        self.view.readable_summary(
+            event.originator_id,
+            origin_id=event.summary_origin or event.originator_id,
+            version=event.summary_version,
+            text=event.text,
+            tokens=event.tokens,
+            tracking=tracking,
         )
 
     @process_event.register(events.Forked)

@@ -9,7 +9,7 @@ Nothing here writes. What a query needs of the ledger is the ``QueryHost`` port;
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
 from contextledger.application.auditing.audit import Audit
@@ -17,6 +17,11 @@ from contextledger.application.auditing.whatif import LogSource, choose_summariz
 from contextledger.application.auditing.whatif_results import WhatIfReport
 from contextledger.application.formats.anthropic_render import render_anthropic
 from contextledger.application.formats.gemini_render import render_gemini
+from contextledger.application.formats.native_readable import (
+    ReadableHost,
+    unreadable_links,
+    with_readable_summaries,
+)
 from contextledger.application.formats.originals import WorkingEntries, entries_of
 from contextledger.application.formats.responses_render import render_responses
 from contextledger.application.shared.addressing import ConversationRef, resolve
@@ -42,6 +47,8 @@ from contextledger.domain.policy import ReductionPolicy
 from contextledger.domain.validation import check_count
 
 __all__ = ["FORMATS", "AuditedStore", "ConversationQueries", "QueryHost", "check_context_format"]
+
+T = TypeVar("T")
 
 #: The formats ``Ledger.context`` gives the working memory in.
 FORMATS = ("openai", "responses", "anthropic", "gemini")
@@ -80,10 +87,11 @@ class AuditedStore(Protocol):
     def audit(self) -> Audit: ...
 
 
-class QueryHost(AuditedStore, Protocol):
+class QueryHost(AuditedStore, ReadableHost, Protocol):
     """What the queries need of the ledger: its settings, its conversations, its
-    tracer, its stores (itself alone unless sharded), the ids of its conversations and
-    the token counter of a model."""
+    tracer, its stores (itself alone unless sharded), the ids of its conversations,
+    the token counter of a model, and (for an opaque native summary's readable text,
+    made on demand) its summarizers and clock."""
 
     @property
     def settings(self) -> Settings: ...
@@ -134,8 +142,24 @@ class ConversationQueries:
 
         self.check_digests(conversation_id)
         if version is not None:
-            return read(self.conversation(conversation_id, version))
-        return self._host.store.read(conversation_id, read)
+            return read(self._readable(self.conversation(conversation_id, version)))
+        return self._newest(conversation_id, read)
+
+    def _readable(self, conversation: Conversation) -> Conversation:
+        """``conversation`` (a copy) with the readable text of every opaque native
+        summary it rests on (``native_readable``: made and recorded when missing)."""
+        return with_readable_summaries(self._host, conversation)
+
+    def _newest(self, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T:
+        """``reader`` over the newest state, in one read when it has every readable text.
+        Otherwise they are made first and recorded (then read at the new version), or,
+        by a read-only ledger, put into a copy for this read alone."""
+        store = self._host.store
+        answer = store.read(conversation_id, lambda c: None if unreadable_links(c) else (reader(c),))
+        if answer is not None:
+            return answer[0]
+        made = self._readable(self.conversation(conversation_id, None))
+        return reader(made) if self._host.settings.read_only else store.read(conversation_id, reader)
 
     def check_digests(self, conversation_id: UUID) -> None:
         """``Settings.check_digests``: recompute the conversation's digests (as
@@ -167,9 +191,9 @@ class ConversationQueries:
                 return self._responses(conversation_id, version, summary)
             working: WorkingEntries
             if version is not None:
-                working = entries_of(self.conversation(conversation_id, version))
+                working = entries_of(self._readable(self.conversation(conversation_id, version)))
             else:
-                working = self._host.store.read(conversation_id, entries_of)
+                working = self._newest(conversation_id, entries_of)
             span.set("messages", len(working.entries))
             span.set("aggregate_version", working.version)
             if format == "anthropic":

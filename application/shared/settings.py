@@ -55,7 +55,8 @@ class Settings(BaseModel):
     ``CONTEXTLEDGER_MAX_MESSAGE_BYTES``, ``CONTEXTLEDGER_MAX_MESSAGE_TOKENS``,
     ``CONTEXTLEDGER_MAX_TOOLS_BYTES``, ``CONTEXTLEDGER_RETENTION_IDLE_DAYS``,
     ``CONTEXTLEDGER_ANTHROPIC_COUNT_TOKENS``, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``,
-    ``CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT``, ``CONTEXTLEDGER_CHECK_DIGESTS``.
+    ``CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT``, ``CONTEXTLEDGER_CHECK_DIGESTS``,
+    ``CONTEXTLEDGER_NATIVE_READABLE``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -142,6 +143,14 @@ class Settings(BaseModel):
     #: from its cache); ``read``, on every read. A mismatch raises ``LogDamagedError``
     #: naming the version (``docs/benchmarks.md`` measures what each level costs).
     check_digests: Literal["off", "load", "read"] = "off"
+    #: When the readable summary of an opaque OpenAI compaction (what every format but
+    #: the Responses one sends in its place) is made by the conversation's summarizer:
+    #: ``eager``, before the append that brings the compaction returns (the append
+    #: waits for the summarizer; no read ever does); ``on_demand``, at the first read
+    #: in another format (``context()``, ``working_memory()``), recorded then
+    #: (``NativeSummaryReadable``) so every later read at any version gives the same
+    #: text; a conversation read only in the Responses format never pays for it.
+    native_readable: Literal["eager", "on_demand"] = "eager"
 
     def __init__(self, **data: Any) -> None:
         stores = data.get("stores")
@@ -227,6 +236,7 @@ class Settings(BaseModel):
             "ANTHROPIC_BASE_URL": "anthropic_base_url",
             "CONTEXTLEDGER_COUNT_TOKENS_TIMEOUT": "count_tokens_timeout",
             "CONTEXTLEDGER_CHECK_DIGESTS": "check_digests",
+            "CONTEXTLEDGER_NATIVE_READABLE": "native_readable",
         }
         for key, field in mapping.items():
             if env.get(key):

@@ -19,6 +19,7 @@ from contextledger.domain.events import (
     MessageAppended,
     MessageEdited,
     MessagesRetracted,
+    NativeSummaryReadable,
     SummaryCreated,
     SummaryInvalidated,
 )
@@ -157,7 +158,16 @@ class LogHistory:
             raise StoreError(
                 "the log holds no summary at that version", conversation_id=cid, version=link.version
             )
-        return found[0].text
+        if found[0].text or found[0].native is None:
+            return found[0].text
+        # An opaque native summary whose readable text was made later: that text.
+        for event in self.store.events(self.conversation_id):
+            if isinstance(event, NativeSummaryReadable) and (event.summary_origin, event.summary_version) == (
+                link.origin,
+                link.version,
+            ):
+                return event.text
+        return ""
 
 
 def transcript_order(entry: TranscriptEntry) -> tuple[Any, ...]:
@@ -227,6 +237,11 @@ def summary_infos(
     for event in events:
         if isinstance(event, SummaryCreated):
             found[(None, event.originator_version)] = SummaryInfo.from_event(event)
+        elif isinstance(event, NativeSummaryReadable):
+            made = found.get((event.summary_origin, event.summary_version))
+            if made is not None and not made.text:
+                key = (event.summary_origin, event.summary_version)
+                found[key] = replace(made, text=event.text, tokens=event.tokens)
         elif isinstance(event, SummaryInvalidated):
             keys: list[tuple[UUID | None, int]] = [(None, v) for v in event.invalidated_versions]
             keys += [(link.origin, link.version) for link in event.invalidated_inherited]

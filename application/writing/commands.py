@@ -286,7 +286,8 @@ class ConversationCommands:
         tools = [p for p in pieces if p.message.role == "tool"]
         hide = {id(p) for p in (tools or pieces[:1])} if hidden else set()
         ids = [p.client_id for p in pieces]
-        readable = self._readable(conversation_id, batch)
+        defer = self._settings.native_readable == "on_demand"
+        readable = None if defer else self._readable(conversation_id, batch)
 
         def command(conversation: Conversation) -> tuple[list[int], list[Any]]:
             if usage is not None:  # the provider saw the context before its own answer
@@ -296,7 +297,9 @@ class ConversationCommands:
             positions = []
             for index, p in enumerate([*pieces, None]):
                 while marks and marks[0][0] == index:
-                    record_native(conversation, marks.pop(0)[1], counter, self._clock(), readable)
+                    record_native(
+                        conversation, marks.pop(0)[1], counter, self._clock(), readable, defer=defer
+                    )
                 if p is not None:
                     positions.append(
                         self.append_to(

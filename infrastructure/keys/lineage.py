@@ -15,8 +15,9 @@ under, or None for its conversation's subject alone:
 - in a conversation that inherits: a ``SummaryCreated`` whose window reaches back into
   the inherited part (``covers_from`` at or before the fork's last shared position), a
   ``SummaryInvalidated`` reaching back into it (it carries restored summaries and
-  reopened messages: one that carries only the fork's own, or none, does not) and a
-  snapshot (the whole state): its own subject and the inherited ones;
+  reopened messages: one that carries only the fork's own, or none, does not), a
+  ``NativeSummaryReadable`` whose summary's range reaches back into it, and a snapshot
+  (the whole state): its own subject and the inherited ones;
 - anything else: None.
 
 Once the inherited part is erased, the fork's first record no longer tells the last
@@ -40,7 +41,7 @@ from uuid import UUID
 
 from contextledger.domain.conversation import ConversationSnapshot
 from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.events import Forked, SummaryCreated, SummaryInvalidated
+from contextledger.domain.events import Forked, NativeSummaryReadable, SummaryCreated, SummaryInvalidated
 from contextledger.infrastructure.keys.subject_keys import SubjectKeys
 
 __all__ = ["FirstRecord", "Inherited", "Lineage"]
@@ -81,12 +82,16 @@ class Lineage:
         if isinstance(event, Forked):
             own = self._keys.subject_of(event.originator_id)
             return tuple(dict.fromkeys((*self.content_subjects(event.origin.conversation_id), own)))
-        if not isinstance(event, (SummaryCreated, SummaryInvalidated, ConversationSnapshot)):
+        if not isinstance(
+            event, (SummaryCreated, SummaryInvalidated, NativeSummaryReadable, ConversationSnapshot)
+        ):
             return None
         inherited = self.inherited(event.originator_id)
         if inherited is None:
             return None
         if isinstance(event, SummaryCreated) and event.covers_from > inherited.through_position:
+            return None
+        if isinstance(event, NativeSummaryReadable) and event.from_position > inherited.through_position:
             return None
         if isinstance(event, SummaryInvalidated) and _own_only(event, inherited.through_position):
             return None

@@ -8,7 +8,8 @@ Tables (prefix ``cl_``):
   was replaced by; a fork's inherited rows carry their source in ``origin_id``)
 - ``cl_summaries``: conversation_id, version, origin_id, range, text, tokens, model,
   provenance, and whether it still stands (``valid``, invalidated at which version,
-  why, by which conversation); a fork's inherited rows carry their log in ``origin_id``
+  why, by which conversation); a fork's inherited rows carry their log in ``origin_id``;
+  a provider's compaction its format (``native``) and its items or blocks (``payload``)
 - ``cl_token_totals``: counters per conversation (global totals are their sum, a
   fork's shared history counted once)
 - ``cl_conversations``: id, model, key, started_at, updated_at, last_version,
@@ -19,7 +20,8 @@ earlier release) is dropped and rebuilt from the log when the read models are op
 (see ``SQLView.upgrade``).
 - ``cl_tracking``: (projection, application_name) -> last notification id applied
 
-With a cipher key, ``cl_transcript.message`` and ``cl_summaries.text`` are encrypted
+With a cipher key, ``cl_transcript.message``, ``cl_summaries.text`` and
+``cl_summaries.payload`` are encrypted
 (``sealing``), and so are the application's names: conversation keys and client
 message ids, each with a keyed lookup digest beside it (``key_lookup``,
 ``client_message_lookup``); the other columns hold no message or summary text.
@@ -183,6 +185,10 @@ def build_tables(metadata: MetaData, codec: ContentCodec | None = None) -> dict[
             Column("invalidated_in", Uuid),
             #: The log that holds the summary (a fork's inherited rows: not its own id).
             Column("origin_id", Uuid, primary_key=True),
+            #: A provider's compaction: its format (``"responses"``, ``"anthropic"``) and
+            #: its items or blocks as they came (None for contextledger's own summaries).
+            Column("native", String(32)),
+            Column("payload", SealedJSON(codec)),
         ),
         "token_totals": Table(
             f"{p}token_totals",

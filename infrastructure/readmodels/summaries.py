@@ -15,15 +15,12 @@ from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLSummariesView"]
 
-#: ``SummaryInfo`` fields the table has no column for: a native compaction's format
-#: and payload are read from the log (``Ledger.summaries``).
-_NOT_KEPT = ("native", "payload")
-
 
 class SQLSummariesView(SQLView):
-    """``cl_summaries``: every summary with its range, provenance and validity; a fork
-    holds a copy of the rows of its shared history (``origin_id``: the log that holds
-    each), as ``fork_transcript`` copies the transcript."""
+    """``cl_summaries``: every summary with its range, provenance and validity (a
+    provider's compaction with its ``native`` format and ``payload``); a fork holds a
+    copy of the rows of its shared history (``origin_id``: the log that holds each), as
+    ``fork_transcript`` copies the transcript."""
 
     name = "summaries"
     table_names = ("summaries",)
@@ -32,12 +29,14 @@ class SQLSummariesView(SQLView):
     def add_summary(self, summary: SummaryInfo, *, conversation_id: UUID, tracking: Tracking) -> None:
         values = columns_of(summary)
         del values["inherited_from"]  # the row's log is origin_id: its own
-        for name in _NOT_KEPT:
-            del values[name]
         try:
             # Under the inherited subjects' keys too when its window reaches back into them.
             values["text"] = self._seal(conversation_id, summary.text, covers_from=summary.covers_from)
             values["invalidated_reason"] = self._seal(conversation_id, summary.invalidated_reason)
+            if values["payload"] is not None:  # a provider's compaction: its items, as they came
+                values["payload"] = self._seal(
+                    conversation_id, list(values["payload"]), json_value=True, covers_from=summary.covers_from
+                )
         except ConversationErasedError:  # erased since: nothing of it is written
             self.insert_tracking(tracking)
             return
@@ -80,6 +79,34 @@ class SQLSummariesView(SQLView):
 
         self._write(tracking, change)
 
+    def readable_summary(
+        self,
+        conversation_id: UUID,
+        *,
+        origin_id: UUID,
+        version: int,
+        text: str,
+        tokens: int,
+        tracking: Tracking,
+    ) -> None:
+        t = self.table
+        try:  # a fork's copy of an inherited summary: under the inherited subjects' keys too
+            sealed = self._seal(conversation_id, text, inherited=origin_id != conversation_id)
+        except ConversationErasedError:  # erased since: nothing of it is written
+            self.insert_tracking(tracking)
+            return
+
+        def change(conn: Connection) -> None:
+            conn.execute(
+                update(t)
+                .where(
+                    t.c.conversation_id == conversation_id, t.c.origin_id == origin_id, t.c.version == version
+                )
+                .values(text=sealed, tokens=tokens)
+            )
+
+        self._write(tracking, change)
+
     def fork_summaries(
         self, conversation_id: UUID, *, source_id: UUID, source_version: int, tracking: Tracking
     ) -> None:
@@ -105,6 +132,10 @@ class SQLSummariesView(SQLView):
                 for row in copied:  # the fork's copy: under its own key and every inherited one
                     for name in ("text", "invalidated_reason"):
                         row[name] = self._seal(conversation_id, row[name], inherited=True)
+                    if row.get("payload") is not None:
+                        row["payload"] = self._seal(
+                            conversation_id, row["payload"], json_value=True, inherited=True
+                        )
             except ConversationErasedError:  # erased since: nothing of it is written
                 return
             if copied:
@@ -121,12 +152,11 @@ class SQLSummariesView(SQLView):
             .where(t.c.conversation_id == conversation_id)
             .order_by(t.c.origin_id == conversation_id, t.c.timestamp, t.c.version)
         )
-        names = [
-            f.name for f in fields(SummaryInfo) if f.name != "inherited_from" and f.name not in _NOT_KEPT
-        ]
+        names = [f.name for f in fields(SummaryInfo) if f.name not in ("inherited_from", "payload")]
         return [
             SummaryInfo(
                 **{n: row._mapping[n] for n in names},
+                payload=None if row.payload is None else tuple(row.payload),
                 inherited_from=row.origin_id if row.origin_id != conversation_id else None,
             )
             for row in rows

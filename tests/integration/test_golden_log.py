@@ -54,6 +54,7 @@ NEWER_THAN_V1 = {
     "contextledger.conversation.MessageEdited",
     "contextledger.conversation.SystemPromptChanged",
     "contextledger.conversation.SummaryInvalidated",
+    "contextledger.conversation.NativeSummaryReadable",
     "contextledger.conversation.Forked",
     "contextledger.placement.Recorded",
     "contextledger.erasure.ContentErased",

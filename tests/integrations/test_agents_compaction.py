@@ -45,10 +45,12 @@ def scripted_model(request: RecordedRequest) -> Reply:
     )
 
 
-def _run(url: str, turns: int) -> None:
+def _run(url: str, turns: int, readable: str = "eager") -> None:
+    summarizer = ScriptedSummarizer()
+    options = cl.Settings(database_url=url, native_readable=readable)
     with (
         FakeOpenAIServer(default=Func(scripted_model), strict=True) as server,
-        cl.Ledger.open(url, summarizer=ScriptedSummarizer(), run_policy=False) as ledger,
+        cl.Ledger.open(settings=options, summarizer=summarizer, run_policy=False) as ledger,
     ):
         client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
         agent = Agent(
@@ -103,6 +105,9 @@ def _run(url: str, turns: int) -> None:
         ]
         assert [i for i in transcript if "id" in i] == outputs
         assert "compaction" not in json.dumps([e.message for e in ledger.transcript(cid)])
+        # The readable summaries: made by each compaction (eager), or none yet (on demand).
+        made_by_compactions = len(summarizer.calls)
+        assert made_by_compactions == (len(summaries) if readable == "eager" else 0)
         # The other formats read a readable summary, never the opaque item.
         for body in (
             ledger.context(cid),
@@ -111,7 +116,8 @@ def _run(url: str, turns: int) -> None:
         ):
             text = json.dumps(body)
             assert "encrypted_content" not in text and "[compaction]" not in text
-        assert latest.text.startswith("Summary")
+        assert ledger.summaries(cid)[-1].text.startswith("Summary")
+        assert len(summarizer.calls) == made_by_compactions + (readable == "on_demand")
         assert ledger.verify(cid).ok
 
 
@@ -124,3 +130,9 @@ def test_the_compaction_session_over_a_ledger_session_keeps_the_log_whole_on_pos
     postgres_url: str,
 ) -> None:
     _run(postgres_url, 100)
+
+
+def test_on_demand_the_session_s_compactions_get_a_readable_summary_at_the_first_read(
+    sqlite_url: str,
+) -> None:
+    _run(sqlite_url, 32, "on_demand")

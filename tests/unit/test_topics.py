@@ -25,6 +25,7 @@ PINNED: dict[str, str] = {
     "contextledger.conversation.MessageEdited": "contextledger.domain.events.MessageEdited",
     "contextledger.conversation.SystemPromptChanged": "contextledger.domain.events.SystemPromptChanged",
     "contextledger.conversation.SummaryInvalidated": "contextledger.domain.events.SummaryInvalidated",
+    "contextledger.conversation.NativeSummaryReadable": "contextledger.domain.events.NativeSummaryReadable",
     "contextledger.conversation.Forked": "contextledger.domain.events.Forked",
     "contextledger.client_message_id.Recorded": "contextledger.domain.client_ids.ClientMessageId.Recorded",
     "contextledger.placement.Recorded": "contextledger.domain.placement.Placement.Recorded",

@@ -253,7 +253,7 @@ class LedgerSession(SessionBinding):
 
     def version(self) -> int:
         """The conversation's current aggregate version (pairs with ``context_items``)."""
-        return self.ledger.working_memory(self.conversation_id).version
+        return self.ledger.conversation(self.conversation_id).version  # a read that never writes
 
     # The edit commands keep the log whole: ``pop`` and ``clear`` retract, they never
     # delete. ``pop_item`` takes exactly one item: when it belongs to a tool-call group,
