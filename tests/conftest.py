@@ -66,10 +66,13 @@ def strict_mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
         return run_strict_mypy(tmp_path_factory.mktemp("mypy"))
     import fcntl
 
-    shared = tmp_path_factory.getbasetemp().parent  # the workers' common folder
-    with open(shared / "mypy.lock", "w") as lock:
+    # The workers' common folder; the run's id keeps a reused --basetemp from handing
+    # out an earlier run's output.
+    shared = tmp_path_factory.getbasetemp().parent
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "run")
+    with open(shared / f"mypy-{run}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = shared / "mypy.out"
+        done = shared / f"mypy-{run}.out"
         if not done.exists():
             output = run_strict_mypy(tmp_path_factory.mktemp("mypy"))
             done.write_text(output, encoding="utf-8")
