@@ -44,18 +44,39 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"cannot count tokens, no test can run: {exc}", returncode=3)
 
 
-POSTGRES_URL = os.environ.get(
-    "CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+POSTGRES_URL = os.environ.get("CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 #: The conversation corpora: the folder CONTEXTLEDGER_CORPORA names, else the full set
 #: next to the checkout (../shared/corpora), else the licensed subset the repository
 #: carries (tests/fixtures/corpora), so that the corpus tests run in every clone.
 _FULL_CORPORA = _REPO.parent / "shared" / "corpora"
 CORPORA_SUBSET = _REPO / "tests" / "fixtures" / "corpora"
 CORPORA = Path(
-    os.environ.get("CONTEXTLEDGER_CORPORA")
-    or (_FULL_CORPORA if _FULL_CORPORA.is_dir() else CORPORA_SUBSET)
+    os.environ.get("CONTEXTLEDGER_CORPORA") or (_FULL_CORPORA if _FULL_CORPORA.is_dir() else CORPORA_SUBSET)
 )
+
+
+@pytest.fixture(scope="session")
+def strict_mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The output of the suite's one ``mypy --strict`` run (tests/support/typecheck.py):
+    the package and the documented snippets, analysed once per run. Under xdist the
+    first worker to ask runs it; the others wait on a lock and read its output."""
+    from tests.support.typecheck import run_strict_mypy
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return run_strict_mypy(tmp_path_factory.mktemp("mypy"))
+    import fcntl
+
+    # The workers' common folder; the run's id keeps a reused --basetemp from handing
+    # out an earlier run's output.
+    shared = tmp_path_factory.getbasetemp().parent
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "run")
+    with open(shared / f"mypy-{run}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / f"mypy-{run}.out"
+        if not done.exists():
+            output = run_strict_mypy(tmp_path_factory.mktemp("mypy"))
+            done.write_text(output, encoding="utf-8")
+        return done.read_text(encoding="utf-8")
 
 
 def _postgres_admin() -> object:
@@ -112,4 +133,3 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
     else:
         yield request.getfixturevalue("postgres_url")
-

@@ -5,6 +5,7 @@ opts out, and the conversation corpora are always there to test with."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,9 +69,12 @@ def test_the_testing_page_documents_what_the_suite_reads() -> None:
         assert f"`{POSTGRES_URL}`" in page
 
 
-#: The tests that read the conversation corpora.
+#: The tests that read the conversation corpora (and only those: the other tests of
+#: these modules read no corpus, and run in the suite itself).
 CORPUS_TESTS = (
-    "tests/unit/test_estimates.py",
+    "tests/unit/test_estimates.py::test_every_corpus_text_is_within_the_bound_of_any_claude_count_the_published_range_allows",
+    "tests/unit/test_estimates.py::test_on_english_prose_the_estimate_is_within_the_bound_of_the_published_characters_rule",
+    "tests/unit/test_estimates.py::test_whole_corpus_prompts_are_within_the_bound_of_the_published_range_with_framing",
     "tests/unit/test_shipped_encodings.py::test_corpus_text_encodes_as_tiktoken_encodes_it",
     "tests/properties/test_corpora.py",
 )
@@ -157,8 +161,8 @@ def test_the_fake_server_tests_pass_behind_a_proxy_that_cannot_be_reached() -> N
             "no:xdist",
             "-p",
             "no:randomly",
-            "-rfs",
-            "tests/integration/test_fake_openai.py",
+            "-rfsp",
+            *(f"tests/integration/test_fake_openai.py::{name}" for name in FAKE_SERVER_TESTS),
             "tests/e2e/test_docs.py",
             "-k",
             "fake or testing.md",
@@ -171,6 +175,17 @@ def test_the_fake_server_tests_pass_behind_a_proxy_that_cannot_be_reached() -> N
     )
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and "failed" not in result.stdout and "skipped" not in result.stdout
+    passed = set(re.findall(r"^PASSED tests/\S+::(\w+)", result.stdout, re.MULTILINE))
+    assert set(FAKE_SERVER_TESTS) | {"test_the_example_runs_as_written"} <= passed, result.stdout[-3000:]
+
+
+#: Through the openai SDK to the fake server: chat completions, responses, and the
+#: request as the server recorded it (the examples of docs/testing.md run as well).
+FAKE_SERVER_TESTS = (
+    "test_a_chat_reply_carries_text_parallel_tool_calls_and_usage",
+    "test_a_responses_reply_is_text_output_with_usage",
+    "test_every_request_is_recorded_with_body_and_headers",
+)
 
 
 def _closed_port() -> int:
