@@ -61,6 +61,7 @@ from psycopg.sql import SQL, Identifier
 from contextledger.infrastructure.dbapi_errors import persistence_error
 from contextledger.infrastructure.group_commit import GroupCommit
 from contextledger.infrastructure.pgreads import FinalMark, once_more
+from contextledger.infrastructure.pgstandby import StandbyState, standby_state
 from contextledger.infrastructure.pgstore import SelectEventsOnce, TimedPostgresFactory, event_columns
 
 __all__ = ["PollingSubscription", "PostgresConversationFactory", "PostgresConversationRecorder"]
@@ -247,6 +248,11 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         the event table: what holds ``max_notification_id()`` below the committed top."""
         pids: list[int] = once_more(self.final_mark.writers, self.datastore)
         return pids
+
+    def standby_state(self) -> StandbyState:
+        """Whether the server read is a hot standby, and its replay lag (``pgstandby``)."""
+        state: StandbyState = once_more(lambda: standby_state(self.datastore), self.datastore)
+        return state
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()

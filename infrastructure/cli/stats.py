@@ -10,6 +10,7 @@ from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.catchup import current_read_models
 from contextledger.infrastructure.cli.common import add_command, conversation_id
 from contextledger.infrastructure.cli.connect import open_ledger
+from contextledger.infrastructure.pgstandby import standby_report
 
 __all__ = ["register"]
 
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
             record["estimate_error"] = (record.get("estimated_prompt_tokens", 0)
                                         - record.get("provider_prompt_tokens", 0))
             record["source"] = source
+        standby = standby_report(shard.recorder for shard in ledger.shards)
+        if standby is not None:  # read on a hot standby: how far behind the primary
+            record.update(standby)
     if args.json:
         print(render.dump(record))
         return 0
