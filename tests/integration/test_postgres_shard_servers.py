@@ -3,10 +3,7 @@
 are on its server only; with the second server stopped, calls for its conversations
 fail with ``StoreError`` within the documented bound (docs/operations.md) while the
 first server's conversations carry on; once it is back, everything resumes and
-nothing acknowledged is lost.
-
-How fast the first server's conversations are during the outage is measured by
-``benchmarks/shard_servers.py``, not asserted here."""
+nothing acknowledged is lost."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -39,6 +40,15 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 class OwnPostgres:
@@ -131,6 +141,23 @@ class OwnPostgres:
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def kill(self) -> None:
+        """``kill -9`` the server and every process of it, as a crash would."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        for victim in [pid, *children]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(_alive(victim) for victim in [pid, *children]):
+            assert time.monotonic() < deadline, "the killed server's processes did not end"
+            time.sleep(0.02)
+
+    def promote(self) -> None:
+        """Promote this standby to a primary (``pg_ctl promote``, waiting for it)."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "promote")
+        self.standby_name = None
 
     def create_database(self, name: str) -> str:
         """Create database ``name`` (on a primary); its URL on this server."""
