@@ -129,9 +129,12 @@ def check_postgres(db: Database, *, timeout: float | None = None) -> None:
         db.option("connect_timeout", str(CLI_CONNECT_TIMEOUT))
     )
     try:
+        host, port = db.libpq_hosts
+        attrs = db.option("target_session_attrs", "")
         connection = psycopg.connect(
-            host=db.host,
-            port=db.port,
+            host=host,
+            port=port,
+            **({"target_session_attrs": attrs} if attrs else {}),
             dbname=db.url.database,
             user=db.url.username or "postgres",
             password=db.url.password or None,
@@ -146,7 +149,7 @@ def connection_error(exc: BaseException, db: Database) -> StoreError:
     """``exc`` (psycopg's, from connecting to ``db``) as a ``StoreError`` naming the cause."""
     text = str(exc)
     state = getattr(exc, "sqlstate", None)
-    where = f"{db.host}:{db.port}"
+    where = db.where
     user = db.url.username or "postgres"
     detail = _server_message(text)
     if state == "3D000" or ('database "' in text and "does not exist" in text):

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from uuid import UUID
 
+import psycopg
 import pytest
 
 from contextledger.application import Ledger, Settings
+from contextledger.domain.errors import StoreError
+from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
+from tests.support.readmodel_checks import assert_read_models_equal_ledger
 
 pytestmark = [pytest.mark.postgres]
 
@@ -125,3 +129,80 @@ def test_after_failover_to_an_asynchronous_standby_what_is_there_is_whole(primar
             )
     finally:
         standby.close()
+
+
+def test_a_multi_host_url_reaches_the_promoted_standby_by_itself(primary: OwnPostgres) -> None:
+    """One ledger, opened on ``host1,host2`` with ``target_session_attrs=read-write``:
+    writers retry (with their client message ids) through the kill and the promotion,
+    and land on the promoted standby without the ledger being opened again."""
+    standby = OwnPostgres.standby_of(primary, synchronous=True)
+    try:
+        primary.create_database("app")
+        standby.replayed(primary)
+        url = (
+            f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/app"
+            "?target_session_attrs=read-write"
+        )
+        acknowledged: dict[UUID, list[str]] = {}
+        errors: list[BaseException] = []
+        stop = threading.Event()
+        with Ledger.open(settings=_settings(url)) as ledger:
+            cids = [ledger.start("You answer questions.") for _ in range(WRITERS)]
+            for cid in cids:
+                acknowledged[cid] = []
+
+            def write(cid: UUID) -> None:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    text = f"message {n}"
+                    deadline = time.monotonic() + 60
+                    while True:
+                        try:
+                            ledger.append(cid, {"role": "user", "content": text}, client_message_id=f"m{n}")
+                            break
+                        except StoreError as exc:
+                            if time.monotonic() > deadline:
+                                errors.append(exc)
+                                return
+                            time.sleep(0.1)
+                    acknowledged[cid].append(text)
+
+            threads = [threading.Thread(target=write, args=(cid,)) for cid in cids]
+            for t in threads:
+                t.start()
+            try:
+                _until(lambda: min(len(v) for v in acknowledged.values()) >= 10)
+                primary.kill()
+                time.sleep(1)
+                standby.promote()
+                before = {cid: len(v) for cid, v in acknowledged.items()}
+                _until(lambda: all(len(acknowledged[c]) >= before[c] + 5 for c in cids))
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(90)
+            assert not errors, errors
+            for cid, texts in acknowledged.items():
+                contents = [e.message["content"] for e in ledger.transcript(cid)]
+                assert contents == texts  # each acknowledged append once, in order, nothing else
+            assert ledger.verify().ok
+            # The read models' engine reaches the promoted standby through the same URL.
+            models = SQLReadModels.for_ledger(ledger)
+            runner = models.runner(ledger)
+            try:
+                runner.catch_up(timeout=30)
+                assert_read_models_equal_ledger(models, ledger)
+            finally:
+                runner.stop()
+        with psycopg.connect(standby.database_url("app")) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+    finally:
+        standby.close()
+
+
+def _until(condition: Callable[[], bool], within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the writers made no progress"
+        time.sleep(0.05)
