@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from contextledger.application import Ledger, Settings
+from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.domain.errors import StoreError
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
@@ -27,6 +27,7 @@ from tests.support.readmodel_checks import assert_read_models_equal_ledger
 pytestmark = [pytest.mark.postgres]
 
 WRITERS = 4
+POLICY = ReductionPolicy(trigger_messages=8, keep_messages=2, max_summary_tokens=200)
 
 
 @pytest.fixture
@@ -134,7 +135,8 @@ def test_after_failover_to_an_asynchronous_standby_what_is_there_is_whole(primar
 def test_a_multi_host_url_reaches_the_promoted_standby_by_itself(primary: OwnPostgres) -> None:
     """One ledger, opened on ``host1,host2`` with ``target_session_attrs=read-write``:
     writers retry (with their client message ids) through the kill and the promotion,
-    and land on the promoted standby without the ledger being opened again."""
+    and land on the promoted standby without the ledger being opened again; its
+    summarization policy carries on there, summarizing each range once."""
     standby = OwnPostgres.standby_of(primary, synchronous=True)
     try:
         primary.create_database("app")
@@ -146,8 +148,8 @@ def test_a_multi_host_url_reaches_the_promoted_standby_by_itself(primary: OwnPos
         acknowledged: dict[UUID, list[str]] = {}
         errors: list[BaseException] = []
         stop = threading.Event()
-        with Ledger.open(settings=_settings(url)) as ledger:
-            cids = [ledger.start("You answer questions.") for _ in range(WRITERS)]
+        with Ledger.open(settings=_settings(url).model_copy(update={"run_policy": True})) as ledger:
+            cids = [ledger.start("You answer questions.", policy=POLICY) for _ in range(WRITERS)]
             for cid in cids:
                 acknowledged[cid] = []
 
@@ -183,9 +185,16 @@ def test_a_multi_host_url_reaches_the_promoted_standby_by_itself(primary: OwnPos
                 for t in threads:
                     t.join(90)
             assert not errors, errors
+            assert ledger.wait_idle(120)  # the policy, on the new primary, caught up
             for cid, texts in acknowledged.items():
                 contents = [e.message["content"] for e in ledger.transcript(cid)]
                 assert contents == texts  # each acknowledged append once, in order, nothing else
+                summaries = ledger.summaries(cid)
+                assert summaries and ledger.pending_summary(cid) is None
+                ranges = [(s.from_position, s.through_position) for s in summaries]
+                assert len(ranges) == len(set(ranges)), ranges  # each threshold crossing summarized once
+                covered = sorted(p for a, b in ranges for p in range(a, b + 1))
+                assert covered == sorted(set(covered)), ranges  # no message summarized twice
             assert ledger.verify().ok
             # The read models' engine reaches the promoted standby through the same URL.
             models = SQLReadModels.for_ledger(ledger)
