@@ -130,16 +130,18 @@ def check_postgres(db: Database, *, timeout: float | None = None) -> None:
     )
     try:
         host, port = db.libpq_hosts
+        options: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "dbname": db.url.database,
+            "user": db.url.username or "postgres",
+            "password": db.url.password or None,
+            "connect_timeout": max(1, round(seconds)),
+        }
         attrs = db.option("target_session_attrs", "")
-        connection = psycopg.connect(
-            host=host,
-            port=port,
-            **({"target_session_attrs": attrs} if attrs else {}),
-            dbname=db.url.database,
-            user=db.url.username or "postgres",
-            password=db.url.password or None,
-            connect_timeout=max(1, round(seconds)),
-        )
+        if attrs:  # a multi-host URL: the server with these attributes
+            options["target_session_attrs"] = attrs
+        connection = psycopg.connect(**options)
     except psycopg.Error as exc:
         raise connection_error(exc, db) from exc
     connection.close()
