@@ -257,7 +257,10 @@ class Database:
             env["POSTGRES_SCHEMA"] = self.schema
         attrs = self.option("target_session_attrs", "")
         if attrs:
-            env["CL_PG_TARGET_SESSION_ATTRS"] = attrs
+            # A read-only ledger's sessions are read-only themselves, so libpq's
+            # ``read-write`` check would refuse every server: ``primary`` asks what
+            # ``read-write`` means here (a server not in recovery).
+            env["CL_PG_TARGET_SESSION_ATTRS"] = "primary" if read_only and attrs == "read-write" else attrs
         if read_only:
             env["PERSISTENCE_MODULE"] = "contextledger.infrastructure.stores:ReadOnlyPostgresFactory"
         return env

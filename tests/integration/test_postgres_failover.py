@@ -206,6 +206,8 @@ def test_a_multi_host_url_reaches_the_promoted_standby_by_itself(primary: OwnPos
                 runner.stop()
         with psycopg.connect(standby.database_url("app")) as conn:
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+        with Ledger.open(settings=_settings(url), read_only=True) as reader:  # an audit, same URL
+            assert [e.message["content"] for e in reader.transcript(cids[0])] == acknowledged[cids[0]]
     finally:
         standby.close()
 

@@ -23,6 +23,9 @@ def test_a_multi_host_url_names_every_server_in_order() -> None:
     env = db.persistence_env()
     assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"]) == ("db1,db2", "5432,6432")
     assert env["CL_PG_TARGET_SESSION_ATTRS"] == "read-write"
+    # A read-only ledger's sessions are read-only: libpq's read-write check would
+    # refuse every server, so it asks for the primary instead.
+    assert db.persistence_env(read_only=True)["CL_PG_TARGET_SESSION_ATTRS"] == "primary"
     engine_url = db.sqlalchemy_url()
     assert engine_url.query["host"] == ("db1:5432", "db2:6432")
     assert engine_url.query["target_session_attrs"] == "read-write"
