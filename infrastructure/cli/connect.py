@@ -129,14 +129,19 @@ def check_postgres(db: Database, *, timeout: float | None = None) -> None:
         db.option("connect_timeout", str(CLI_CONNECT_TIMEOUT))
     )
     try:
-        connection = psycopg.connect(
-            host=db.host,
-            port=db.port,
-            dbname=db.url.database,
-            user=db.url.username or "postgres",
-            password=db.url.password or None,
-            connect_timeout=max(1, round(seconds)),
-        )
+        host, port = db.libpq_hosts
+        options: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "dbname": db.url.database,
+            "user": db.url.username or "postgres",
+            "password": db.url.password or None,
+            "connect_timeout": max(1, round(seconds)),
+        }
+        attrs = db.option("target_session_attrs", "")
+        if attrs:  # a multi-host URL: the server with these attributes
+            options["target_session_attrs"] = attrs
+        connection = psycopg.connect(**options)
     except psycopg.Error as exc:
         raise connection_error(exc, db) from exc
     connection.close()
@@ -146,7 +151,7 @@ def connection_error(exc: BaseException, db: Database) -> StoreError:
     """``exc`` (psycopg's, from connecting to ``db``) as a ``StoreError`` naming the cause."""
     text = str(exc)
     state = getattr(exc, "sqlstate", None)
-    where = f"{db.host}:{db.port}"
+    where = db.where
     user = db.url.username or "postgres"
     detail = _server_message(text)
     if state == "3D000" or ('database "' in text and "does not exist" in text):

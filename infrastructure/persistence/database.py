@@ -12,9 +12,11 @@ A ``Database`` never shows its password: ``str()``, ``repr()`` and ``masked`` hi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlencode
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -53,6 +55,25 @@ def mask_url(url: str) -> str:
     return str(masked_url(url))
 
 
+#: A libpq multi-host URL's server list: ``scheme://[user@]h1:p1,h2:p2/db...``.
+_MULTI_HOST = re.compile(
+    r"^(?P<scheme>postgres(?:ql)?(?:\+\w+)?://)(?P<user>[^@/?]*@)?(?P<hosts>[^@/?]*,[^/?]*)(?P<rest>.*)$"
+)
+
+
+def _hosts_in_query(url: str) -> str:
+    """A multi-host URL (``h1:p1,h2:p2`` in its authority, which SQLAlchemy cannot
+    parse) in the form SQLAlchemy's psycopg dialect takes: ``/db?host=h1:p1&host=h2:p2``."""
+    found = _MULTI_HOST.match(url.strip())
+    if found is None:
+        return url
+    hosts = [part for part in found["hosts"].split(",") if part]
+    rest = found["rest"]
+    path, _, query = rest.partition("?")
+    extra = urlencode([("host", h if ":" in h else f"{h}:5432") for h in hosts])
+    return f"{found['scheme']}{found['user'] or ''}{path or '/'}?{extra}{'&' + query if query else ''}"
+
+
 @dataclass(frozen=True)
 class Database:
     """Where a ledger keeps its events and read models."""
@@ -72,7 +93,7 @@ class Database:
         if url.strip() == "memory://":
             return cls("memory", make_url("sqlite://"))
         try:
-            parsed = make_url(url)
+            parsed = make_url(_hosts_in_query(url))
         except (ArgumentError, ValueError) as exc:
             raise ConfigurationError(
                 f"cannot parse the database URL: {_SUPPORTED}", url=mask_url(url)
@@ -91,7 +112,14 @@ class Database:
         if not parsed.database:
             raise ConfigurationError("a postgresql URL needs a database name", url=mask_url(url))
         schema = parsed.query.get("schema")
-        return cls("postgresql", parsed, schema=schema if isinstance(schema, str) else None)
+        found = cls("postgresql", parsed, schema=schema if isinstance(schema, str) else None)
+        try:
+            found.servers  # noqa: B018 - each host:port of a multi-host URL checked now
+        except ValueError:
+            raise ConfigurationError(
+                f"a port of a multi-host URL is not a number: {_SUPPORTED}", url=mask_url(url)
+            ) from None
+        return found
 
     # -- what it shows --------------------------------------------------------------
 
@@ -149,14 +177,52 @@ class Database:
         """The URL SQLAlchemy engines of the read models connect with (psycopg 3)."""
         if self.kind != "postgresql":
             raise ConfigurationError("only a PostgreSQL database has a server URL", url=self.masked)
+        servers = self.servers
+        if len(servers) == 1 and "host" not in self.url.query:
+            return URL.create(
+                "postgresql+psycopg",
+                username=self.url.username or "postgres",
+                password=self.url.password,
+                host=self.host,
+                port=self.port,
+                database=self.url.database,
+            )
+        query: dict[str, str | tuple[str, ...]] = {"host": tuple(f"{h}:{p}" for h, p in servers)}
+        attrs = self.url.query.get("target_session_attrs")
+        if attrs:
+            query["target_session_attrs"] = attrs if isinstance(attrs, str) else attrs[0]
         return URL.create(
             "postgresql+psycopg",
             username=self.url.username or "postgres",
             password=self.url.password,
-            host=self.host,
-            port=self.port,
             database=self.url.database,
+            query=query,
         )
+
+    @property
+    def servers(self) -> list[tuple[str, int]]:
+        """Every server the URL names, in order: one, or those of a libpq multi-host URL
+        (``postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write``), which
+        libpq tries in turn, keeping the first that has the session attributes asked."""
+        given = self.url.query.get("host")
+        if not given:
+            return [(self.host, self.port)]
+        found = []
+        for item in (given,) if isinstance(given, str) else given:
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", "")
+            found.append((host, int(port) if port else 5432))
+        return found
+
+    @property
+    def libpq_hosts(self) -> tuple[str, str]:
+        """``host`` and ``port`` as libpq takes them: comma-separated lists."""
+        servers = self.servers
+        return ",".join(h for h, _ in servers), ",".join(str(p) for _, p in servers)
+
+    @property
+    def where(self) -> str:
+        """The server(s), for messages: ``host:port[,host:port]``."""
+        return ",".join(f"{h}:{p}" for h, p in self.servers)
 
     # -- the event store --------------------------------------------------------------
 
@@ -188,8 +254,8 @@ class Database:
                 "contextledger.infrastructure.persistence.recorders:PostgresConversationFactory"
             ),
             "POSTGRES_DBNAME": self.url.database or "",
-            "POSTGRES_HOST": self.host,
-            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_HOST": self.libpq_hosts[0],
+            "POSTGRES_PORT": self.libpq_hosts[1],
             "POSTGRES_USER": self.url.username or "postgres",
             "POSTGRES_PASSWORD": self.url.password or "",
             "POSTGRES_POOL_SIZE": self.option("pool_size", "4"),
@@ -202,6 +268,12 @@ class Database:
         }
         if self.schema is not None:
             env["POSTGRES_SCHEMA"] = self.schema
+        attrs = self.option("target_session_attrs", "")
+        if attrs:
+            # A read-only ledger's sessions are read-only themselves, so libpq's
+            # ``read-write`` check would refuse every server: ``primary`` asks what
+            # ``read-write`` means here (a server not in recovery).
+            env["CL_PG_TARGET_SESSION_ATTRS"] = "primary" if read_only and attrs == "read-write" else attrs
         if read_only:
             env["PERSISTENCE_MODULE"] = (
                 "contextledger.infrastructure.persistence.stores:ReadOnlyPostgresFactory"

@@ -28,6 +28,11 @@ Locks a reader or maintenance takes (``ACCESS SHARE``, autovacuum's
 ``SHARE UPDATE EXCLUSIVE``, an index build's ``SHARE``) draw no ids and are ignored.
 ``pg_locks`` is read only when a gap is seen: the common case is one statement.
 
+On a hot standby (``pg_is_in_recovery()``, asked in the same statement) ``pg_locks``
+says nothing of the primary's transactions: there, past a gap, the mark moves only as
+far as the mark the primary published (``pgstandby``, where the reasoning is), and a
+mark that passes a gap on the primary is published for its standbys.
+
 These reads run on every follower step, so their cost must not grow with the log: none
 is a prepared statement. A prepared statement's cached generic plan is made once, for
 the table as it was then; made while the table was small (a page or two, whatever its
@@ -48,12 +53,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import PostgresDatastore
 from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
+
+from contextledger.infrastructure.persistence.pgstandby import PublishedMark
 
 __all__ = ["WRITE_LOCKS", "FinalMark", "once_more", "pool_timed_out"]
 
@@ -106,7 +113,7 @@ class FinalMark:
         # both ends: planned without statistics, a closed range is taken to be narrow,
         # an open one to hold a third of the table (a sequential scan).
         self.top_statement = SQL(
-            "SELECT h.top, (SELECT count(*) FROM {schema}.{table} "
+            "SELECT pg_is_in_recovery() AS standby, h.top, (SELECT count(*) FROM {schema}.{table} "
             "WHERE notification_id > %(asked)s AND notification_id <= h.top) AS newer "
             "FROM (SELECT max(notification_id) AS top FROM {schema}.{table}) h"
         ).format(schema=schema, table=name)
@@ -128,6 +135,17 @@ class FinalMark:
             "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
             "AND l.mode = ANY(%(modes)s) AND l.pid IS DISTINCT FROM pg_backend_pid()) AS writers"
         ).format(schema=schema, table=name, regclass=Literal(qualified))
+        # On a standby, past a gap: the end of the unbroken run, and the primary's
+        # published mark, in one snapshot (``pgstandby``).
+        self.run_statement = SQL(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM {schema}.{table} WHERE notification_id = %(asked)s + 1) "
+            "THEN (SELECT coalesce(min(a.notification_id), %(top)s) FROM {schema}.{table} a "
+            "WHERE a.notification_id > %(asked)s AND a.notification_id <= %(top)s "
+            "AND NOT EXISTS (SELECT 1 FROM {schema}.{table} b "
+            "WHERE b.notification_id = a.notification_id + 1)) "
+            "ELSE %(asked)s END AS run"
+        ).format(schema=schema, table=name)
+        self.published = PublishedMark(datastore.schema, table)
         # Who they are, for an operator (``writers()``).
         self.writers_statement = SQL(
             "SELECT DISTINCT l.pid FROM pg_locks l "
@@ -138,6 +156,8 @@ class FinalMark:
         self._lock = threading.Lock()
         #: Every notification id up to this one is final: committed, or never to be.
         self.settled = 0
+        #: Whether the server last looked at was a hot standby (see ``pgstandby``).
+        self.on_standby = False
         #: ``(top, writers)``: ids up to ``top`` become final once none of ``writers``
         #: (the transactions holding a write lock when a gap was seen) holds one.
         self._pending: tuple[int, frozenset[str]] | None = None
@@ -170,10 +190,14 @@ class FinalMark:
             row = curs.fetchone()
             assert row is not None
             top, newer = row["top"], row["newer"]
+            self.on_standby = bool(row["standby"])
             if top is None:
                 return None
             if newer == top - asked:  # every id above the mark up to the top is committed
                 self.settled, self._pending = max(asked, top), None
+                return int(top)
+            if self.on_standby:
+                self.settled, self._pending = self._standby_run(curs, asked, int(top)), None
                 return int(top)
             curs.execute(
                 self.gap_statement, {"asked": asked, "top": top, "modes": list(WRITE_LOCKS)}, prepare=False
@@ -181,7 +205,8 @@ class FinalMark:
             gap = curs.fetchone()
         assert gap is not None
         writers = frozenset(gap["writers"] or ())
-        settled = max(asked, int(gap["run"] or asked))
+        run = max(asked, int(gap["run"] or asked))
+        settled = run
         pending = self._pending
         if pending is not None and not pending[1] & writers:
             settled, pending = max(settled, pending[0]), None
@@ -190,4 +215,22 @@ class FinalMark:
         elif pending is None and top > settled:
             pending = (int(top), writers)
         self.settled, self._pending = settled, pending
+        if settled > run:  # passed a gap: a standby may not pass it without this
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                self.published.publish(curs, settled)
         return int(top)
+
+    def _standby_run(self, curs: Any, asked: int, top: int) -> int:
+        """On a standby, past a gap: the end of the unbroken run of ids, or the
+        primary's published mark, whichever is further (``pgstandby``)."""
+        curs.execute(self.published.exists_statement, prepare=False)
+        found = curs.fetchone()
+        statement = self.run_statement
+        if found is not None and found["found"]:
+            statement = SQL("SELECT r.run, {value} AS published FROM ({run}) r").format(
+                value=self.published.value, run=self.run_statement
+            )
+        curs.execute(statement, {"asked": asked, "top": top}, prepare=False)
+        row = curs.fetchone()
+        assert row is not None
+        return max(asked, int(row["run"] or asked), int(row.get("published") or 0))

@@ -69,6 +69,7 @@ from contextledger.infrastructure.keys.key_fence import KeyFence
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 from contextledger.infrastructure.persistence.group_commit import GroupCommit
 from contextledger.infrastructure.persistence.pgreads import FinalMark, once_more
+from contextledger.infrastructure.persistence.pgstandby import StandbyState, standby_state
 from contextledger.infrastructure.persistence.pgstore import (
     SelectEventsOnce,
     TimedPostgresFactory,
@@ -342,6 +343,11 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         the event table: what holds ``max_notification_id()`` below the committed top."""
         pids: list[int] = once_more(self.final_mark.writers, self.datastore)
         return pids
+
+    def standby_state(self) -> StandbyState:
+        """Whether the server read is a hot standby, and its replay lag (``pgstandby``)."""
+        state: StandbyState = once_more(lambda: standby_state(self.datastore), self.datastore)
+        return state
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()

@@ -127,6 +127,7 @@ class TimedPostgresFactory(SubjectKeysFactory, PostgresFactory):
 
     CONNECT_TIMEOUT = "CL_PG_CONNECT_TIMEOUT"
     STATEMENT_TIMEOUT_MS = "CL_PG_STATEMENT_TIMEOUT_MS"
+    TARGET_SESSION_ATTRS = "CL_PG_TARGET_SESSION_ATTRS"
 
     aggregate_recorder_class = PostgresSnapshotRecorder
     tracking_recorder_class = PostgresTrackingRecorderOnce
@@ -138,6 +139,9 @@ class TimedPostgresFactory(SubjectKeysFactory, PostgresFactory):
         connect = self.env.get(self.CONNECT_TIMEOUT)
         if connect:
             kwargs["connect_timeout"] = max(2, int(float(connect)))
+        attrs = self.env.get(self.TARGET_SESSION_ATTRS)
+        if attrs:  # a multi-host URL: libpq keeps the server with these attributes
+            kwargs["target_session_attrs"] = attrs
         statement = self.env.get(self.STATEMENT_TIMEOUT_MS)
         if statement:
             kwargs["options"] = f"-c statement_timeout={int(float(statement))}"

@@ -48,6 +48,7 @@ from contextledger.domain.errors import (
     LogDamagedError,
 )
 from contextledger.infrastructure.persistence.database import Database
+from contextledger.infrastructure.persistence.pgstandby import standby_report
 from contextledger.infrastructure.web.chart import token_chart
 from contextledger.infrastructure.web.conversation import (
     EVENTS_PER_PAGE,
@@ -170,6 +171,7 @@ def create_app(
             "pages": pages,
             "total": len(rows),
             "conversations": [row.record() for row in shown],
+            "standby": standby_report(shard.recorder for shard in ledger.shards),
         }
         if json_:
             return _JSON(data)

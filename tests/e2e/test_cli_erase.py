@@ -142,7 +142,7 @@ def test_the_subject_and_conversation_dry_runs_list_the_subjects_conversations(
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["erase"], "one of the arguments --subject --conversation --idle-days is required"),
+        (["erase"], "one of the arguments --subject --conversation --idle-days --export-journal --reapply is required"),
         (["erase", "--subject", "user-old"], "--reason TEXT is required"),
         (["erase", "--subject", "user-old", "--reason", "  "], "--reason TEXT is required"),
         (["erase", "--subject", "a", "--idle-days", "3", "--reason", "x"], "not allowed with argument"),

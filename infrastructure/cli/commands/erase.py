@@ -3,8 +3,9 @@
 ``--subject S`` or ``--conversation CID`` with ``--reason TEXT`` erases one data
 subject (``Ledger.erase``); ``--idle-days N`` erases, as the worker's retention
 does, every subject whose conversations are all idle for N days. ``--dry-run`` lists
-what would go and erases nothing. Erasure needs the store's master key
-(``CONTEXTLEDGER_CIPHER_KEY``): see docs/privacy.md.
+what would go and erases nothing. ``--export-journal FILE`` and ``--reapply
+FILE_OR_URL`` keep erasures across a restore (``erasure_journal``). Erasure needs the
+store's master key (``CONTEXTLEDGER_CIPHER_KEY``): see docs/privacy.md.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         dest="idle_days",
         help="erase every subject whose conversations are all idle for N days",
     )
+    which.add_argument(
+        "--export-journal",
+        metavar="FILE",
+        dest="export_journal",
+        help="write every erasure recorded in the store to FILE (- for stdout), to re-apply after a restore",
+    )
+    which.add_argument(
+        "--reapply",
+        metavar="FILE_OR_URL",
+        help="erase again the subjects of an erasure journal, or of another store's log (after a restore)",
+    )
     erase.add_argument(
         "--reason",
         metavar="TEXT",
@@ -76,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """``erase``."""
+    if args.export_journal is not None or args.reapply is not None:
+        from contextledger.infrastructure.cli.commands.erasure_journal import run_journal
+
+        return run_journal(args)
     if args.idle_days is not None and args.reason is not None:
         raise Failure(
             "--idle-days records its own reason ('retention: idle N days'): give no --reason", code=2

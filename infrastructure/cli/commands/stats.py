@@ -44,14 +44,17 @@ def run(args: argparse.Namespace) -> int:
     with open_ledger(args, read_only=True) as ledger:
         if args.cid is not None:
             totals = ledger.totals(args.cid)
-            record = {"conversation_id": str(args.cid),
-                      **{k: v for k, v in vars(totals).items() if k != "conversations"},
-                      "estimate_error": totals.estimate_error}
+            record = {
+                "conversation_id": str(args.cid),
+                **{k: v for k, v in vars(totals).items() if k != "conversations"},
+                "estimate_error": totals.estimate_error,
+            }
         else:
             record = {}
             with ExitStack() as stack:
-                models = [stack.enter_context(current_read_models(shard, "token_totals"))
-                          for shard in ledger.shards]
+                models = [
+                    stack.enter_context(current_read_models(shard, "token_totals")) for shard in ledger.shards
+                ]
                 current = [m for m in models if m is not None]
                 if len(current) == len(models):  # each store's read models, summed
                     found: list[Any] = [m.token_totals.global_totals() for m in current]
@@ -62,9 +65,15 @@ def run(args: argparse.Namespace) -> int:
             for part in found:
                 for key in _shown():
                     record[key] = record.get(key, 0) + getattr(part, key)
-            record["estimate_error"] = (record.get("estimated_prompt_tokens", 0)
-                                        - record.get("provider_prompt_tokens", 0))
+            record["estimate_error"] = record.get("estimated_prompt_tokens", 0) - record.get(
+                "provider_prompt_tokens", 0
+            )
             record["source"] = source
+        from contextledger.infrastructure.persistence.pgstandby import standby_report
+
+        standby = standby_report(shard.recorder for shard in ledger.shards)
+        if standby is not None:  # read on a hot standby: how far behind the primary
+            record.update(standby)
     if args.json:
         print(render.dump(record))
         return 0
