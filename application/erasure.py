@@ -191,9 +191,9 @@ class Erasures:
         keys = [keys_of(shard) for shard in shards]
         if any(k is None for k in keys):
             raise ConfigurationError(
-                "erasure needs records encrypted under per-subject keys: set a cipher key "
-                "(Settings.cipher_key) and key_scope 'subject'; without them nothing can be shredded",
-                setting="cipher_key",
+                "erasure needs records encrypted under per-subject keys (key_scope 'subject', "
+                "the default); with key_scope 'store' nothing can be shredded alone",
+                setting="key_scope",
             )
         ready = [(shard, k) for shard, k in zip(shards, keys, strict=True) if k is not None]
         for _, k in ready:

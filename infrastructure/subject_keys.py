@@ -57,7 +57,7 @@ from contextledger.domain.validation import check_reason, check_subject
 from contextledger.infrastructure.aead import AESGCMCipher, decode_key
 from contextledger.infrastructure.key_tables import KeyRow, KeyTable
 
-__all__ = ["DataKey", "SubjectKeys", "Tombstone", "master_key_id"]
+__all__ = ["UNWRAPPED", "DataKey", "SubjectKeys", "Tombstone", "master_key_id"]
 
 KEY_ID_SIZE = 16
 #: The master key's check row of the key table: no data subject is named "" (a subject
@@ -69,6 +69,8 @@ _CHECK_TOKEN = b"contextledger master key check v1"
 MASTER_KEY_SIZE = 32
 _WRAP_CONTEXT = b"contextledger data key v1\x00"
 _MASTER_ID_CONTEXT = b"contextledger master key id v1"
+#: The ``master_id`` of a key stored unwrapped (a store without a master key).
+UNWRAPPED = "unwrapped"
 
 
 def master_key_id(master: bytes) -> str:
@@ -106,44 +108,59 @@ def _check_subject(subject: object) -> str:
     return check_subject(subject)
 
 
-def _check_row(master: AESGCMCipher, master_id: str, now: datetime) -> KeyRow:
-    """A new check row: the check token wrapped under ``master``."""
+def _wrap(master: AESGCMCipher | None, key: bytes, key_id: bytes, subject: str) -> bytes:
+    """``key`` as the key table holds it: wrapped under ``master``, or as it is (no master key)."""
+    return key if master is None else master.encrypt(key, _aad(key_id, subject))
+
+
+def _check_row(master: AESGCMCipher | None, master_id: str, now: datetime) -> KeyRow:
+    """A new check row: the check token wrapped under ``master`` (as it is without one)."""
     key_id = os.urandom(KEY_ID_SIZE)
-    wrapped = master.encrypt(_CHECK_TOKEN, _aad(key_id, CHECK_SUBJECT))
+    wrapped = _wrap(master, _CHECK_TOKEN, key_id, CHECK_SUBJECT)
     return KeyRow(
         key_id=key_id, subject=CHECK_SUBJECT, wrapped_key=wrapped, master_id=master_id, created_at=now
     )
 
 
-def _opens(master: AESGCMCipher, row: KeyRow, *, check: bool = False) -> bool:
-    """Whether ``row``'s wrapped key unwraps under ``master`` (``check``: to the check token)."""
+def _opens(master: AESGCMCipher | None, row: KeyRow, *, check: bool = False) -> bool:
+    """Whether ``row``'s wrapped key unwraps under ``master`` (``check``: to the check
+    token); with no master key, whether the row holds its key unwrapped."""
     if row.wrapped_key is None:
         return False
-    try:
-        raw = master.decrypt(row.wrapped_key, _aad(row.key_id, row.subject))
-    except ValueError:
-        return False
-    return raw == _CHECK_TOKEN if check else True
+    if master is None:
+        raw = row.wrapped_key if row.master_id == UNWRAPPED else None
+    else:
+        try:
+            raw = master.decrypt(row.wrapped_key, _aad(row.key_id, row.subject))
+        except ValueError:
+            return False
+    return raw == _CHECK_TOKEN if check else raw is not None
 
 
 class SubjectKeys:
     """The data keys of one store's subjects (see the module doc).
 
     ``table`` is the store's key table; ``master_key`` the master key (base64 text or
-    raw bytes); ``clock`` gives erasure times (UTC)."""
+    raw bytes), or None: the data keys are kept unwrapped (``master_id`` ``UNWRAPPED``),
+    which makes erasure work on a store without encryption at rest -- destroying a key
+    still shreds its records, but whoever reads the key table reads the keys;
+    ``clock`` gives erasure times (UTC)."""
 
     def __init__(
         self,
         table: KeyTable,
-        master_key: str | bytes,
+        master_key: str | bytes | None,
         *,
         clock: Callable[[], datetime] | None = None,
         cache_seconds: float = 60.0,
     ) -> None:
-        raw = decode_key(master_key)
         self.table = table
-        self._master = AESGCMCipher.from_key(raw)
-        self.master_id = master_key_id(raw)
+        self._master: AESGCMCipher | None = None
+        self.master_id = UNWRAPPED
+        if master_key is not None:
+            raw = decode_key(master_key)
+            self._master = AESGCMCipher.from_key(raw)
+            self.master_id = master_key_id(raw)
         self._clock = clock or (lambda: datetime.now(UTC))
         self.cache_seconds = cache_seconds
         self._lock = threading.Lock()
@@ -174,7 +191,7 @@ class SubjectKeys:
                 KeyRow(
                     key_id=key_id,
                     subject=subject,
-                    wrapped_key=self._master.encrypt(key, _aad(key_id, subject)),
+                    wrapped_key=_wrap(self._master, key, key_id, subject),
                     master_id=self.master_id,
                     created_at=self._clock(),
                 )
@@ -217,13 +234,18 @@ class SubjectKeys:
                 cause="wrong_key",
             )
         try:
-            raw = self._master.decrypt(row.wrapped_key, _aad(row.key_id, row.subject))
-        except ValueError as exc:
+            raw = (
+                row.wrapped_key
+                if self._master is None
+                else self._master.decrypt(row.wrapped_key, _aad(row.key_id, row.subject))
+            )
+            cipher = AESGCMCipher.from_key(raw)
+        except (ValueError, ConfigurationError) as exc:  # an altered row: no key of AES size
             raise StoreError(
                 f"the data key of subject {row.subject!r} does not unwrap (its row was altered)",
                 cause="key_damaged",
             ) from exc
-        key = DataKey(row.key_id, row.subject, AESGCMCipher.from_key(raw))
+        key = DataKey(row.key_id, row.subject, cipher)
         expires = time.monotonic() + self.cache_seconds
         with self._lock:
             self._by_id[row.key_id] = (key, expires)
@@ -261,6 +283,13 @@ class SubjectKeys:
         return self.table.insert(_check_row(self._master, self.master_id, self._clock()))
 
     def _not_current(self) -> ConfigurationError:
+        if self._master is None:
+            return ConfigurationError(
+                f"the store {self.table.where} keeps its data keys wrapped under a master key: "
+                "open it with that key (CONTEXTLEDGER_CIPHER_KEY); nothing was changed",
+                setting="cipher_key",
+                url=self.table.where,
+            )
         return ConfigurationError(
             f"the master key (cipher key) is not the current master key of the store {self.table.where}: "
             "its data keys are wrapped under another one, and nothing was changed. Give the "

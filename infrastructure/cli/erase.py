@@ -3,7 +3,7 @@
 ``--subject S`` or ``--conversation CID`` with ``--reason TEXT`` erases one data
 subject (``Ledger.erase``); ``--idle-days N`` erases, as the worker's retention
 does, every subject whose conversations are all idle for N days. ``--dry-run`` lists
-what would go and erases nothing. Erasure needs the store's master key
+what would go and erases nothing. A store with a master key needs it
 (``CONTEXTLEDGER_CIPHER_KEY``): see docs/privacy.md.
 """
 
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "subject of CID when CID is its only conversation (or its own subject); "
         "--idle-days N every subject whose conversations all had no event for N days (the "
         "worker's retention, reason 'retention: idle N days'). --dry-run lists what would "
-        "go and erases nothing. Needs the store's master key ($CONTEXTLEDGER_CIPHER_KEY): "
+        "go and erases nothing. A store with a master key needs it ($CONTEXTLEDGER_CIPHER_KEY): "
         "another key is refused before anything changes. A subject no conversation names "
         "(a typo) is refused unless --force, which erases the name anyway to pre-empt the "
         "subject: no conversation can be started under it afterwards.",
@@ -98,7 +98,32 @@ def run(args: argparse.Namespace) -> int:
             reports = [erase(subject=args.subject, reason=args.reason, force=args.force)]
         else:
             reports = [erase(conversation=args.conversation, reason=args.reason)]
+        _erase_from_read_models(ledger)
     return _show_reports(args, reports)
+
+
+def _erase_from_read_models(ledger: Ledger) -> None:
+    """Bring the store's read models, if it has any, past the erasure just recorded, so
+    that their rows of the erased conversations are deleted now (on SQLite with their
+    bytes overwritten), not when a worker next runs: a store without a master key
+    holds their values in clear."""
+    from contextledger.infrastructure.database import Database
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
+    database = Database.parse(ledger.settings.database_url)
+    if database.kind == "memory" or (
+        database.kind == "sqlite" and (database.views_path is None or not database.views_path.exists())
+    ):
+        return
+    models = SQLReadModels.for_ledger(ledger, create=False)
+    if not models.has_tables():
+        models.close()
+        return
+    ledger.attach(models.runner(ledger))
+    if not ledger.wait_idle(120):
+        raise Failure(
+            "the erasure is recorded, but the read models did not catch up: run 'contextledger worker'"
+        )
 
 
 # -- the dry run ---------------------------------------------------------------------------

@@ -7,7 +7,13 @@ together with a report.
 """
 
 from contextledger.infrastructure.demo.chart import write_chart
-from contextledger.infrastructure.demo.run import DemoResult, ModelCall, minimum_summarizer_calls, run_demo
+from contextledger.infrastructure.demo.run import (
+    DEMO_SUBJECT,
+    DemoResult,
+    ModelCall,
+    minimum_summarizer_calls,
+    run_demo,
+)
 from contextledger.infrastructure.demo.scenario import (
     DEMO_POLICY,
     DEMO_SYSTEM_PROMPT,
@@ -16,6 +22,7 @@ from contextledger.infrastructure.demo.scenario import (
 
 __all__ = [
     "DEMO_POLICY",
+    "DEMO_SUBJECT",
     "DEMO_SYSTEM_PROMPT",
     "DemoResult",
     "ModelCall",
