@@ -36,6 +36,7 @@ from contextledger.application.ledger import Clock, Ledger
 from contextledger.application.lifecycle import check_timeout
 from contextledger.application.limits import DEFAULT_MODEL
 from contextledger.application.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
+from contextledger.application.receipts import ErasureReceipt, ReceiptCheck
 from contextledger.application.results import (
     AuditEvent,
     SummaryInfo,
@@ -322,6 +323,10 @@ class AsyncLedger:
                 force=force,
             )
         )
+
+    async def check_receipt(self, receipt: ErasureReceipt | dict[str, Any]) -> ReceiptCheck:
+        """Check an erasure's receipt against the store (see ``Ledger.check_receipt``)."""
+        return await self.run(self.sync.check_receipt, receipt)
 
     async def subject_of(self, conversation_id: ConversationRef) -> str:
         """The conversation's data subject (see ``Ledger.subject_of``)."""

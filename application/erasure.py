@@ -37,6 +37,7 @@ from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.addressing import ConversationRef, resolve
 from contextledger.application.notifications import read_notifications
+from contextledger.application.receipts import ErasureReceipt, ReceiptCheck, check_receipt, receipt_of
 from contextledger.application.store import store_errors
 from contextledger.domain.erasure import ContentErased, ErasedEvent, Erasure
 from contextledger.domain.errors import (
@@ -65,6 +66,9 @@ class ErasureReport:
     erased_at: datetime
     reason: str
     already_erased: bool = False
+    #: What the erasure destroyed, content-free, to keep and check later
+    #: (``application/receipts.py``; ``Ledger.check_receipt``).
+    receipt: ErasureReceipt | None = None
 
 
 class TombstoneInfo(Protocol):
@@ -75,6 +79,9 @@ class TombstoneInfo(Protocol):
 
     @property
     def reason(self) -> str | None: ...
+
+    @property
+    def key_id(self) -> bytes: ...
 
 
 class SubjectKeyPort(Protocol):
@@ -212,7 +219,17 @@ class Erasures:
         reports = [self._erase_in(shard, k, subject, reason) for shard, k in ready]
         first = reports[0]
         conversations = tuple(dict.fromkeys(c for r in reports for c in r.conversations))
-        return ErasureReport(subject, conversations, first.erased_at, first.reason, first.already_erased)
+        with store_errors():
+            receipt = receipt_of(ready, subject)
+        return ErasureReport(
+            subject, conversations, first.erased_at, first.reason, first.already_erased, receipt
+        )
+
+    def check_receipt(self, receipt: ErasureReceipt) -> ReceiptCheck:
+        """Check an erasure's receipt against the stores (``receipts.check_receipt``)."""
+        shards = list(self._shards())
+        with store_errors():
+            return check_receipt([(shard, keys_of(shard)) for shard in shards], receipt)
 
     def _is_conversation(self, subject: str) -> bool:
         """Whether ``subject`` is the id of a conversation that is its own subject."""

@@ -7,11 +7,12 @@ edits of ``ledger_edits``; each delegates in a line.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 from uuid import UUID
 
 from contextledger.application.addressing import ConversationRef
 from contextledger.application.erasure import ErasureReport, Erasures
+from contextledger.application.receipts import ErasureReceipt, ReceiptCheck
 from contextledger.application.retention import RetentionHost, idle_conversations
 from contextledger.domain.errors import InvalidArgumentError
 
@@ -53,6 +54,15 @@ class LedgerPrivacy:
                 )
             subject, conversation = self.erasures.target(subject_or_conversation, force=force)
         return self.erasures.erase(subject, conversation, reason, force=force)
+
+    def check_receipt(self, receipt: ErasureReceipt | dict[str, Any]) -> ReceiptCheck:
+        """Check an erasure's receipt (``ErasureReport.receipt``, or its JSON form) against
+        the store: the erasure is recorded (its record's digest is the receipt's), the
+        subject's keys are tombstones, and nothing of its conversations is readable
+        (``application/receipts.py``). A problem is listed, never raised."""
+        if not isinstance(receipt, ErasureReceipt):
+            receipt = ErasureReceipt.from_json(receipt)
+        return self.erasures.check_receipt(receipt)
 
     def subject_of(self, conversation_id: ConversationRef) -> str:
         """The data subject the conversation's content belongs to (its own id, as text,

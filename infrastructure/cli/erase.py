@@ -223,8 +223,42 @@ def _as_record(report: Any) -> dict[str, Any]:
     }
 
 
+def _with_receipt(report: Any) -> dict[str, Any]:
+    """The report's fields with its receipt's (``--json``: the file ``verify --receipt`` reads)."""
+    record = _as_record(report)
+    receipt = record.pop("receipt", None)
+    found = getattr(report, "receipt", None)
+    if receipt is not None and found is not None:
+        record.update(found.to_json())
+    return record
+
+
+def _receipt_lines(record: dict[str, Any]) -> list[str]:
+    """The receipt in a few lines of text."""
+    if "record_digest" not in record:
+        return []
+    ranges = record.get("ranges", [])
+    events = sum(r["events"] for r in ranges)
+    lines = [
+        f"receipt: {events} records erased in {len(ranges)} conversations"
+        + (f" ({len(record['forks'])} forks of other subjects)" if record.get("forks") else ""),
+    ]
+    for r in ranges:
+        lines.append(
+            f"  {r['conversation_id']}: {r['events']} records, "
+            f"versions {r['first_version']}-{r['last_version']}"
+        )
+    lines.append(f"  keys destroyed   {', '.join(record.get('key_ids', [])) or 'none'}")
+    lines.append(f"  record digest    {record['record_digest']} (sha256 of the ContentErased record)")
+    lines.append(
+        "  keep it: contextledger erase ... --json > receipt.json; "
+        "contextledger verify --receipt receipt.json"
+    )
+    return lines
+
+
 def _show_reports(args: argparse.Namespace, reports: list[Any]) -> int:
-    records = [_as_record(r) for r in reports]
+    records = [_with_receipt(r) for r in reports]
     if args.json:
         print(render.dump(records if args.idle_days is not None else records[0]))
         return 0
@@ -238,6 +272,8 @@ def _show_reports(args: argparse.Namespace, reports: list[Any]) -> int:
         )
         for cid in record.get("conversations", ()):
             render.out(f"  {cid}")
+        for line in _receipt_lines(record):
+            render.out(line)
     if args.idle_days is not None:
         render.out(f"retention: {len(records)} subject{'s' if len(records) != 1 else ''} erased")
     return 0

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         ReadModelProjection,
         ReadModelRunner,
     )
+    from contextledger.application.receipts import ErasedRange, ErasureReceipt, ReceiptCheck
     from contextledger.application.results import (
         AuditEvent,
         SummaryInfo,
@@ -140,6 +141,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "application.addressing": ("KEY_NAMESPACE", "ConversationRef"),
     "application.async_ledger": ("AsyncLedger",),
     "application.erasure": ("ErasureReport",),
+    "application.receipts": ("ErasedRange", "ErasureReceipt", "ReceiptCheck"),
     "application.follower": ("FollowerHealth", "LogFollower"),
     "application.ledger": ("Ledger",),
     "application.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
@@ -268,6 +270,8 @@ __all__ = [
     "ConversationWhatIf",
     "DuplicateConversationError",
     "ErasedEvent",
+    "ErasedRange",
+    "ErasureReceipt",
     "ErasureReport",
     "FollowerHealth",
     "FunctionCall",
@@ -292,6 +296,7 @@ __all__ = [
     "ReadModelProjection",
     "ReadModelRunner",
     "ReadOnlyError",
+    "ReceiptCheck",
     "ReductionPolicy",
     "RetractedPositionError",
     "RunFigures",

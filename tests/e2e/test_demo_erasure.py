@@ -73,9 +73,22 @@ def test_the_demos_subject_is_erased_from_every_file_and_verify_lists_it_as_eras
     assert erased.returncode == 0, erased.stderr
     report = json.loads(erased.stdout)
     assert report["subject"] == DEMO_SUBJECT and report["conversations"] == [cid]
+    assert report["ranges"][0]["conversation_id"] == cid and report["ranges"][0]["events"] > MESSAGES
+    assert len(report["key_ids"]) == 1 and len(report["record_digest"]) == 64
+    receipt = tmp_path / "receipt" / "erasure.json"  # the scan below reads it too: it holds no text
+    receipt.parent.mkdir()
+    receipt.write_text(erased.stdout, encoding="utf-8")
 
     left = every_file(tmp_path)
     assert [t for t in texts if t in left] == []
+
+    checked = run_cli("verify", "--database", url, "--receipt", str(receipt), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(f"receipt OK: subject {DEMO_SUBJECT} erased at ")
+    forged = tmp_path / "receipt" / "forged.json"
+    forged.write_text(json.dumps({**report, "key_ids": ["00" * 16]}), encoding="utf-8")
+    refused = run_cli("verify", "--database", url, "--receipt", str(forged), cwd=tmp_path)
+    assert refused.returncode == 1 and "is not a tombstone" in refused.stderr
 
     verify = run_cli("verify", "--database", url, cwd=tmp_path)
     assert verify.returncode == 0, verify.stderr
