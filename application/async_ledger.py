@@ -46,6 +46,7 @@ from contextledger.application.results import (
     WorkingMemory,
 )
 from contextledger.application.settings import Settings
+from contextledger.application.subject_export import SubjectExport
 from contextledger.application.whatif_results import WhatIfReport
 from contextledger.application.wire import ContextMessage, ToolDefinition
 from contextledger.domain.errors import ConfigurationError, LedgerClosedError
@@ -327,6 +328,10 @@ class AsyncLedger:
     async def check_receipt(self, receipt: ErasureReceipt | dict[str, Any]) -> ReceiptCheck:
         """Check an erasure's receipt against the store (see ``Ledger.check_receipt``)."""
         return await self.run(self.sync.check_receipt, receipt)
+
+    async def export_subject(self, subject: str) -> SubjectExport:
+        """Everything held about a data subject (see ``Ledger.export_subject``)."""
+        return await self.run(self.sync.export_subject, subject)
 
     async def subject_of(self, conversation_id: ConversationRef) -> str:
         """The conversation's data subject (see ``Ledger.subject_of``)."""

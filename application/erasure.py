@@ -225,6 +225,10 @@ class Erasures:
             subject, conversations, first.erased_at, first.reason, first.already_erased, receipt
         )
 
+    def stores(self) -> list[tuple[Any, SubjectKeyPort | None]]:
+        """Each store with its per-subject keys (None: it has none)."""
+        return [(shard, keys_of(shard)) for shard in self._shards()]
+
     def check_receipt(self, receipt: ErasureReceipt) -> ReceiptCheck:
         """Check an erasure's receipt against the stores (``receipts.check_receipt``)."""
         shards = list(self._shards())

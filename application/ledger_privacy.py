@@ -6,6 +6,7 @@ edits of ``ledger_edits``; each delegates in a line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
@@ -14,6 +15,8 @@ from contextledger.application.addressing import ConversationRef
 from contextledger.application.erasure import ErasureReport, Erasures
 from contextledger.application.receipts import ErasureReceipt, ReceiptCheck
 from contextledger.application.retention import RetentionHost, idle_conversations
+from contextledger.application.store import store_errors
+from contextledger.application.subject_export import SubjectExport, export_subject
 from contextledger.domain.errors import InvalidArgumentError
 
 __all__ = ["LedgerPrivacy"]
@@ -23,6 +26,7 @@ class LedgerPrivacy:
     """Subjects, erasure and retention, as methods of the ledger."""
 
     erasures: Erasures
+    clock: Callable[[], datetime]
 
     def erase(
         self,
@@ -63,6 +67,15 @@ class LedgerPrivacy:
         if not isinstance(receipt, ErasureReceipt):
             receipt = ErasureReceipt.from_json(receipt)
         return self.erasures.check_receipt(receipt)
+
+    def export_subject(self, subject: str) -> SubjectExport:
+        """Everything the store holds about data subject ``subject``: each of its
+        conversations (messages as appended, in the format they were handed in,
+        summaries, edits with their times, token totals) and the forks of other subjects
+        holding its content, as far as that content goes (``application/subject_export.py``;
+        ``to_json()``, ``to_markdown()``). An erased subject is ``ConversationErasedError``."""
+        with store_errors():
+            return export_subject(self, self.erasures.stores(), subject, now=self.clock())
 
     def subject_of(self, conversation_id: ConversationRef) -> str:
         """The data subject the conversation's content belongs to (its own id, as text,

@@ -50,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     export.add_argument(
+        "--subject",
+        metavar="S",
+        help="everything held about data subject S, as one JSON document (docs/privacy.md)",
+    )
+    export.add_argument(
+        "--markdown", action="store_true", help="with --subject: a readable Markdown rendering instead"
+    )
+    export.add_argument(
         "--plaintext",
         action="store_true",
         help="with a cipher key set: write the decrypted events (refused otherwise)",
@@ -242,6 +250,14 @@ def run_export(args: argparse.Namespace) -> int:
                 "with --plaintext",
                 code=2,
             )
+        if args.subject is not None:
+            if args.cid is not None:
+                raise Failure("export takes a conversation or --subject S, not both", code=2)
+            found = ledger.export_subject(args.subject)
+            out.write(found.to_markdown() if args.markdown else render.dump(found.to_json()) + "\n")
+            return 0
+        if args.markdown:
+            raise Failure("--markdown goes with --subject S", code=2)
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         WorkingMemory,
     )
     from contextledger.application.settings import Settings
+    from contextledger.application.subject_export import ExportedConversation, SubjectExport
     from contextledger.application.summarization import SummarizationRunner
     from contextledger.application.whatif_results import (
         ConversationWhatIf,
@@ -142,6 +143,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "application.async_ledger": ("AsyncLedger",),
     "application.erasure": ("ErasureReport",),
     "application.receipts": ("ErasedRange", "ErasureReceipt", "ReceiptCheck"),
+    "application.subject_export": ("ExportedConversation", "SubjectExport"),
     "application.follower": ("FollowerHealth", "LogFollower"),
     "application.ledger": ("Ledger",),
     "application.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
@@ -273,6 +275,7 @@ __all__ = [
     "ErasedRange",
     "ErasureReceipt",
     "ErasureReport",
+    "ExportedConversation",
     "FollowerHealth",
     "FunctionCall",
     "GeminiCounter",
@@ -305,6 +308,7 @@ __all__ = [
     "Settings",
     "StaleSummaryError",
     "StoreError",
+    "SubjectExport",
     "SubjectKeys",
     "SummarizationRunner",
     "Summarizer",
