@@ -41,9 +41,11 @@ class LedgerPrivacy:
         (crypto-shredding; ``application/erasure.py``): exactly one of ``subject`` and
         ``conversation`` (a conversation that is its own subject, or its subject's only
         one), or ``erase(subject_or_conversation, reason)`` (a string names a subject
-        when a store knows it, else a conversation's id or key). Needs a cipher key.
-        Afterwards their reads raise ``ConversationErasedError`` (a fork of another
-        subject that inherited their history reads as what is its own,
+        when a store knows it, else a conversation's id or key). Works with or without a
+        master key (``key_scope="subject"``, the default). The report's ``receipt`` says
+        what was destroyed (``check_receipt`` checks it later). Afterwards their reads
+        raise ``ConversationErasedError`` (a fork of another subject that inherited
+        their history reads as what is its own,
         ``domain/remainder.py``); erasing again returns the report with
         ``already_erased=True``. The master key is checked against each store's key
         table first (``ConfigurationError``, nothing changed); a subject no
