@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     """``demo``: play, measure, report."""
     from contextledger.application.ledger import Ledger
-    from contextledger.infrastructure.demo import DEMO_POLICY, run_demo, write_chart
+    from contextledger.infrastructure.demo import DEMO_POLICY, DEMO_SUBJECT, run_demo, write_chart
     from contextledger.infrastructure.encodings import check_encoding_files
     from contextledger.infrastructure.readmodels import SQLReadModels
 
@@ -79,6 +79,16 @@ def run(args: argparse.Namespace) -> int:
         models = SQLReadModels.for_ledger(ledger)
         ledger.attach(models.runner(ledger))
         summarizer = ledger.summarizer
+        erased = any(
+            keys is not None and keys.tombstone_of(DEMO_SUBJECT) is not None
+            for _, keys in ledger.erasures.stores()
+        )
+        if erased:
+            raise Failure(
+                    f"the demo's data subject {DEMO_SUBJECT} was erased in this database: run the "
+                    "demo without --keep (it recreates the database), or with another --database",
+                    code=2,
+                )
         with interruptible() as asked, Progress("demo", should_stop=asked, unit="msg") as progress:
             result = run_demo(
                 ledger, seed=args.seed, messages=args.messages, policy=DEMO_POLICY, progress=progress

@@ -94,3 +94,18 @@ def test_the_demos_subject_is_erased_from_every_file_and_verify_lists_it_as_eras
     assert verify.returncode == 0, verify.stderr
     assert f"ERASED conversation {cid}" in verify.stdout
     assert "verify OK: 1 conversations, 1 erased" in verify.stdout
+
+
+def test_after_the_demos_erasure_the_demo_refuses_to_keep_the_store_and_recreates_it_otherwise(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    assert (
+        run_cli("demo", "--database", url, "--messages", "30", "--chart", "-", cwd=tmp_path).returncode == 0
+    )
+    erased = run_cli("erase", "--database", url, "--subject", DEMO_SUBJECT, "--reason", "test", cwd=tmp_path)
+    assert erased.returncode == 0, erased.stderr
+    kept = run_cli("demo", "--database", url, "--messages", "30", "--chart", "-", "--keep", cwd=tmp_path)
+    assert kept.returncode == 2 and f"{DEMO_SUBJECT} was erased" in kept.stderr
+    again = run_cli("demo", "--database", url, "--messages", "30", "--chart", "-", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
