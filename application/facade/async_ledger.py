@@ -34,6 +34,8 @@ from contextledger.application.auditing.whatif_results import WhatIfReport
 from contextledger.application.facade.ledger import Clock, Ledger
 from contextledger.application.facade.lifecycle import check_timeout
 from contextledger.application.privacy.erasure import ErasureReport
+from contextledger.application.privacy.receipts import ErasureReceipt, ReceiptCheck
+from contextledger.application.privacy.subject_export import SubjectExport
 from contextledger.application.shared.addressing import ConversationRef
 from contextledger.application.shared.limits import DEFAULT_MODEL
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
@@ -322,6 +324,14 @@ class AsyncLedger:
                 force=force,
             )
         )
+
+    async def check_receipt(self, receipt: ErasureReceipt | dict[str, Any]) -> ReceiptCheck:
+        """Check an erasure's receipt against the store (see ``Ledger.check_receipt``)."""
+        return await self.run(self.sync.check_receipt, receipt)
+
+    async def export_subject(self, subject: str) -> SubjectExport:
+        """Everything held about a data subject (see ``Ledger.export_subject``)."""
+        return await self.run(self.sync.export_subject, subject)
 
     async def subject_of(self, conversation_id: ConversationRef) -> str:
         """The conversation's data subject (see ``Ledger.subject_of``)."""

@@ -240,7 +240,7 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
         ``tools()``); their tokens count in the context's cost. ``subject`` names the
         data subject the conversation is about (``"user-42"``, at most 200 characters):
         its events are encrypted under that subject's key from the first one, and
-        erasing the subject shreds them (needs a cipher key, ``key_scope="subject"``).
+        erasing the subject shreds them (needs ``key_scope="subject"``, the default).
         Without it the conversation is its own subject.
         """
         return self.commands.start(

@@ -56,6 +56,7 @@ READING = frozenset(
     {
         "add_event_listener",
         "add_listener",
+        "check_receipt",
         "close",
         "construct_env",
         "construct_event_store",
@@ -71,6 +72,7 @@ READING = frozenset(
         "conversation",
         "conversation_ids",
         "counter_for",
+        "export_subject",
         "fallback_summarizer",
         "idle_conversations",
         "is_snapshotting_enabled",

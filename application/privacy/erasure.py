@@ -36,6 +36,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.following.notifications import read_notifications
+from contextledger.application.privacy.receipts import ErasureReceipt, ReceiptCheck, check_receipt, receipt_of
 from contextledger.application.shared.addressing import ConversationRef, resolve
 from contextledger.application.storage.store import store_errors
 from contextledger.domain.erasure import ContentErased, ErasedEvent, Erasure
@@ -65,6 +66,9 @@ class ErasureReport:
     erased_at: datetime
     reason: str
     already_erased: bool = False
+    #: What the erasure destroyed, content-free, to keep and check later
+    #: (``application/privacy/receipts.py``; ``Ledger.check_receipt``).
+    receipt: ErasureReceipt | None = None
 
 
 class TombstoneInfo(Protocol):
@@ -75,6 +79,9 @@ class TombstoneInfo(Protocol):
 
     @property
     def reason(self) -> str | None: ...
+
+    @property
+    def key_id(self) -> bytes: ...
 
 
 class SubjectKeyPort(Protocol):
@@ -191,9 +198,9 @@ class Erasures:
         keys = [keys_of(shard) for shard in shards]
         if any(k is None for k in keys):
             raise ConfigurationError(
-                "erasure needs records encrypted under per-subject keys: set a cipher key "
-                "(Settings.cipher_key) and key_scope 'subject'; without them nothing can be shredded",
-                setting="cipher_key",
+                "erasure needs records encrypted under per-subject keys (key_scope 'subject', "
+                "the default); with key_scope 'store' nothing can be shredded alone",
+                setting="key_scope",
             )
         ready = [(shard, k) for shard, k in zip(shards, keys, strict=True) if k is not None]
         for _, k in ready:
@@ -212,7 +219,21 @@ class Erasures:
         reports = [self._erase_in(shard, k, subject, reason) for shard, k in ready]
         first = reports[0]
         conversations = tuple(dict.fromkeys(c for r in reports for c in r.conversations))
-        return ErasureReport(subject, conversations, first.erased_at, first.reason, first.already_erased)
+        with store_errors():
+            receipt = receipt_of(ready, subject)
+        return ErasureReport(
+            subject, conversations, first.erased_at, first.reason, first.already_erased, receipt
+        )
+
+    def stores(self) -> list[tuple[Any, SubjectKeyPort | None]]:
+        """Each store with its per-subject keys (None: it has none)."""
+        return [(shard, keys_of(shard)) for shard in self._shards()]
+
+    def check_receipt(self, receipt: ErasureReceipt) -> ReceiptCheck:
+        """Check an erasure's receipt against the stores (``receipts.check_receipt``)."""
+        shards = list(self._shards())
+        with store_errors():
+            return check_receipt([(shard, keys_of(shard)) for shard in shards], receipt)
 
     def _is_conversation(self, subject: str) -> bool:
         """Whether ``subject`` is the id of a conversation that is its own subject."""

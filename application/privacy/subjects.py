@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError
+
 from contextledger.application.shared.settings import Settings, resolve_adapter
 from contextledger.application.storage.sharding import ShardedStore
 from contextledger.application.storage.store import ConversationStore
@@ -91,13 +93,6 @@ class Subjects:
 
     def _check_configured(self) -> None:
         settings = self._host.settings
-        if settings.cipher_key is None:
-            raise ConfigurationError(
-                "subject= needs encryption at rest: set a cipher key (Settings.cipher_key, "
-                "CONTEXTLEDGER_CIPHER_KEY) so that each subject's conversations are "
-                "encrypted under a key of their own, which erasure destroys",
-                setting="cipher_key",
-            )
         if settings.key_scope != "subject":
             raise ConfigurationError(
                 'subject= needs key_scope="subject" (CONTEXTLEDGER_KEY_SCOPE): with '
@@ -107,15 +102,15 @@ class Subjects:
             )
 
     def _active(self) -> bool:
-        settings = self._host.settings
-        return settings.cipher_key is not None and settings.key_scope == "subject"
+        return self._host.settings.key_scope == "subject"
 
     def _keys(self, store: ConversationStore) -> SubjectKeysPort:
         keys = keys_of(store.app)
-        if keys is None:  # a cipher key is set, so the store has keys
+        if keys is None:  # key_scope is "subject", so only a read-only store lacks them
             raise ConfigurationError(
-                "the store keeps no data keys (its mapper is not the subject mapper)",
-                setting="cipher_key",
+                "the store keeps no data keys (it was opened read-only before it had any, "
+                "or its mapper is not the subject mapper)",
+                setting="key_scope",
             )
         return keys
 
@@ -140,6 +135,10 @@ class Subjects:
         in the store it is placed in."""
         store = self._host.store
         target = store.place_new(conversation_id) if isinstance(store, ShardedStore) else store
+        recorder: Any = getattr(target.app, "recorder")  # noqa: B009 - the eventsourcing application's
+        if recorder.select_events(conversation_id, limit=1):
+            # The id is taken (a key in use): the caller's duplicate, not a subject's error.
+            raise IntegrityError(f"conversation {conversation_id} exists already")
         self._keys(target).assign(conversation_id, subject)
 
     def subject_of(self, conversation_id: UUID) -> str | None:

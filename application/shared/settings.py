@@ -87,10 +87,11 @@ class Settings(BaseModel):
     snapshot_interval: int = Field(default=50, ge=2)
     #: 32-byte base64 AES key (the master key); None: no encryption at rest.
     cipher_key: SecretStr | None = None
-    #: With a cipher key, what new events and snapshots are encrypted under: ``subject``,
+    #: What new events and snapshots are encrypted under: ``subject``,
     #: a random data key per data subject (a conversation's own, or the one it names),
-    #: wrapped by the cipher key in the store's key table, so that erasing a subject
-    #: destroys one key; ``store``, the cipher key itself (as before). Either reads both.
+    #: kept in the store's key table wrapped by the cipher key (unwrapped without one:
+    #: erasure, not encryption at rest), so that erasing a subject destroys one key;
+    #: ``store``, the cipher key itself (in clear without one). Either reads both.
     key_scope: Literal["subject", "store"] = "subject"
     compress: bool = False
     #: How long one write (append, edit, summary record ...) may wait for the
@@ -125,7 +126,7 @@ class Settings(BaseModel):
     read_only: bool = False
     #: Retention: the worker erases the conversations idle (no event) for this many
     #: days, a data subject once all its conversations are (``docs/privacy.md``;
-    #: needs a cipher key). None: kept until erased by hand.
+    #: needs ``key_scope`` "subject"). None: kept until erased by hand.
     retention_idle_days: int | None = Field(default=None, ge=1, le=365_000)
     #: OpenTelemetry spans for append, context, summarize and rebuild (the ``otel`` extra).
     tracing: bool = False

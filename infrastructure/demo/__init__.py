@@ -10,7 +10,13 @@ modules, the application layer and the domain.
 """
 
 from contextledger.infrastructure.demo.chart import write_chart
-from contextledger.infrastructure.demo.run import DemoResult, ModelCall, minimum_summarizer_calls, run_demo
+from contextledger.infrastructure.demo.run import (
+    DEMO_SUBJECT,
+    DemoResult,
+    ModelCall,
+    minimum_summarizer_calls,
+    run_demo,
+)
 from contextledger.infrastructure.demo.scenario import (
     DEMO_POLICY,
     DEMO_SYSTEM_PROMPT,
@@ -19,6 +25,7 @@ from contextledger.infrastructure.demo.scenario import (
 
 __all__ = [
     "DEMO_POLICY",
+    "DEMO_SUBJECT",
     "DEMO_SYSTEM_PROMPT",
     "DemoResult",
     "ModelCall",

@@ -23,7 +23,10 @@ from contextledger.infrastructure.demo.scenario import (
     synthesize_conversation,
 )
 
-__all__ = ["DemoResult", "ModelCall", "minimum_summarizer_calls", "run_demo"]
+__all__ = ["DEMO_SUBJECT", "DemoResult", "ModelCall", "minimum_summarizer_calls", "run_demo"]
+
+#: The data subject the demo's conversation belongs to (``contextledger erase --subject``).
+DEMO_SUBJECT = "demo-customer"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class DemoResult:
     verified: bool
     verify_problem: str | None
     seconds: float
+    #: The data subject of the conversation (erasing it erases the conversation).
+    subject: str = DEMO_SUBJECT
 
     @property
     def sent_tokens(self) -> int:
@@ -95,11 +100,13 @@ def run_demo(
     model: str = "gpt-4o-mini",
     progress: Callable[[int, int], None] | None = None,
     idle_timeout: float = 120.0,
+    subject: str = DEMO_SUBJECT,
 ) -> DemoResult:
-    """Play the synthesized conversation through ``ledger`` and measure it."""
+    """Play the synthesized conversation through ``ledger``, as data subject
+    ``subject``'s, and measure it."""
     script = synthesize_conversation(seed=seed, messages=messages)
     began = time.perf_counter()
-    cid = ledger.start(DEMO_SYSTEM_PROMPT, model=model, policy=policy)
+    cid = ledger.start(DEMO_SYSTEM_PROMPT, model=model, policy=policy, subject=subject)
     calls: list[ModelCall] = []
     open_calls = 0
     for index, message in enumerate(script):
@@ -146,4 +153,5 @@ def run_demo(
         verified=report.ok,
         verify_problem=None if first is None else f"version {first.version}: {first.problem}",
         seconds=time.perf_counter() - began,
+        subject=subject,
     )

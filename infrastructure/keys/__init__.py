@@ -4,7 +4,10 @@
 - ``subject_mapper``: events and snapshots under their data subject's key;
 - ``lineage``: whose content a record carries (a fork's records);
 - ``subject_keys``: per-subject data keys: erasure by crypto-shredding;
-- ``key_tables``: the two tables the keys are kept in;
+- ``key_tables``: the two tables the keys are kept in (``memory_key_table``: in memory);
+- ``wrapping``: a data key wrapped under the master key, the table's check row;
+- ``key_modes``: a store's key mode (keys wrapped under a master key, or stored as they are);
+- ``key_fence``: the write fence (a record is stored only while its keys live);
 - ``aead``: AES-GCM through OpenSSL, in eventsourcing's byte layout;
 - ``erasure_store``: what an erasure deletes beside the key: snapshots.
 

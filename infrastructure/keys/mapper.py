@@ -57,7 +57,7 @@ class PydanticMapper(Mapper[UUID]):
             data = self.transcoder.encode(state)
         if self.compressor:
             data = self.compressor.compress(data)
-        if self.cipher:
+        if self.encrypts():
             data = self.encrypt_state(domain_event.originator_id, domain_event.originator_version, data)
         return StoredEvent(
             originator_id=domain_event.originator_id,
@@ -65,6 +65,14 @@ class PydanticMapper(Mapper[UUID]):
             topic=topic,
             state=data,
         )
+
+    def encrypts(self) -> bool:
+        """Whether new records are encrypted (``encrypt_state``): with a cipher."""
+        return bool(self.cipher)
+
+    def decrypts(self) -> bool:
+        """Whether stored records go through ``decrypt_state``: with a cipher."""
+        return bool(self.cipher)
 
     def encrypt_state(self, originator_id: UUID, originator_version: int, data: bytes) -> bytes:
         """The stored form of an event's (compressed) state: encrypted with the cipher."""
@@ -98,7 +106,7 @@ class PydanticMapper(Mapper[UUID]):
         except Exception as exc:  # TopicError and import errors alike
             raise LogDamagedError(f"unknown event topic ({where})", **context) from exc
         data = stored_event.state
-        if self.cipher:
+        if self.decrypts():
             data = self.decrypt_state(stored_event, where, context)
         try:
             if self.compressor:

@@ -62,18 +62,21 @@ from contextledger.infrastructure.keys.wrapping import (
     CHECK_SUBJECT,
     KEY_ID_SIZE,
     MASTER_KEY_SIZE,
+    UNWRAPPED,
     DataKey,
     Tombstone,
     master_key_id,
     new_check_row,
     opens,
     wrap_aad,
+    wrap_key,
 )
 
 __all__ = [
     "CHECK_SUBJECT",
     "KEY_ID_SIZE",
     "MASTER_KEY_SIZE",
+    "UNWRAPPED",
     "DataKey",
     "SubjectKeys",
     "Tombstone",
@@ -90,20 +93,26 @@ class SubjectKeys:
     """The data keys of one store's subjects (see the module doc).
 
     ``table`` is the store's key table; ``master_key`` the master key (base64 text or
-    raw bytes); ``clock`` gives erasure times (UTC)."""
+    raw bytes), or None: the data keys are kept unwrapped (``master_id`` ``UNWRAPPED``),
+    which makes erasure work on a store without encryption at rest -- destroying a key
+    still shreds its records, but whoever reads the key table reads the keys;
+    ``clock`` gives erasure times (UTC)."""
 
     def __init__(
         self,
         table: KeyTable,
-        master_key: str | bytes,
+        master_key: str | bytes | None,
         *,
         clock: Callable[[], datetime] | None = None,
         cache_seconds: float = 60.0,
     ) -> None:
-        raw = decode_key(master_key)
         self.table = table
-        self._master = AESGCMCipher.from_key(raw)
-        self.master_id = master_key_id(raw)
+        self._master: AESGCMCipher | None = None
+        self.master_id = UNWRAPPED
+        if master_key is not None:
+            raw = decode_key(master_key)
+            self._master = AESGCMCipher.from_key(raw)
+            self.master_id = master_key_id(raw)
         self._clock = clock or (lambda: datetime.now(UTC))
         self.cache_seconds = cache_seconds
         self._lock = threading.Lock()
@@ -137,7 +146,7 @@ class SubjectKeys:
                 KeyRow(
                     key_id=key_id,
                     subject=subject,
-                    wrapped_key=self._master.encrypt(key, wrap_aad(key_id, subject)),
+                    wrapped_key=wrap_key(self._master, key, key_id, subject),
                     master_id=self.master_id,
                     created_at=self._clock(),
                 )
@@ -185,13 +194,18 @@ class SubjectKeys:
                 cause="wrong_key",
             )
         try:
-            raw = self._master.decrypt(row.wrapped_key, wrap_aad(row.key_id, row.subject))
-        except ValueError as exc:
+            raw = (
+                row.wrapped_key
+                if self._master is None
+                else self._master.decrypt(row.wrapped_key, wrap_aad(row.key_id, row.subject))
+            )
+            cipher = AESGCMCipher.from_key(raw)
+        except (ValueError, ConfigurationError) as exc:  # an altered row: no key of AES size
             raise StoreError(
                 f"the data key of subject {row.subject!r} does not unwrap (its row was altered)",
                 cause="key_damaged",
             ) from exc
-        key = DataKey(row.key_id, row.subject, AESGCMCipher.from_key(raw))
+        key = DataKey(row.key_id, row.subject, cipher)
         expires = time.monotonic() + self.cache_seconds
         with self._lock:
             self._by_id[row.key_id] = (key, expires)
@@ -229,6 +243,13 @@ class SubjectKeys:
         return self.table.insert(new_check_row(self._master, self.master_id, self._clock()))
 
     def _not_current(self) -> ConfigurationError:
+        if self._master is None:
+            return ConfigurationError(
+                f"the store {self.table.where} keeps its data keys wrapped under a master key: "
+                "open it with that key (CONTEXTLEDGER_CIPHER_KEY); nothing was changed",
+                setting="cipher_key",
+                url=self.table.where,
+            )
         return ConfigurationError(
             f"the master key (cipher key) is not the current master key of the store {self.table.where}: "
             "its data keys are wrapped under another one, and nothing was changed. Give the "

@@ -74,6 +74,12 @@ from contextledger.domain.errors import (
 from contextledger.domain.events import MessageAppended
 from contextledger.infrastructure.keys.aead import OVERHEAD
 from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.key_modes import (
+    keys_are_unwrapped,
+    keys_are_wrapped,
+    keys_unwrapped_error,
+    mark,
+)
 from contextledger.infrastructure.keys.key_tables import (
     KeyTable,
     PostgresKeyTable,
@@ -161,6 +167,12 @@ class SubjectMapper(PydanticMapper):
         self._live[conversation_id] = (now, seen, erased)
         return erased
 
+    def encrypts(self) -> bool:
+        return self.cipher is not None or (self.keys is not None and self.per_subject)
+
+    def decrypts(self) -> bool:
+        return self.cipher is not None or self.keys is not None
+
     # -- writing ----------------------------------------------------------------------
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
@@ -223,7 +235,7 @@ class SubjectMapper(PydanticMapper):
             after = page[-1].originator_version
 
     def encrypt_state(self, originator_id: UUID, originator_version: int, data: bytes) -> bytes:
-        if self.keys is None or not self.per_subject:
+        if self.keys is None or not self.per_subject:  # then there is a cipher (``encrypts``)
             return super().encrypt_state(originator_id, originator_version, data)
         subjects = _SUBJECTS.get()
         try:
@@ -266,7 +278,7 @@ class SubjectMapper(PydanticMapper):
             if self.keys is not None:  # erased here or elsewhere: no cached key outlives it
                 self.keys.forget_subject(record.subject)
             return record
-        if self.cipher is not None:
+        if self.keys is not None:
             named = self._named_keys(bytes(stored_event.state))
             tombs = [k for k in named[2] if isinstance(k, Tombstone)] if named else []
             if tombs:
@@ -277,6 +289,8 @@ class SubjectMapper(PydanticMapper):
         state = bytes(stored_event.state)
         named = self._named_keys(state)
         if named is None:
+            if self.cipher is None:  # a record written before per-subject keys, in clear
+                return state
             return super().decrypt_state(stored_event, where, context)
         size, ids, keys = named
         tombs = [k for k in keys if isinstance(k, Tombstone)]
@@ -297,12 +311,12 @@ class SubjectMapper(PydanticMapper):
                 ) from exc
             return data
         # No such key: a record of the master key whose nonce starts with the mark, or
-        # a key the table has lost.
-        assert self.cipher is not None
-        try:
-            return self.cipher.decrypt(state)
-        except ValueError:
-            pass
+        # a key the table has lost (a record in clear never starts with the mark).
+        if self.cipher is not None:
+            try:
+                return self.cipher.decrypt(state)
+            except ValueError:
+                pass
         missing = next(i for i, k in zip(ids, keys, strict=True) if k is None).hex()
         raise KeyMissingError(
             f"cannot decode stored event ({where}): it names data key {missing}, "
@@ -376,6 +390,11 @@ def erased_subjects_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
     return None
 
 
+def _exists(table: KeyTable) -> bool:
+    """Whether the key table is there (a memory store's always is)."""
+    return not isinstance(table, SQLiteKeyTable | PostgresKeyTable) or table.exists()
+
+
 def subject_keys_of(app: Any) -> SubjectKeys | None:
     """The data keys of an eventsourcing application's store (a ``Ledger``, a shard),
     None if it has none (no cipher key)."""
@@ -413,24 +432,40 @@ class SubjectKeysFactory:
     def mapper(self, transcoder: Transcoder | None = None, mapper_class: Any = None) -> Mapper[Any]:
         parent: Any = super()
         mapper: Mapper[Any] = parent.mapper(transcoder, mapper_class)
-        if getattr(mapper, "cipher", None) is None:
-            table = self.key_table()  # only a store opened with a cipher key has one
-            if isinstance(table, SQLiteKeyTable | PostgresKeyTable) and table.exists():
-                raise _no_key(table.where)
-            return mapper
-        if not isinstance(mapper, SubjectMapper):
-            return mapper
         env: Any = getattr(self, "env")  # noqa: B009 - set by the factory this is mixed into
         scope = env.get(KEY_SCOPE) or "subject"
         if scope not in ("subject", "store"):
             raise ConfigurationError(
                 f"key_scope must be 'subject' or 'store', not {scope!r}", setting="key_scope"
             )
-        table = self.key_table()
         creates = getattr(self, "env_create_table", None)
-        if creates is None or creates():
+        creating = creates is None or creates()
+        if getattr(mapper, "cipher", None) is None:
+            # Without a master key: data keys kept unwrapped (``key_modes``), if any.
+            table = self.key_table()
+            existing = isinstance(table, SQLiteKeyTable | PostgresKeyTable) and table.exists()
+            if existing and keys_are_wrapped(table):
+                raise _no_key(table.where)
+            if not isinstance(mapper, SubjectMapper) or not (existing or (creating and scope == "subject")):
+                return mapper
+            keys = SubjectKeys(table, None)
+            if creating:
+                table.create_tables()
+                mark(keys)
+            mapper.use_keys(keys, per_subject=scope == "subject")
+            return mapper
+        if not isinstance(mapper, SubjectMapper):
+            return mapper
+        table = self.key_table()
+        keys = SubjectKeys(table, env.get("CIPHER_KEY"))
+        if creating:
             table.create_tables()
-        mapper.use_keys(SubjectKeys(table, env.get("CIPHER_KEY")), per_subject=scope == "subject")
+            if keys_are_unwrapped(table):
+                raise keys_unwrapped_error(table.where)
+            mark(keys)
+        elif _exists(table) and keys_are_unwrapped(table):
+            raise keys_unwrapped_error(table.where)
+        mapper.use_keys(keys, per_subject=scope == "subject")
         return mapper
 
     def event_store(self, mapper: Any = None, recorder: Any = None) -> Any:

@@ -19,12 +19,14 @@ __all__ = [
     "CHECK_SUBJECT",
     "KEY_ID_SIZE",
     "MASTER_KEY_SIZE",
+    "UNWRAPPED",
     "DataKey",
     "Tombstone",
     "master_key_id",
     "new_check_row",
     "opens",
     "wrap_aad",
+    "wrap_key",
 ]
 
 KEY_ID_SIZE = 16
@@ -37,6 +39,8 @@ _CHECK_TOKEN = b"contextledger master key check v1"
 MASTER_KEY_SIZE = 32
 _WRAP_CONTEXT = b"contextledger data key v1\x00"
 _MASTER_ID_CONTEXT = b"contextledger master key id v1"
+#: The ``master_id`` of a key stored unwrapped (a store without a master key).
+UNWRAPPED = "unwrapped"
 
 
 def master_key_id(master: bytes) -> str:
@@ -71,21 +75,30 @@ def wrap_aad(key_id: bytes, subject: str) -> bytes:
     return _WRAP_CONTEXT + key_id + subject.encode("utf-8", "surrogatepass")
 
 
-def new_check_row(master: AESGCMCipher, master_id: str, now: datetime) -> KeyRow:
-    """A new check row: the check token wrapped under ``master``."""
+def wrap_key(master: AESGCMCipher | None, key: bytes, key_id: bytes, subject: str) -> bytes:
+    """``key`` as the key table holds it: wrapped under ``master``, or as it is (no master key)."""
+    return key if master is None else master.encrypt(key, wrap_aad(key_id, subject))
+
+
+def new_check_row(master: AESGCMCipher | None, master_id: str, now: datetime) -> KeyRow:
+    """A new check row: the check token wrapped under ``master`` (as it is without one)."""
     key_id = os.urandom(KEY_ID_SIZE)
-    wrapped = master.encrypt(_CHECK_TOKEN, wrap_aad(key_id, CHECK_SUBJECT))
+    wrapped = wrap_key(master, _CHECK_TOKEN, key_id, CHECK_SUBJECT)
     return KeyRow(
         key_id=key_id, subject=CHECK_SUBJECT, wrapped_key=wrapped, master_id=master_id, created_at=now
     )
 
 
-def opens(master: AESGCMCipher, row: KeyRow, *, check: bool = False) -> bool:
-    """Whether ``row``'s wrapped key unwraps under ``master`` (``check``: to the check token)."""
+def opens(master: AESGCMCipher | None, row: KeyRow, *, check: bool = False) -> bool:
+    """Whether ``row``'s wrapped key unwraps under ``master`` (``check``: to the check
+    token); with no master key, whether the row holds its key unwrapped."""
     if row.wrapped_key is None:
         return False
-    try:
-        raw = master.decrypt(row.wrapped_key, wrap_aad(row.key_id, row.subject))
-    except ValueError:
-        return False
-    return raw == _CHECK_TOKEN if check else True
+    if master is None:
+        raw = row.wrapped_key if row.master_id == UNWRAPPED else None
+    else:
+        try:
+            raw = master.decrypt(row.wrapped_key, wrap_aad(row.key_id, row.subject))
+        except ValueError:
+            return False
+    return raw == _CHECK_TOKEN if check else raw is not None

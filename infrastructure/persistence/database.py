@@ -284,7 +284,11 @@ class Database:
 def persistence_env(settings: Settings) -> dict[str, str]:
     """The whole eventsourcing environment for ``settings``: store, mapper, cipher."""
     env = {
-        "MAPPER_TOPIC": "contextledger.infrastructure.keys.mapper:PydanticMapper",
+        # Each record under its conversation's data-subject key (``subject_mapper``),
+        # wrapped under the master key when there is one (``key_modes``); records
+        # written before per-subject keys are read as before.
+        "MAPPER_TOPIC": "contextledger.infrastructure.keys.subject_mapper:SubjectMapper",
+        "CL_KEY_SCOPE": settings.key_scope,
         "TRANSCODER_TOPIC": "contextledger.infrastructure.keys.mapper:JSONBytesTranscoder",
         "IS_SNAPSHOTTING_ENABLED": "y",
         **Database.parse(settings.database_url).persistence_env(read_only=settings.read_only),
@@ -307,8 +311,4 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         # written with eventsourcing's cipher load unchanged.
         env["CIPHER_TOPIC"] = "contextledger.infrastructure.keys.aead:AESGCMCipher"
         env["CIPHER_KEY"] = settings.cipher_key.get_secret_value()
-        # Each record under its conversation's data-subject key (``subject_mapper``);
-        # records under the master key alone (earlier stores) are read as before.
-        env["MAPPER_TOPIC"] = "contextledger.infrastructure.keys.subject_mapper:SubjectMapper"
-        env["CL_KEY_SCOPE"] = settings.key_scope
     return env

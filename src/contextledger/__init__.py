@@ -40,6 +40,8 @@ if TYPE_CHECKING:
         LogFollower,
     )
     from contextledger.application.privacy.erasure import ErasureReport
+    from contextledger.application.privacy.receipts import ErasedRange, ErasureReceipt, ReceiptCheck
+    from contextledger.application.privacy.subject_export import ExportedConversation, SubjectExport
     from contextledger.application.projections import (
         ReadModelProjection,
         ReadModelRunner,
@@ -145,6 +147,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "application.shared.addressing": ("KEY_NAMESPACE", "ConversationRef"),
     "application.facade.async_ledger": ("AsyncLedger",),
     "application.privacy.erasure": ("ErasureReport",),
+    "application.privacy.receipts": ("ErasedRange", "ErasureReceipt", "ReceiptCheck"),
+    "application.privacy.subject_export": ("ExportedConversation", "SubjectExport"),
     "application.following.follower": ("FollowerHealth", "LogFollower"),
     "application.facade.ledger": ("Ledger",),
     "application.shared.ports": ("Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"),
@@ -279,7 +283,10 @@ __all__ = [
     "ConversationWhatIf",
     "DuplicateConversationError",
     "ErasedEvent",
+    "ErasedRange",
+    "ErasureReceipt",
     "ErasureReport",
+    "ExportedConversation",
     "FollowerHealth",
     "FunctionCall",
     "GeminiCounter",
@@ -305,6 +312,7 @@ __all__ = [
     "ReadModelProjection",
     "ReadModelRunner",
     "ReadOnlyError",
+    "ReceiptCheck",
     "ReductionPolicy",
     "RetractedPositionError",
     "RunFigures",
@@ -313,6 +321,7 @@ __all__ = [
     "Settings",
     "StaleSummaryError",
     "StoreError",
+    "SubjectExport",
     "SubjectKeys",
     "SummarizationRunner",
     "Summarizer",

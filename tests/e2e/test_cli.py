@@ -14,6 +14,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from contextledger.application import Ledger
 from contextledger.infrastructure.cli import main
@@ -234,15 +235,20 @@ def test_verify_passes_then_fails_naming_the_version_of_a_tampered_event(
     with sqlite3.connect(url.removeprefix("sqlite:///")) as source, sqlite3.connect(copy) as target:
         source.backup(target)
     with sqlite3.connect(copy) as conn:
-        rowid, version, state = conn.execute(
-            "SELECT rowid, originator_version, state FROM stored_events "
+        rowid, oid, version, topic, state = conn.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
             "WHERE topic = 'contextledger.conversation.MessageAppended' "
             "ORDER BY rowid LIMIT 1 OFFSET 20"
         ).fetchone()
-        data = json.loads(state)
-        data["message"]["content"] = "a quietly rewritten message"
-        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?",
-                     (json.dumps(data).encode(), rowid))
+    # Rewritten by someone who can read the store's key table (the keys are unwrapped
+    # without a master key): decrypted, changed and encrypted again with its own key.
+    with Ledger.open(f"sqlite:///{copy}", run_policy=False) as ledger:
+        stored = StoredEvent(originator_id=UUID(oid), originator_version=version, topic=topic, state=state)
+        event = ledger.mapper.to_domain_event(stored)
+        message = event.message.model_copy(update={"content": "a quietly rewritten message"})  # type: ignore[attr-defined]
+        rewritten = ledger.mapper.to_stored_event(event.model_copy(update={"message": message}))  # type: ignore[attr-defined]
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (rewritten.state, rowid))
     assert main(["verify", "--database", f"sqlite:///{copy}"]) == 1
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1

@@ -25,6 +25,7 @@ from contextledger import Ledger
 from tests.support.viewer import (
     CHROMIUM,
     CHROMIUM_ARGS,
+    IN_CLEAR,
     SCRIPT_MESSAGE,
     Store,
     build_store,
@@ -59,7 +60,7 @@ def tampered(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     path = folder / "ledger.db"
     with sqlite3.connect(store.path) as source, sqlite3.connect(path) as target:
         source.backup(target)
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         position = next(e.position for e in ledger.transcript(store.demo)
                         if e.position >= 20 and e.message["role"] == "user")
     version = tamper(path, store.demo, position)
@@ -150,7 +151,7 @@ def test_the_list_shows_every_conversation_newest_activity_first(
 ) -> None:
     page.goto(server + "/")
     ids = page.locator("#conversations a.cid").all_text_contents()
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         newest_first = sorted(ledger.conversation_ids(),
                               key=lambda cid: ledger.conversation(cid).modified_on, reverse=True)
     assert ids == [str(cid) for cid in newest_first]
@@ -181,7 +182,7 @@ def test_a_conversation_shows_its_timeline_integrity_summaries_and_token_chart(
     page.goto(server + "/conversations")
     page.click(f"text={store.demo}")
     page.wait_for_url(f"**/conversations/{store.demo}")
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         events = list(ledger.replay(store.demo))
         summaries = ledger.summaries(store.demo)
         turns = sum(1 for e in ledger.transcript(store.demo) if e.message["role"] == "assistant")
@@ -200,7 +201,7 @@ def test_a_conversation_shows_its_timeline_integrity_summaries_and_token_chart(
 def test_picking_a_version_shows_exactly_the_context_the_model_was_sent_then(
     server: str, store: Store, page: Page, tmp_path: Path
 ) -> None:
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         first = ledger.summaries(store.demo)[0]
         version = min(first.version + 9, ledger.conversation(store.demo).version)
         expected = ledger.working_memory(store.demo, version=version)
@@ -253,7 +254,7 @@ def test_the_list_as_json_is_searchable_and_paginated(server: str, store: Store)
     assert {c["id"] for c in data["conversations"]} == {
         str(store.demo), str(store.hostile), *map(str, store.others)}
     demo = next(c for c in data["conversations"] if c["id"] == str(store.demo))
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         totals = ledger.totals(store.demo)
     assert (demo["messages"], demo["summaries"], demo["context_tokens"]) == (
         totals.messages, totals.summaries, totals.context_tokens)
@@ -268,7 +269,7 @@ def test_a_conversation_as_json_has_its_events_integrity_and_turns(server: str, 
     assert status == 200
     _, _, same = _get(f"{server}/conversations/{store.demo}?format=json")
     assert same == data
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         events = list(ledger.replay(store.demo))
         summaries = ledger.summaries(store.demo)
     assert [e["version"] for e in data["events"]] == [e.version for e in events]
@@ -280,7 +281,7 @@ def test_a_conversation_as_json_has_its_events_integrity_and_turns(server: str, 
 
 
 def test_the_context_as_json_equals_the_ledgers_context_at_that_version(server: str, store: Store) -> None:
-    with Ledger.open(store.url, run_policy=False) as ledger:
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
         latest = ledger.conversation(store.demo).version
         wanted = {v: ledger.working_memory(store.demo, version=v) for v in (1, 40, latest)}
     for version, memory in wanted.items():

@@ -74,10 +74,12 @@ def test_with_a_key_no_sqlite_file_holds_the_marker(tmp_path: Path) -> None:
     assert not any(found.values()), found
 
 
-def test_without_a_key_the_scan_finds_the_marker_in_events_and_read_models(tmp_path: Path) -> None:
+def test_without_a_key_and_per_subject_keys_the_scan_finds_the_marker_in_events_and_read_models(
+    tmp_path: Path,
+) -> None:
     folder = tmp_path / "plain"
     folder.mkdir()
-    plant(sqlite_settings(folder))
+    plant(sqlite_settings(folder, key_scope="store"))
     found = scan_sqlite(folder)
     assert found.get("ledger.db") or found.get("ledger.db-wal")
     assert found.get("ledger.views.db") or found.get("ledger.views.db-wal")
@@ -125,8 +127,8 @@ def test_with_a_key_no_postgres_table_holds_the_marker(postgres_url: str) -> Non
 
 
 @pytest.mark.postgres
-def test_without_a_key_the_postgres_scan_finds_the_marker(postgres_url: str) -> None:
-    plant(Settings(database_url=postgres_url, snapshot_interval=4))
+def test_without_a_key_and_per_subject_keys_the_postgres_scan_finds_the_marker(postgres_url: str) -> None:
+    plant(Settings(database_url=postgres_url, snapshot_interval=4, key_scope="store"))
     found = scan_postgres(postgres_url)
     assert found["cl_transcript"] and found["cl_summaries"]
     assert any(found[t] for t in found if not t.startswith("cl_"))  # the events

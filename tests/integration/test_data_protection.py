@@ -50,10 +50,19 @@ def test_sqlite_events_are_encrypted_at_rest(tmp_path: Path, compress: bool) -> 
     assert stored and SECRET_TEXT.encode() not in stored and b"payments assistant" not in stored
 
 
-def test_without_a_cipher_the_plain_text_is_stored_so_the_check_above_can_fail(tmp_path: Path) -> None:
+def test_without_a_cipher_and_per_subject_keys_the_plain_text_is_stored_so_the_check_above_can_fail(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "plain.db"
-    write_and_read(f"sqlite:///{path}")
+    write_and_read(f"sqlite:///{path}", key_scope="store")
     assert SECRET_TEXT.encode() in raw_sqlite(path)
+
+
+def test_without_a_cipher_records_are_still_under_their_subjects_keys(tmp_path: Path) -> None:
+    path = tmp_path / "default.db"
+    write_and_read(f"sqlite:///{path}")
+    stored = raw_sqlite(path)
+    assert stored and SECRET_TEXT.encode() not in stored and b"payments assistant" not in stored
 
 
 def test_compression_shrinks_what_is_stored(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
+from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
 from contextledger.testing import assert_valid_openai_context as assert_valid
 
 
@@ -39,6 +39,10 @@ def tamper(path: str, topic: str, change: Any) -> None:
         conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (json.dumps(data).encode(), rowid))
 
 
+#: Records in clear (no master key, key_scope "store"), so the test can edit them as JSON.
+IN_CLEAR = Settings(key_scope="store")
+
+
 @pytest.mark.parametrize(
     ("topic", "change", "problem"),
     [
@@ -53,13 +57,13 @@ def tamper(path: str, topic: str, change: Any) -> None:
 def test_a_tampered_edit_event_is_detected_by_verify(
     sqlite_url: str, topic: str, change: Any, problem: str
 ) -> None:
-    with Ledger.open(sqlite_url, summarizer=Echo()) as ledger:
+    with Ledger.open(sqlite_url, summarizer=Echo(), settings=IN_CLEAR) as ledger:
         cid = conversation(ledger)
         ledger.edit(cid, 1, {"role": "assistant", "content": "M1"})
         ledger.retract(cid, 3)
         assert ledger.verify(cid).ok
     tamper(sqlite_url.removeprefix("sqlite:///"), topic, change)
-    with Ledger.open(sqlite_url, summarizer=Echo(), run_policy=False) as ledger:
+    with Ledger.open(sqlite_url, summarizer=Echo(), run_policy=False, settings=IN_CLEAR) as ledger:
         report = ledger.verify(cid)
         assert not report.ok
         assert any(problem in p.problem for p in report.problems), report.problems

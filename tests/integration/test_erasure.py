@@ -252,12 +252,12 @@ def test_a_rebuild_runs_through_an_erasure_committed_mid_batch(tmp_path: Path) -
         models.close()
 
 
-def test_erase_refuses_bad_input_and_needs_a_cipher_key(tmp_path: Path) -> None:
-    plain = Settings(database_url=f"sqlite:///{tmp_path / 'plain.db'}", run_policy=False)
+def test_erase_refuses_bad_input_and_needs_per_subject_keys(tmp_path: Path) -> None:
+    plain = Settings(database_url=f"sqlite:///{tmp_path / 'plain.db'}", run_policy=False, key_scope="store")
     with Ledger.open(settings=plain) as ledger:
         cid = ledger.start("x")
-        with pytest.raises(cl.ConfigurationError, match="cipher key"):
-            ledger.erase(conversation=cid, reason="no key")
+        with pytest.raises(cl.ConfigurationError, match="key_scope"):
+            ledger.erase(conversation=cid, reason="no per-subject keys")
         assert ledger.subject_of(cid) == str(cid)
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'enc.db'}", cipher_key=key(), run_policy=False)
     with Ledger.open(settings=settings) as ledger:

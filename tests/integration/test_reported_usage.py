@@ -189,7 +189,8 @@ def test_bad_cache_figures_are_refused_and_nothing_is_written(
 
 
 def test_a_usage_event_stored_before_the_cache_fields_reads_and_seals_as_written(sqlite_url: str) -> None:
-    with cl.Ledger.open(sqlite_url) as ledger:
+    # Records in clear (key_scope="store", no master key), as older versions wrote them.
+    with cl.Ledger.open(sqlite_url, settings=cl.Settings(key_scope="store")) as ledger:
         cid = ledger.start("A", model=MODEL)
         ledger.record_usage(cid, prompt_tokens=40, completion_tokens=2)
     # Rewrite the stored event as an older version wrote it: no new fields at all.

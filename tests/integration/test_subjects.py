@@ -260,16 +260,14 @@ def test_a_subject_is_accepted_exactly_when_it_is_non_blank_short_valid_unicode_
     assert accepted is valid
 
 
-def test_a_subject_needs_a_cipher_key_and_per_subject_keys(tmp_path: Any) -> None:
+def test_a_subject_needs_per_subject_keys_but_no_cipher_key(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'plain.db'}"
     with cl.Ledger.open(url, settings=cl.Settings(database_url=url, run_policy=False)) as plain:
-        with pytest.raises(cl.ConfigurationError, match="cipher key"):
-            plain.start(policy=POLICY, subject="user-42")
+        cid = plain.start(policy=POLICY, subject="user-42")
         source = plain.start(policy=POLICY)
-        with pytest.raises(cl.ConfigurationError, match="cipher key"):
-            plain.fork(source, subject="user-42")
-        plain.fork(source)  # no subject: as before
-        assert len(plain.conversation_ids()) == 2
+        fork = plain.fork(source, subject="user-42")
+        assert plain.subject_of(cid) == plain.subject_of(fork) == "user-42"
+        assert len(plain.conversation_ids()) == 3
     url = f"sqlite:///{tmp_path / 'store.db'}"
     with open_ledger(url, key_scope="store") as store_scope:
         with pytest.raises(cl.ConfigurationError, match="key_scope"):

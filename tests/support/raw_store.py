@@ -116,7 +116,10 @@ class Store:
         return Ledger.open(self.url, summarizer=Echo(), run_policy=False, settings=SETTINGS)
 
 
-SETTINGS = Settings(snapshot_interval=4)
+#: Records in clear (``key_scope="store"`` without a master key), so that tests can
+#: edit them as JSON; a store under per-subject keys is edited by encrypting the change
+#: again, which verify catches alike (tests/e2e/test_cli.py).
+SETTINGS = Settings(snapshot_interval=4, key_scope="store")
 
 
 def chat(ledger: Ledger, turns: int) -> UUID:

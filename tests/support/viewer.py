@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
-from contextledger import Ledger
+from contextledger import Ledger, Settings
 from contextledger.infrastructure.demo import DEMO_POLICY, DEMO_SYSTEM_PROMPT, synthesize_conversation
 
 CHROMIUM = "/usr/bin/chromium"
@@ -60,12 +60,18 @@ def offline_env() -> dict[str, str]:
             if k != "OPENAI_API_KEY" and not k.startswith("CONTEXTLEDGER_")}
 
 
+#: Records in clear (key_scope="store", no master key), so that ``tamper`` can edit
+#: their JSON as someone editing the database by hand would; every open of the store
+#: uses it, so that no key table is made in it.
+IN_CLEAR = Settings(key_scope="store")
+
+
 def build_store(path: Path, *, messages: int = 200) -> Store:
     """A SQLite store: a demo-like support conversation (tool calls, placeholders,
     summaries by the offline summarizer), one with a hostile message, two small ones
     (the first started with the key ``KEY``)."""
     url = f"sqlite:///{path}"
-    with Ledger.open(url) as ledger:
+    with Ledger.open(url, settings=IN_CLEAR) as ledger:
         others = []
         for topic, key in (("billing question", KEY), ("dns question", None)):
             cid = ledger.start("You are terse.", policy=DEMO_POLICY, key=key)

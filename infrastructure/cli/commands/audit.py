@@ -50,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     export.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
     export.add_argument(
+        "--subject",
+        metavar="S",
+        help="everything held about data subject S, as one JSON document (docs/privacy.md)",
+    )
+    export.add_argument(
+        "--markdown", action="store_true", help="with --subject: a readable Markdown rendering instead"
+    )
+    export.add_argument(
         "--plaintext",
         action="store_true",
         help="with a cipher key set: write the decrypted events (refused otherwise)",
@@ -67,6 +75,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "the others) and exits 1 naming the first.",
     )
     verify.add_argument("cid", metavar="CID", type=conversation_id, nargs="?", help="conversation id")
+    verify.add_argument(
+        "--receipt",
+        metavar="FILE",
+        help="check an erasure's receipt (what 'erase --json' wrote; '-': stdin) against the store",
+    )
     verify.set_defaults(handler=run_verify)
 
 
@@ -237,6 +250,14 @@ def run_export(args: argparse.Namespace) -> int:
                 "with --plaintext",
                 code=2,
             )
+        if args.subject is not None:
+            if args.cid is not None:
+                raise Failure("export takes a conversation or --subject S, not both", code=2)
+            found = ledger.export_subject(args.subject)
+            out.write(found.to_markdown() if args.markdown else render.dump(found.to_json()) + "\n")
+            return 0
+        if args.markdown:
+            raise Failure("--markdown goes with --subject S", code=2)
         if args.cid is not None:
             events = list(ledger.replay(args.cid))
             marks = _marks(ledger, events)
@@ -255,6 +276,8 @@ def run_verify(args: argparse.Namespace) -> int:
     """``verify [CID]``: print every problem (an altered, missing or undecodable event,
     a snapshot unlike its events, a token count unlike its recount), each with its
     conversation and version, and exit 1 naming the first."""
+    if args.receipt is not None:
+        return _verify_receipt(args)
     with open_ledger(args, read_only=True) as ledger:
         report = ledger.verify(args.cid)
     if args.json:
@@ -295,5 +318,37 @@ def run_verify(args: argparse.Namespace) -> int:
             f"verify OK: {render.counted(report.conversations, 'conversation')}{erased}, "
             f"{render.counted(report.events, 'event')}, {render.counted(report.messages, 'message')}, "
             f"{render.counted(report.summaries, 'summary', 'summaries')}"
+        )
+    return 0
+
+
+def _verify_receipt(args: argparse.Namespace) -> int:
+    """``verify --receipt FILE``: the erasure is recorded, its keys are gone, nothing of
+    its subject is readable; exit 1 naming the first thing that does not hold."""
+    import json
+    from pathlib import Path
+
+    try:
+        text = sys.stdin.read() if args.receipt == "-" else Path(args.receipt).read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise Failure(f"cannot read the receipt {args.receipt}: {exc}", code=2) from exc
+    with open_ledger(args, read_only=True) as ledger:
+        check = ledger.check_receipt(data)
+    receipt = check.receipt
+    if args.json:
+        print(render.dump({"ok": check.ok, "problems": list(check.problems), "receipt": receipt.to_json()}))
+    else:
+        for problem in check.problems:
+            render.out(f"MISMATCH {problem}")
+    if not check.ok:
+        more = len(check.problems) - 1
+        raise Failure(f"receipt FAILED: {check.problems[0]}" + (f" (and {more} more)" if more else ""))
+    if not args.json:
+        render.out(
+            f"receipt OK: subject {render.visible(receipt.subject)} erased at "
+            f"{receipt.erased_at.isoformat()}: "
+            f"{receipt.events} records in {len(receipt.ranges)} conversations unreadable, "
+            f"{len(receipt.key_ids)} keys destroyed, the erasure record matches its digest"
         )
     return 0

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     """``demo``: play, measure, report."""
     from contextledger.application.facade.ledger import Ledger
     from contextledger.infrastructure.counting.encodings import check_encoding_files
-    from contextledger.infrastructure.demo import DEMO_POLICY, run_demo, write_chart
+    from contextledger.infrastructure.demo import DEMO_POLICY, DEMO_SUBJECT, run_demo, write_chart
     from contextledger.infrastructure.readmodels import SQLReadModels
 
     check_encoding_files()  # an unusable encoding stops the demo before it writes anything
@@ -79,6 +79,16 @@ def run(args: argparse.Namespace) -> int:
         models = SQLReadModels.for_ledger(ledger)
         ledger.attach(models.runner(ledger))
         summarizer = ledger.summarizer
+        erased = any(
+            keys is not None and keys.tombstone_of(DEMO_SUBJECT) is not None
+            for _, keys in ledger.erasures.stores()
+        )
+        if erased:
+            raise Failure(
+                    f"the demo's data subject {DEMO_SUBJECT} was erased in this database: run the "
+                    "demo without --keep (it recreates the database), or with another --database",
+                    code=2,
+                )
         with interruptible() as asked, Progress("demo", should_stop=asked, unit="msg") as progress:
             result = run_demo(
                 ledger, seed=args.seed, messages=args.messages, policy=DEMO_POLICY, progress=progress
@@ -119,6 +129,7 @@ def _report(db: Database, result: DemoResult, summarizer_name: str, read_models_
     return {
         "database": db.masked,
         "conversation_id": str(result.conversation_id),
+        "subject": result.subject,
         "summarizer": summarizer_name,
         "messages": result.messages,
         "tool_messages": result.tool_messages,
@@ -151,6 +162,8 @@ def _text(report: dict[str, Any], result: DemoResult, read_rows: int, read_summa
         f"({result.tool_messages} tool results), {len(result.calls)} model calls",
         f"  database           {report['database']}",
         f"  conversation       {result.conversation_id}",
+        f"  data subject       {result.subject} (erase it: contextledger erase --database "
+        f"{report['database']} --subject {result.subject} --reason TEXT)",
         f"  summarizer         {report['summarizer']}",
         f"  policy             summarize past {t} messages keeping {k}; "
         f"{p.keep_tool_results} tool results in full; cap {p.max_context_tokens:,} tokens",
@@ -198,7 +211,7 @@ def _holds_only_demo_data(path: Path) -> bool:
 
     from contextledger.domain.conversation import Conversation
     from contextledger.domain.events import Forked
-    from contextledger.infrastructure.demo import DEMO_SYSTEM_PROMPT
+    from contextledger.infrastructure.demo import DEMO_SUBJECT, DEMO_SYSTEM_PROMPT
 
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
@@ -211,14 +224,37 @@ def _holds_only_demo_data(path: Path) -> bool:
             ).fetchone():
                 return False
             rows = conn.execute(
-                "SELECT state FROM stored_events WHERE topic = ?", (Conversation.Started.TOPIC,)
+                "SELECT originator_id, state FROM stored_events WHERE topic = ?",
+                (Conversation.Started.TOPIC,),
             ).fetchall()
+            # The demo's conversations name its data subject (their records are under its key).
+            demos = set()
+            if "stored_conversation_subjects" in tables:
+                demos = {
+                    _as_uuid(r[0])
+                    for r in conn.execute(
+                        "SELECT conversation_id FROM stored_conversation_subjects WHERE subject = ?",
+                        (DEMO_SUBJECT,),
+                    )
+                }
     except sqlite3.DatabaseError:
         return False
-    for (state,) in rows:
+    for originator_id, state in rows:
+        if _as_uuid(originator_id) in demos:
+            continue
         try:
             if json.loads(state).get("system_prompt") != DEMO_SYSTEM_PROMPT:
                 return False
         except (ValueError, UnicodeDecodeError, AttributeError):
             return False  # encrypted, compressed or foreign: not ours to delete
     return True
+
+
+def _as_uuid(value: object) -> str:
+    """A stored originator id (a UUID's hex or its text) as the UUID's text."""
+    import uuid
+
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        return str(value)

@@ -4,8 +4,8 @@
 subject (``Ledger.erase``); ``--idle-days N`` erases, as the worker's retention
 does, every subject whose conversations are all idle for N days. ``--dry-run`` lists
 what would go and erases nothing. ``--export-journal FILE`` and ``--reapply
-FILE_OR_URL`` keep erasures across a restore (``erasure_journal``). Erasure needs the
-store's master key (``CONTEXTLEDGER_CIPHER_KEY``): see docs/privacy.md.
+FILE_OR_URL`` keep erasures across a restore (``erasure_journal``). A store with a
+master key needs it (``CONTEXTLEDGER_CIPHER_KEY``): see docs/privacy.md.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "subject of CID when CID is its only conversation (or its own subject); "
         "--idle-days N every subject whose conversations all had no event for N days (the "
         "worker's retention, reason 'retention: idle N days'). --dry-run lists what would "
-        "go and erases nothing. Needs the store's master key ($CONTEXTLEDGER_CIPHER_KEY): "
+        "go and erases nothing. A store with a master key needs it ($CONTEXTLEDGER_CIPHER_KEY): "
         "another key is refused before anything changes. A subject no conversation names "
         "(a typo) is refused unless --force, which erases the name anyway to pre-empt the "
         "subject: no conversation can be started under it afterwards.",
@@ -115,7 +115,32 @@ def run(args: argparse.Namespace) -> int:
             reports = [erase(subject=args.subject, reason=args.reason, force=args.force)]
         else:
             reports = [erase(conversation=args.conversation, reason=args.reason)]
+        _erase_from_read_models(ledger)
     return _show_reports(args, reports)
+
+
+def _erase_from_read_models(ledger: Ledger) -> None:
+    """Bring the store's read models, if it has any, past the erasure just recorded, so
+    that their rows of the erased conversations are deleted now (on SQLite with their
+    bytes overwritten), not when a worker next runs: a store without a master key
+    holds their values in clear."""
+    from contextledger.infrastructure.persistence.database import Database
+    from contextledger.infrastructure.readmodels import SQLReadModels
+
+    database = Database.parse(ledger.settings.database_url)
+    if database.kind == "memory" or (
+        database.kind == "sqlite" and (database.views_path is None or not database.views_path.exists())
+    ):
+        return
+    models = SQLReadModels.for_ledger(ledger, create=False)
+    if not models.has_tables():
+        models.close()
+        return
+    ledger.attach(models.runner(ledger))
+    if not ledger.wait_idle(120):
+        raise Failure(
+            "the erasure is recorded, but the read models did not catch up: run 'contextledger worker'"
+        )
 
 
 # -- the dry run ---------------------------------------------------------------------------
@@ -215,8 +240,42 @@ def _as_record(report: Any) -> dict[str, Any]:
     }
 
 
+def _with_receipt(report: Any) -> dict[str, Any]:
+    """The report's fields with its receipt's (``--json``: the file ``verify --receipt`` reads)."""
+    record = _as_record(report)
+    receipt = record.pop("receipt", None)
+    found = getattr(report, "receipt", None)
+    if receipt is not None and found is not None:
+        record.update(found.to_json())
+    return record
+
+
+def _receipt_lines(record: dict[str, Any]) -> list[str]:
+    """The receipt in a few lines of text."""
+    if "record_digest" not in record:
+        return []
+    ranges = record.get("ranges", [])
+    events = sum(r["events"] for r in ranges)
+    lines = [
+        f"receipt: {events} records erased in {len(ranges)} conversations"
+        + (f" ({len(record['forks'])} forks of other subjects)" if record.get("forks") else ""),
+    ]
+    for r in ranges:
+        lines.append(
+            f"  {r['conversation_id']}: {r['events']} records, "
+            f"versions {r['first_version']}-{r['last_version']}"
+        )
+    lines.append(f"  keys destroyed   {', '.join(record.get('key_ids', [])) or 'none'}")
+    lines.append(f"  record digest    {record['record_digest']} (sha256 of the ContentErased record)")
+    lines.append(
+        "  keep it: contextledger erase ... --json > receipt.json; "
+        "contextledger verify --receipt receipt.json"
+    )
+    return lines
+
+
 def _show_reports(args: argparse.Namespace, reports: list[Any]) -> int:
-    records = [_as_record(r) for r in reports]
+    records = [_with_receipt(r) for r in reports]
     if args.json:
         print(render.dump(records if args.idle_days is not None else records[0]))
         return 0
@@ -230,6 +289,8 @@ def _show_reports(args: argparse.Namespace, reports: list[Any]) -> int:
         )
         for cid in record.get("conversations", ()):
             render.out(f"  {cid}")
+        for line in _receipt_lines(record):
+            render.out(line)
     if args.idle_days is not None:
         render.out(f"retention: {len(records)} subject{'s' if len(records) != 1 else ''} erased")
     return 0

@@ -1,0 +1,111 @@
+"""Erasure on the default store, end to end as a first user meets it: in an empty
+folder with no configuration, ``contextledger demo``, then ``contextledger erase
+--subject <the demo's subject>``: no file the demo left holds any of its conversation's
+text afterwards, and ``contextledger verify`` exits 0 listing the conversation as erased."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from contextledger.infrastructure.demo import DEMO_SUBJECT, DEMO_SYSTEM_PROMPT, synthesize_conversation
+
+MESSAGES = 150
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY" and not k.startswith("CONTEXTLEDGER_")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "contextledger.infrastructure.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def strings_of(value: Any) -> list[str]:
+    """Every string in a message (contents, tool names and arguments, ids)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings_of(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings_of(v)]
+    return []
+
+
+def demo_texts() -> list[bytes]:
+    """Pieces of the demo conversation's text long enough to be its own (not a role
+    name or a JSON key): the system prompt and what every message says."""
+    script = synthesize_conversation(seed=7, messages=MESSAGES)
+    texts = [DEMO_SYSTEM_PROMPT, *(s for m in script for s in strings_of(m))]
+    return sorted({t[:48].encode("utf-8") for t in texts if len(t) >= 24})
+
+
+def every_file(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_the_demos_subject_is_erased_from_every_file_and_verify_lists_it_as_erased(tmp_path: Path) -> None:
+    demo = run_cli("demo", "--messages", str(MESSAGES), "--chart", "-", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert f"data subject       {DEMO_SUBJECT}" in demo.stdout
+    said = {
+        line.split()[0]: line.split()[1] for line in demo.stdout.splitlines()[:4] if line.startswith("  ")
+    }
+    cid, url = said["conversation"], said["database"]
+    texts = demo_texts()
+    assert len(texts) > 50
+    found = every_file(tmp_path)
+    assert any(t in found for t in texts)  # the scan can find the text: the read models hold it
+
+    erased = run_cli(
+        "erase", "--database", url, "--subject", DEMO_SUBJECT, "--reason", "test", "--json", cwd=tmp_path
+    )
+    assert erased.returncode == 0, erased.stderr
+    report = json.loads(erased.stdout)
+    assert report["subject"] == DEMO_SUBJECT and report["conversations"] == [cid]
+    assert report["ranges"][0]["conversation_id"] == cid and report["ranges"][0]["events"] > MESSAGES
+    assert len(report["key_ids"]) == 1 and len(report["record_digest"]) == 64
+    receipt = tmp_path / "receipt" / "erasure.json"  # the scan below reads it too: it holds no text
+    receipt.parent.mkdir()
+    receipt.write_text(erased.stdout, encoding="utf-8")
+
+    left = every_file(tmp_path)
+    assert [t for t in texts if t in left] == []
+
+    checked = run_cli("verify", "--database", url, "--receipt", str(receipt), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(f"receipt OK: subject {DEMO_SUBJECT} erased at ")
+    forged = tmp_path / "receipt" / "forged.json"
+    forged.write_text(json.dumps({**report, "key_ids": ["00" * 16]}), encoding="utf-8")
+    refused = run_cli("verify", "--database", url, "--receipt", str(forged), cwd=tmp_path)
+    assert refused.returncode == 1 and "is not a tombstone" in refused.stderr
+
+    verify = run_cli("verify", "--database", url, cwd=tmp_path)
+    assert verify.returncode == 0, verify.stderr
+    assert f"ERASED conversation {cid}" in verify.stdout
+    assert "verify OK: 1 conversations, 1 erased" in verify.stdout
+
+
+def test_after_the_demos_erasure_the_demo_refuses_to_keep_the_store_and_recreates_it_otherwise(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    assert (
+        run_cli("demo", "--database", url, "--messages", "30", "--chart", "-", cwd=tmp_path).returncode == 0
+    )
+    erased = run_cli("erase", "--database", url, "--subject", DEMO_SUBJECT, "--reason", "test", cwd=tmp_path)
+    assert erased.returncode == 0, erased.stderr
+    kept = run_cli("demo", "--database", url, "--messages", "30", "--chart", "-", "--keep", cwd=tmp_path)
+    assert kept.returncode == 2 and f"{DEMO_SUBJECT} was erased" in kept.stderr
+    again = run_cli("demo", "--database", url, "--messages", "30", "--chart", "-", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
