@@ -93,7 +93,7 @@ def test_the_demos_subject_is_erased_from_every_file_and_verify_lists_it_as_eras
     verify = run_cli("verify", "--database", url, cwd=tmp_path)
     assert verify.returncode == 0, verify.stderr
     assert f"ERASED conversation {cid}" in verify.stdout
-    assert "verify OK: 1 conversations, 1 erased" in verify.stdout
+    assert "verify OK: 1 conversation, 1 erased" in verify.stdout
 
 
 def test_after_the_demos_erasure_the_demo_refuses_to_keep_the_store_and_recreates_it_otherwise(
