@@ -15,11 +15,17 @@ from uuid import UUID
 from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from contextledger.domain.digests import event_seal
-from contextledger.domain.errors import UsageError
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink, omit_unhidden, omit_unset_native
+from contextledger.domain.values.digests import event_seal
+from contextledger.domain.values.errors import UsageError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.reduction import (
+    Entry,
+    SummaryLayer,
+    SummaryLink,
+    omit_unhidden,
+    omit_unset_native,
+)
 
 __all__ = [
     "ConversationEvent",

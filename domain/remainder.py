@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from contextledger.domain.commands.edits import HistoryFold
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.edits import HistoryFold
 from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.events import (
     ConversationEvent,
@@ -52,9 +52,9 @@ from contextledger.domain.events import (
     ThresholdReached,
     UsageRecorded,
 )
-from contextledger.domain.fold import apply_event, refresh_view
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.state import ConversationState
+from contextledger.domain.folding.fold import apply_event, refresh_view
+from contextledger.domain.folding.state import ConversationState
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["ERASED_DIGEST", "Remainder", "fold_remainder", "remainder_of"]
 

@@ -13,7 +13,7 @@ from uuid import UUID
 from contextledger.application.privacy.erasure import ErasureReport, Erasures
 from contextledger.application.privacy.retention import RetentionHost, idle_conversations
 from contextledger.application.shared.addressing import ConversationRef
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 __all__ = ["LedgerPrivacy"]
 

@@ -45,7 +45,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import PersistenceError
 
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 
 __all__ = [
     "KeyRow",

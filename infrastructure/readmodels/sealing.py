@@ -42,7 +42,7 @@ from uuid import UUID
 
 from sqlalchemy import JSON, Dialect, Text, TypeDecorator
 
-from contextledger.domain.errors import KeyMissingError, StoreError
+from contextledger.domain.values.errors import KeyMissingError, StoreError
 from contextledger.infrastructure.keys.aead import OVERHEAD, AESGCMCipher, decode_key
 from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, SubjectKeys, Tombstone
 from contextledger.infrastructure.keys.subject_mapper import MARK

@@ -14,9 +14,9 @@ def test_the_events_fold_into_the_aggregate_once_its_module_is_loaded() -> None:
     code = (
         "from datetime import UTC, datetime\n"
         "from uuid import uuid4\n"
-        "from contextledger.domain.errors import UsageError\n"
+        "from contextledger.domain.values.errors import UsageError\n"
         "from contextledger.domain.events import Started\n"
-        "from contextledger.domain.policy import ReductionPolicy\n"
+        "from contextledger.domain.values.policy import ReductionPolicy\n"
         "import sys\n"
         "event = Started(originator_id=uuid4(), originator_version=1, timestamp=datetime.now(UTC),\n"
         "                system_prompt=None, system_tokens=0, model='m', policy=ReductionPolicy(),\n"

@@ -187,7 +187,7 @@ def test_the_ledger_imports_its_collaborators_and_none_of_them_reaches_it_again(
 def test_the_events_import_neither_the_aggregate_nor_its_state() -> None:
     graph = package_graph()
     below_events = reached_from(graph, "contextledger.domain.events")
-    assert "contextledger.domain.errors" in below_events  # the walk goes through imports
+    assert "contextledger.domain.values.errors" in below_events  # the walk goes through imports
     folded_into = {"conversation", "aggregate", "state", "fold", "editing", "summarizing"}
     assert below_events.isdisjoint({f"contextledger.domain.{name}" for name in folded_into})
 
@@ -273,7 +273,7 @@ def test_the_room_check_finds_an_import_upward_and_one_from_a_loose_module() -> 
     app = "contextledger.application"
     graph = {
         f"{app}.facade.ledger": {f"{app}.storage.store", f"{app}.facade.opening"},
-        f"{app}.storage.store": {f"{app}.writing.commands", "contextledger.domain.errors"},
+        f"{app}.storage.store": {f"{app}.writing.commands", "contextledger.domain.values.errors"},
         f"{app}.writing.commands": {f"{app}.storage.store"},
         "contextledger.infrastructure.tracing": {"contextledger.infrastructure.keys.aead"},
         "contextledger.infrastructure": {"contextledger.infrastructure.cli.app"},
