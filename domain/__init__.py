@@ -1,6 +1,14 @@
 """The pure domain: the Conversation aggregate, messages, the reduction policy, errors.
 
 Nothing here does I/O; token counts and summaries arrive as values.
+
+Its modules live in rooms and in a few loose modules, in this order from the top (each
+imports only what comes after it; tests/unit/test_structure.py checks): remainder,
+conversation, commands, folding, events, values. The loose modules are the ones stored
+logs name by path, which stay where they were (``conversation`` with the aggregate and
+its snapshot; ``events``, with ``client_ids``, ``placement`` and ``erasure`` beside it),
+and ``remainder``, which reads a fork's log through the aggregate; ``moved`` keeps the
+old paths of the moved modules resolving as topics.
 """
 
 from typing import TYPE_CHECKING

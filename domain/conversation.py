@@ -1,13 +1,18 @@
 """The ``Conversation`` aggregate: its commands and the queries over its state.
 
 The events are in ``contextledger.domain.events`` (reachable here as nested names,
-``Conversation.MessageAppended``); the state is in ``contextledger.domain.folding.state``, the
-fold of events into it in ``contextledger.domain.folding.fold`` and the queries over it in
-``contextledger.domain.folding.queries``. The aggregate's identity, version and fold are its
-root (``contextledger.domain.folding.aggregate``); the edit and the summary commands are its
-bases (``contextledger.domain.commands.editing``, ``contextledger.domain.commands.summarizing``), and the
-appends, policy, tools and usage are here. Commands check their invariants, then
-trigger events; a command that changes nothing emits nothing.
+``Conversation.MessageAppended``); the state is in
+``contextledger.domain.folding.state``, the fold of events into it in
+``contextledger.domain.folding.fold`` and the queries over it in
+``contextledger.domain.folding.queries``. The aggregate's identity, version and fold
+are its root (``contextledger.domain.folding.aggregate``); the edit and the summary
+commands are its bases (``contextledger.domain.commands.editing``,
+``contextledger.domain.commands.summarizing``), and the appends, policy, tools and
+usage are here. Commands check their invariants, then trigger events; a command that
+changes nothing emits nothing.
+
+Stored logs name this module's path (``ConversationSnapshot``), so it stays at the
+top of the domain. May import: commands, folding, events, values.
 """
 
 from __future__ import annotations

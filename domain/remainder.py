@@ -29,6 +29,9 @@ the caller gives stand for the erased ones), the messages it appended in its
 window. Each erased summary or invalidation counts as a summary invalidated: the
 summaries then standing are dropped and the fork's own current messages reopened,
 for the summarization policy to summarize again when its thresholds say so.
+
+It reads a fork's log through the aggregate, so it sits above it, at the top of
+the domain. May import: conversation, commands, folding, events, values.
 """
 
 from __future__ import annotations
