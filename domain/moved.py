@@ -3,8 +3,9 @@
 The stored events and snapshots name their classes by pinned topics (``TOPIC``), and
 the modules a stored log names by path (``events``, ``conversation``, ``client_ids``,
 ``placement``, ``erasure``) did not move. A ``module:Class`` topic through an old path
-of a moved module (``contextledger.domain.policy:ReductionPolicy``) still resolves:
-``register_moved_paths`` registers each old path with eventsourcing
+of a moved module (``ReductionPolicy`` through the ``policy`` module's path before it
+moved into ``values``) still resolves, and this table is spelt so that no rewrite of
+old paths matches it: ``register_moved_paths`` registers each old path with eventsourcing
 (``register_topic``), standing for the module where it is now, which is imported only
 when a topic through it is resolved. ``events`` registers them with the events, so a
 process that reads a log has them whatever else it loaded.
