@@ -42,15 +42,15 @@ if TYPE_CHECKING:
     )
     from contextledger.application.shared.settings import Settings
     from contextledger.application.summaries.summarization import SummarizationRunner
-    from contextledger.domain.errors import (
+    from contextledger.domain.values.errors import (
         ConcurrencyError,
         ContextLedgerError,
         ConversationNotFoundError,
         InvalidMessageError,
         MessageTooLargeError,
     )
-    from contextledger.domain.messages import Message
-    from contextledger.domain.policy import ReductionPolicy
+    from contextledger.domain.values.messages import Message
+    from contextledger.domain.values.policy import ReductionPolicy
 
 #: Each name loads on first use, from the module that defines it.
 _LAZY = {
@@ -83,13 +83,13 @@ _LAZY = {
     "WorkingMemory": "contextledger.application.shared.results",
     "Settings": "contextledger.application.shared.settings",
     "SummarizationRunner": "contextledger.application.summaries.summarization",
-    "ConcurrencyError": "contextledger.domain.errors",
-    "ContextLedgerError": "contextledger.domain.errors",
-    "ConversationNotFoundError": "contextledger.domain.errors",
-    "InvalidMessageError": "contextledger.domain.errors",
-    "MessageTooLargeError": "contextledger.domain.errors",
-    "Message": "contextledger.domain.messages",
-    "ReductionPolicy": "contextledger.domain.policy",
+    "ConcurrencyError": "contextledger.domain.values.errors",
+    "ContextLedgerError": "contextledger.domain.values.errors",
+    "ConversationNotFoundError": "contextledger.domain.values.errors",
+    "InvalidMessageError": "contextledger.domain.values.errors",
+    "MessageTooLargeError": "contextledger.domain.values.errors",
+    "Message": "contextledger.domain.values.messages",
+    "ReductionPolicy": "contextledger.domain.values.policy",
 }
 
 

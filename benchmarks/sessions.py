@@ -40,7 +40,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import contextledger as cl
-from contextledger.domain.items import messages_from_items
+from contextledger.domain.values.items import messages_from_items
 from contextledger.integrations.agents import LedgerSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from contextledger.application import Ledger, Settings  # noqa: E402
-from contextledger.domain.errors import StoreError  # noqa: E402
+from contextledger.domain.values.errors import StoreError  # noqa: E402
 from tests.support.own_postgres import OwnPostgres  # noqa: E402
 
 WRITERS = 4

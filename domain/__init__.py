@@ -1,6 +1,14 @@
 """The pure domain: the Conversation aggregate, messages, the reduction policy, errors.
 
 Nothing here does I/O; token counts and summaries arrive as values.
+
+Its modules live in rooms and in a few loose modules, in this order from the top (each
+imports only what comes after it; tests/unit/test_structure.py checks): remainder,
+conversation, commands, folding, events, values. The loose modules are the ones stored
+logs name by path, which stay where they were (``conversation`` with the aggregate and
+its snapshot; ``events``, with ``client_ids``, ``placement`` and ``erasure`` beside it),
+and ``remainder``, which reads a fork's log through the aggregate; ``moved`` keeps the
+old paths of the moved modules resolving as topics.
 """
 
 from typing import TYPE_CHECKING
@@ -11,7 +19,10 @@ if TYPE_CHECKING:
     from contextledger.domain.client_ids import ClientMessageId
     from contextledger.domain.conversation import Conversation, ConversationSnapshot
     from contextledger.domain.erasure import ErasedEvent
-    from contextledger.domain.errors import (
+    from contextledger.domain.events import ConversationEvent, DomainEvent, SealedEvent, SummaryProvenance
+    from contextledger.domain.folding.state import ConversationState, PendingRange
+    from contextledger.domain.placement import Placement
+    from contextledger.domain.values.errors import (
         ConcurrencyError,
         ConfigurationError,
         ContextLedgerError,
@@ -50,66 +61,63 @@ if TYPE_CHECKING:
         UnknownReadModelError,
         UsageError,
     )
-    from contextledger.domain.events import ConversationEvent, DomainEvent, SealedEvent, SummaryProvenance
-    from contextledger.domain.messages import FunctionCall, Message, ToolCall
-    from contextledger.domain.placement import Placement
-    from contextledger.domain.policy import ReductionPolicy
-    from contextledger.domain.state import ConversationState, PendingRange
+    from contextledger.domain.values.messages import FunctionCall, Message, ToolCall
+    from contextledger.domain.values.policy import ReductionPolicy
 
 #: Each name loads on first use, from the module that defines it.
 _LAZY = {
     "ClientMessageId": "contextledger.domain.client_ids",
     "Conversation": "contextledger.domain.conversation",
     "ConversationSnapshot": "contextledger.domain.conversation",
-    "ConcurrencyError": "contextledger.domain.errors",
-    "ConfigurationError": "contextledger.domain.errors",
-    "ContextLedgerError": "contextledger.domain.errors",
-    "ContextLedgerRuntimeError": "contextledger.domain.errors",
-    "ContextOverflowError": "contextledger.domain.errors",
-    "ConversationErasedError": "contextledger.domain.errors",
-    "ConversationNotFoundError": "contextledger.domain.errors",
+    "ConcurrencyError": "contextledger.domain.values.errors",
+    "ConfigurationError": "contextledger.domain.values.errors",
+    "ContextLedgerError": "contextledger.domain.values.errors",
+    "ContextLedgerRuntimeError": "contextledger.domain.values.errors",
+    "ContextOverflowError": "contextledger.domain.values.errors",
+    "ConversationErasedError": "contextledger.domain.values.errors",
+    "ConversationNotFoundError": "contextledger.domain.values.errors",
     "ErasedEvent": "contextledger.domain.erasure",
-    "KeyMissingError": "contextledger.domain.errors",
-    "DuplicateConversationError": "contextledger.domain.errors",
-    "IdempotencyConflictError": "contextledger.domain.errors",
-    "InvalidArgumentError": "contextledger.domain.errors",
-    "InvalidArgumentTypeError": "contextledger.domain.errors",
-    "InvalidEditError": "contextledger.domain.errors",
-    "InvalidMessageError": "contextledger.domain.errors",
-    "InvalidPolicyError": "contextledger.domain.errors",
-    "LedgerClosedError": "contextledger.domain.errors",
-    "LogDamagedError": "contextledger.domain.errors",
-    "MessageTooLargeError": "contextledger.domain.errors",
-    "ReadOnlyError": "contextledger.domain.errors",
-    "SchemaMissingError": "contextledger.domain.errors",
-    "RetractedPositionError": "contextledger.domain.errors",
-    "StaleSummaryError": "contextledger.domain.errors",
-    "StoreError": "contextledger.domain.errors",
-    "SummarizerAuthenticationError": "contextledger.domain.errors",
-    "SummarizerError": "contextledger.domain.errors",
-    "SummarizerOutputError": "contextledger.domain.errors",
-    "SummarizerRateLimitedError": "contextledger.domain.errors",
-    "SummarizerRequestError": "contextledger.domain.errors",
-    "SummarizerTimeoutError": "contextledger.domain.errors",
-    "SummarizerUnavailableError": "contextledger.domain.errors",
-    "SummaryQualityError": "contextledger.domain.errors",
-    "SummaryRejectedError": "contextledger.domain.errors",
-    "SystemPromptEditError": "contextledger.domain.errors",
-    "TrackingRewoundError": "contextledger.domain.errors",
-    "UnknownPositionError": "contextledger.domain.errors",
-    "UnknownReadModelError": "contextledger.domain.errors",
-    "UsageError": "contextledger.domain.errors",
+    "KeyMissingError": "contextledger.domain.values.errors",
+    "DuplicateConversationError": "contextledger.domain.values.errors",
+    "IdempotencyConflictError": "contextledger.domain.values.errors",
+    "InvalidArgumentError": "contextledger.domain.values.errors",
+    "InvalidArgumentTypeError": "contextledger.domain.values.errors",
+    "InvalidEditError": "contextledger.domain.values.errors",
+    "InvalidMessageError": "contextledger.domain.values.errors",
+    "InvalidPolicyError": "contextledger.domain.values.errors",
+    "LedgerClosedError": "contextledger.domain.values.errors",
+    "LogDamagedError": "contextledger.domain.values.errors",
+    "MessageTooLargeError": "contextledger.domain.values.errors",
+    "ReadOnlyError": "contextledger.domain.values.errors",
+    "SchemaMissingError": "contextledger.domain.values.errors",
+    "RetractedPositionError": "contextledger.domain.values.errors",
+    "StaleSummaryError": "contextledger.domain.values.errors",
+    "StoreError": "contextledger.domain.values.errors",
+    "SummarizerAuthenticationError": "contextledger.domain.values.errors",
+    "SummarizerError": "contextledger.domain.values.errors",
+    "SummarizerOutputError": "contextledger.domain.values.errors",
+    "SummarizerRateLimitedError": "contextledger.domain.values.errors",
+    "SummarizerRequestError": "contextledger.domain.values.errors",
+    "SummarizerTimeoutError": "contextledger.domain.values.errors",
+    "SummarizerUnavailableError": "contextledger.domain.values.errors",
+    "SummaryQualityError": "contextledger.domain.values.errors",
+    "SummaryRejectedError": "contextledger.domain.values.errors",
+    "SystemPromptEditError": "contextledger.domain.values.errors",
+    "TrackingRewoundError": "contextledger.domain.values.errors",
+    "UnknownPositionError": "contextledger.domain.values.errors",
+    "UnknownReadModelError": "contextledger.domain.values.errors",
+    "UsageError": "contextledger.domain.values.errors",
     "ConversationEvent": "contextledger.domain.events",
     "DomainEvent": "contextledger.domain.events",
     "SealedEvent": "contextledger.domain.events",
     "SummaryProvenance": "contextledger.domain.events",
-    "FunctionCall": "contextledger.domain.messages",
-    "Message": "contextledger.domain.messages",
-    "ToolCall": "contextledger.domain.messages",
+    "FunctionCall": "contextledger.domain.values.messages",
+    "Message": "contextledger.domain.values.messages",
+    "ToolCall": "contextledger.domain.values.messages",
     "Placement": "contextledger.domain.placement",
-    "ReductionPolicy": "contextledger.domain.policy",
-    "ConversationState": "contextledger.domain.state",
-    "PendingRange": "contextledger.domain.state",
+    "ReductionPolicy": "contextledger.domain.values.policy",
+    "ConversationState": "contextledger.domain.folding.state",
+    "PendingRange": "contextledger.domain.folding.state",
 }
 
 

@@ -1,13 +1,18 @@
 """The ``Conversation`` aggregate: its commands and the queries over its state.
 
 The events are in ``contextledger.domain.events`` (reachable here as nested names,
-``Conversation.MessageAppended``); the state is in ``contextledger.domain.state``, the
-fold of events into it in ``contextledger.domain.fold`` and the queries over it in
-``contextledger.domain.queries``. The aggregate's identity, version and fold are its
-root (``contextledger.domain.aggregate``); the edit and the summary commands are its
-bases (``contextledger.domain.editing``, ``contextledger.domain.summarizing``), and the
-appends, policy, tools and usage are here. Commands check their invariants, then
-trigger events; a command that changes nothing emits nothing.
+``Conversation.MessageAppended``); the state is in
+``contextledger.domain.folding.state``, the fold of events into it in
+``contextledger.domain.folding.fold`` and the queries over it in
+``contextledger.domain.folding.queries``. The aggregate's identity, version and fold
+are its root (``contextledger.domain.folding.aggregate``); the edit and the summary
+commands are its bases (``contextledger.domain.commands.editing``,
+``contextledger.domain.commands.summarizing``), and the appends, policy, tools and
+usage are here. Commands check their invariants, then trigger events; a command that
+changes nothing emits nothing.
+
+Stored logs name this module's path (``ConversationSnapshot``), so it stays at the
+top of the domain. May import: commands, folding, events, values.
 """
 
 from __future__ import annotations
@@ -17,15 +22,8 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from contextledger.domain import events
-from contextledger.domain.budget import check_budget
-from contextledger.domain.digests import chain_digest, genesis_digest
-from contextledger.domain.editing import EditCommands
-from contextledger.domain.errors import (
-    ContextOverflowError,
-    InvalidArgumentError,
-    InvalidMessageError,
-    InvalidPolicyError,
-)
+from contextledger.domain.commands.editing import EditCommands
+from contextledger.domain.commands.summarizing import SummaryCommands, SummaryFailure
 from contextledger.domain.events import (
     DomainEvent,
     MessageAppended,
@@ -36,9 +34,8 @@ from contextledger.domain.events import (
     UsageRecorded,
     fold_conversation_events_with,
 )
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.queries import (
+from contextledger.domain.folding.budget import check_budget
+from contextledger.domain.folding.queries import (
     fixed_tokens,
     full_history_tokens,
     newest_group_tokens,
@@ -46,11 +43,19 @@ from contextledger.domain.queries import (
     visible_entries,
     working_memory,
 )
-from contextledger.domain.reduction import Entry
-from contextledger.domain.state import ConversationState, PendingRange
-from contextledger.domain.summarizing import SummaryCommands, SummaryFailure
-from contextledger.domain.tools import ToolDefinitions
-from contextledger.domain.validation import check_count, check_text
+from contextledger.domain.folding.state import ConversationState, PendingRange
+from contextledger.domain.values.digests import chain_digest, genesis_digest
+from contextledger.domain.values.errors import (
+    ContextOverflowError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    InvalidPolicyError,
+)
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.reduction import Entry
+from contextledger.domain.values.tools import ToolDefinitions
+from contextledger.domain.values.validation import check_count, check_text
 
 __all__ = [
     "Conversation",

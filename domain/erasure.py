@@ -22,8 +22,8 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID, uuid5
 
-from contextledger.domain.errors import ConversationErasedError
 from contextledger.domain.events import DomainEvent
+from contextledger.domain.values.errors import ConversationErasedError
 
 __all__ = ["ContentErased", "ErasedEvent", "Erasure"]
 

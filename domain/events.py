@@ -4,6 +4,10 @@ Every event class names its ``TOPIC`` explicitly so that renaming or moving a cl
 never orphans stored events, and registers it so a fresh process resolves stored
 topics without importing anything by module path. Events are facts: frozen, and
 never changed once stored (a schema change adds ``class_version`` and an upcaster).
+
+Stored logs name this module's path, so it stays at the top of the domain, beside
+``client_ids``, ``placement`` and ``erasure`` (the other records a log holds), which
+import it. May import: values.
 """
 
 from __future__ import annotations
@@ -15,11 +19,18 @@ from uuid import UUID
 from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from contextledger.domain.digests import event_seal
-from contextledger.domain.errors import UsageError
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink, omit_unhidden, omit_unset_native
+from contextledger.domain.moved import register_moved_paths
+from contextledger.domain.values.digests import event_seal
+from contextledger.domain.values.errors import UsageError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.reduction import (
+    Entry,
+    SummaryLayer,
+    SummaryLink,
+    omit_unhidden,
+    omit_unset_native,
+)
 
 __all__ = [
     "ConversationEvent",
@@ -43,6 +54,10 @@ __all__ = [
     "UsageRecorded",
     "fold_conversation_events_with",
 ]
+
+
+#: The old paths of the domain's moved modules resolve wherever the events do.
+register_moved_paths()
 
 
 class DomainEvent(BaseModel):

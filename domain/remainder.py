@@ -29,6 +29,9 @@ the caller gives stand for the erased ones), the messages it appended in its
 window. Each erased summary or invalidation counts as a summary invalidated: the
 summaries then standing are dropped and the fork's own current messages reopened,
 for the summarization policy to summarize again when its thresholds say so.
+
+It reads a fork's log through the aggregate, so it sits above it, at the top of
+the domain. May import: conversation, commands, folding, events, values.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from contextledger.domain.commands.edits import HistoryFold
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.edits import HistoryFold
 from contextledger.domain.erasure import ErasedEvent
 from contextledger.domain.events import (
     ConversationEvent,
@@ -53,9 +56,9 @@ from contextledger.domain.events import (
     ThresholdReached,
     UsageRecorded,
 )
-from contextledger.domain.fold import apply_event, refresh_view
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.state import ConversationState
+from contextledger.domain.folding.fold import apply_event, refresh_view
+from contextledger.domain.folding.state import ConversationState
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["ERASED_DIGEST", "Remainder", "fold_remainder", "remainder_of"]
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
-from contextledger.domain.errors import ConfigurationError
-from contextledger.domain.redaction import error_outline
+from contextledger.domain.values.errors import ConfigurationError
+from contextledger.domain.values.redaction import error_outline
 
 __all__ = ["OpenTelemetryTracer"]
 

@@ -35,7 +35,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     (with xdist the controller, before any worker starts)."""
     if hasattr(session.config, "workerinput"):
         return
-    from contextledger.domain.errors import ConfigurationError
+    from contextledger.domain.values.errors import ConfigurationError
     from contextledger.infrastructure.counting.encodings import check_encoding_files
 
     try:

@@ -27,20 +27,13 @@ from contextledger.application.shared.counting import TokenCounters
 from contextledger.application.shared.results import AuditEvent, VerifyProblem, VerifyReport
 from contextledger.application.storage.remainders import remainder
 from contextledger.application.storage.store import ConversationStore, store_errors
-from contextledger.domain.digests import (
-    chain_digest,
-    edit_digest,
-    genesis_digest,
-    summary_source_digest,
-)
-from contextledger.domain.edits import (
+from contextledger.domain.commands.edits import (
     HistoryFold,
     edit_record,
     retraction_record,
     system_prompt_record,
 )
 from contextledger.domain.erasure import ErasedEvent, Erasure
-from contextledger.domain.errors import ContextLedgerError, ConversationErasedError, ConversationNotFoundError
 from contextledger.domain.events import (
     ConversationEvent,
     DomainEvent,
@@ -55,6 +48,17 @@ from contextledger.domain.events import (
     SystemPromptChanged,
 )
 from contextledger.domain.remainder import Remainder
+from contextledger.domain.values.digests import (
+    chain_digest,
+    edit_digest,
+    genesis_digest,
+    summary_source_digest,
+)
+from contextledger.domain.values.errors import (
+    ContextLedgerError,
+    ConversationErasedError,
+    ConversationNotFoundError,
+)
 
 __all__ = ["Audit", "verify_conversation", "verify_remainder"]
 

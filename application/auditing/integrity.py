@@ -33,7 +33,6 @@ from pydantic import BaseModel
 from contextledger.application.shared.counting import TokenCounters
 from contextledger.application.shared.results import VerifyProblem
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
-from contextledger.domain.errors import ContextLedgerError, LogDamagedError
 from contextledger.domain.events import (
     ConversationEvent,
     MessageAppended,
@@ -44,8 +43,9 @@ from contextledger.domain.events import (
     SystemPromptChanged,
     ToolsChanged,
 )
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import placeholder_text, summary_message
+from contextledger.domain.values.errors import ContextLedgerError, LogDamagedError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import placeholder_text, summary_message
 
 __all__ = [
     "FOREIGN",

@@ -57,14 +57,6 @@ from contextledger.application.auditing.whatif_results import (
 from contextledger.application.shared.addressing import ConversationRef, resolve
 from contextledger.application.shared.ports import Summarizer, TokenCounter
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import (
-    ConfigurationError,
-    ContextLedgerError,
-    ConversationErasedError,
-    ConversationNotFoundError,
-    InvalidArgumentError,
-    InvalidPolicyError,
-)
 from contextledger.domain.events import (
     ConversationEvent,
     DomainEvent,
@@ -77,7 +69,15 @@ from contextledger.domain.events import (
     SummaryCreated,
     SystemPromptChanged,
 )
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.errors import (
+    ConfigurationError,
+    ContextLedgerError,
+    ConversationErasedError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+    InvalidPolicyError,
+)
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["LogSource", "candidate_policy", "choose_summarizer", "simulate_policy"]
 

@@ -17,8 +17,8 @@ from contextledger.application.shared.ports import Summarizer, SummaryRequest, S
 from contextledger.application.shared.settings import Settings
 from contextledger.application.summaries.summary_attempts import attempt_summary
 from contextledger.application.summaries.summary_service import record_result, request_for
+from contextledger.domain.commands.edits import HistoryFold
 from contextledger.domain.conversation import Conversation, SummaryFailure
-from contextledger.domain.edits import HistoryFold
 from contextledger.domain.events import (
     DomainEvent,
     MessageAppended,
@@ -29,8 +29,8 @@ from contextledger.domain.events import (
     SystemPromptChanged,
     ToolsChanged,
 )
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLink
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.reduction import Entry, SummaryLink
 
 __all__ = ["Budget", "BudgetSpent", "CandidateConversation", "Unreplayable"]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from contextledger.domain.errors import InvalidArgumentError
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.errors import InvalidArgumentError
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = [
     "DEFAULT_PRICES",

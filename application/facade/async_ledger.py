@@ -49,9 +49,9 @@ from contextledger.application.shared.results import (
 )
 from contextledger.application.shared.settings import Settings
 from contextledger.application.shared.wire import ContextMessage, ToolDefinition
-from contextledger.domain.errors import ConfigurationError, LedgerClosedError
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.errors import ConfigurationError, LedgerClosedError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["DEFAULT_MAX_WORKERS", "AsyncLedger"]
 

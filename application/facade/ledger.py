@@ -52,8 +52,8 @@ from contextledger.application.summaries.summary_service import SummaryService
 from contextledger.application.writing.commands import DEFAULT_POLICY, ConversationCommands
 from contextledger.application.writing.ledger_edits import LedgerEdits
 from contextledger.domain.conversation import ConversationSnapshot, SummaryFailure
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["DEFAULT_POLICY", "Ledger"]
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, NoReturn, Protocol, TypeVar
 
-from contextledger.domain.errors import InvalidArgumentError, LedgerClosedError
+from contextledger.domain.values.errors import InvalidArgumentError, LedgerClosedError
 
 __all__ = [
     "Lifecycle",

@@ -31,7 +31,7 @@ from contextledger.application.shared.settings import (
 from contextledger.application.storage.sharding import ShardedStore
 from contextledger.application.storage.store import ConversationStore
 from contextledger.application.summaries.summary_service import SummaryService
-from contextledger.domain.errors import ConfigurationError, ContextLedgerError, StoreError
+from contextledger.domain.values.errors import ConfigurationError, ContextLedgerError, StoreError
 
 __all__ = [
     "ShardLedger",

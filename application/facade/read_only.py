@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from contextledger.domain.errors import ConfigurationError, ReadOnlyError
+from contextledger.domain.values.errors import ConfigurationError, ReadOnlyError
 
 __all__ = ["READING", "WRITING", "read_only_updates", "refuse_writes"]
 

@@ -45,10 +45,10 @@ from contextledger.application.formats.native import NativeCompaction, readable_
 from contextledger.application.shared.limits import check_message_bytes, check_message_tokens
 from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import InvalidEditError, InvalidMessageError
-from contextledger.domain.items import Item, items_from_messages, messages_from_items
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import Entry, placeholder_text
+from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError
+from contextledger.domain.values.items import Item, items_from_messages, messages_from_items
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import Entry, placeholder_text
 
 if TYPE_CHECKING:
     from contextledger.application.facade.ledger import Ledger

@@ -42,7 +42,7 @@ from eventsourcing.persistence import ApplicationRecorder, Notification, Persist
 
 from contextledger.application.following.notifications import committed_top, read_notifications
 from contextledger.application.shared.settings import Settings
-from contextledger.domain.errors import ConfigurationError, ContextLedgerError, LedgerClosedError
+from contextledger.domain.values.errors import ConfigurationError, ContextLedgerError, LedgerClosedError
 
 __all__ = ["FollowedLog", "FollowerHealth", "LogFollower", "Shard", "shard_of"]
 

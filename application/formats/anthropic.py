@@ -33,8 +33,8 @@ import json
 from typing import Any
 
 from contextledger.application.formats.base import Decoded, ProviderUsage, sdk_dump
-from contextledger.domain.errors import InvalidMessageError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import Message
 
 __all__ = ["FORMAT", "VERSION", "AnthropicAdapter", "chat_messages", "describe", "is_head", "is_part"]
 

@@ -52,8 +52,8 @@ from typing import Any, Literal
 from contextledger.application.formats.anthropic import chat_messages, describe, is_head, is_part
 from contextledger.application.formats.base import labelled_instruction
 from contextledger.application.formats.originals import NATIVE_FORMAT, ContextEntry
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.messages import Message
 
 __all__ = ["MAX_BREAKPOINTS", "render_anthropic"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from contextledger.domain.errors import InvalidArgumentError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidArgumentError
+from contextledger.domain.values.messages import Message
 
 __all__ = ["Decoded", "InboundAdapter", "ProviderUsage", "labelled_instruction", "sdk_dump"]
 

@@ -55,8 +55,8 @@ from typing import Any
 
 from contextledger.application.formats.base import Decoded, ProviderUsage
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import InvalidMessageError
-from contextledger.domain.messages import FunctionCall, Message, ToolCall
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import FunctionCall, Message, ToolCall
 
 __all__ = [
     "FORMAT",

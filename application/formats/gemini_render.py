@@ -51,8 +51,8 @@ from contextledger.application.formats.anthropic import describe, is_head
 from contextledger.application.formats.base import labelled_instruction
 from contextledger.application.formats.gemini import is_gemini_original
 from contextledger.application.formats.originals import ContextEntry
-from contextledger.domain.errors import InvalidArgumentError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidArgumentError
+from contextledger.domain.values.messages import Message
 
 __all__ = ["CONTINUED", "SUMMARIZED", "render_gemini"]
 

@@ -2,7 +2,7 @@
 
 The ``Ledger`` façade calls these functions (``append_items``, ``context_items``,
 ``transcript_items``), itself their ``ItemsHost``. Items are grouped into chat
-messages by ``domain.items``; each stored ``MessageAppended`` keeps the raw items it
+messages by ``domain.values.items``; each stored ``MessageAppended`` keeps the raw items it
 stands for, so the working memory is rendered back into the very items that were
 appended — the system prompt and the summary as message items, old tool outputs as
 placeholder ``function_call_output`` items with the same ``call_id``, exactly as
@@ -22,13 +22,13 @@ from contextledger.application.formats.responses import grouped_items
 from contextledger.application.shared.counting import TokenCounters
 from contextledger.application.storage.store import ConversationStore
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import InvalidArgumentError
 from contextledger.domain.events import MessageAppended
-from contextledger.domain.items import Item, items_from_message
-from contextledger.domain.messages import Message
-from contextledger.domain.queries import is_placeholder
-from contextledger.domain.reduction import Entry, placeholder_message, summary_message
-from contextledger.domain.validation import shown
+from contextledger.domain.folding.queries import is_placeholder
+from contextledger.domain.values.errors import InvalidArgumentError
+from contextledger.domain.values.items import Item, items_from_message
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import Entry, placeholder_message, summary_message
+from contextledger.domain.values.validation import shown
 
 __all__ = [
     "ItemsHost",

@@ -28,11 +28,11 @@ from typing import Any
 from contextledger.application.formats.base import sdk_dump
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
 from contextledger.domain.conversation import Conversation, SummaryFailure
-from contextledger.domain.digests import summary_source_digest
-from contextledger.domain.errors import SummarizerError
 from contextledger.domain.events import SummaryProvenance
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import summary_message
+from contextledger.domain.values.digests import summary_source_digest
+from contextledger.domain.values.errors import SummarizerError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import summary_message
 
 __all__ = [
     "NATIVE_PROMPT_VERSION",

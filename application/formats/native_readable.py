@@ -24,10 +24,10 @@ from contextledger.application.shared.ports import Summarizer, SummaryResult, To
 from contextledger.application.shared.settings import Settings
 from contextledger.application.storage.store import ConversationStore
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import StoreError
 from contextledger.domain.events import NativeSummaryReadable, SummaryProvenance
-from contextledger.domain.fold import refresh_view
-from contextledger.domain.reduction import SummaryLayer, SummaryLink, summary_message
+from contextledger.domain.folding.fold import refresh_view
+from contextledger.domain.values.errors import StoreError
+from contextledger.domain.values.reduction import SummaryLayer, SummaryLink, summary_message
 
 __all__ = [
     "ReadableHost",

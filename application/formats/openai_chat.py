@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextledger.application.formats.base import Decoded, ProviderUsage, sdk_dump
-from contextledger.domain.errors import InvalidMessageError
-from contextledger.domain.messages import ROLES, Message
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import ROLES, Message
 
 __all__ = [
     "ALWAYS_DROPPED",

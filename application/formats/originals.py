@@ -26,11 +26,11 @@ from contextledger.application.shared.addressing import ConversationRef, resolve
 from contextledger.application.shared.limits import check_message_tokens
 from contextledger.application.shared.settings import Settings
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError, MessageTooLargeError
 from contextledger.domain.events import MessageAppended
-from contextledger.domain.messages import Message
-from contextledger.domain.queries import is_placeholder
-from contextledger.domain.reduction import Entry, summary_message
+from contextledger.domain.folding.queries import is_placeholder
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError, MessageTooLargeError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import Entry, summary_message
 
 __all__ = [
     "NATIVE_FORMAT",

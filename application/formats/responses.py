@@ -3,7 +3,7 @@ the openai SDK's ``Response`` objects, decoded in one pass.
 
 The items are read once: each is checked (a JSON object of valid text, string keys)
 and copied as the log will give it back, then handed straight on to the grouping
-rules of ``domain.items`` (a run of function calls is one assistant message, each
+rules of ``domain.values.items`` (a run of function calls is one assistant message, each
 output a tool message, unreadable items described), which build each ``Message``
 once. Each message keeps the raw items it stands for (``DecodedItems.items``; stored
 as ``MessageAppended.items``), so the items are rendered back exactly.
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextledger.application.formats.base import Decoded, ProviderUsage, sdk_dump
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
-from contextledger.domain.items import Item, ItemMessage, messages_from_items
-from contextledger.domain.validation import shown
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.items import Item, ItemMessage, messages_from_items
+from contextledger.domain.values.validation import shown
 
 __all__ = ["RESPONSES", "DecodedItems", "ResponsesItems", "decode_items", "grouped_items"]
 

@@ -15,7 +15,7 @@
 - A message appended as Responses items (``append_items``, a ``Response`` reply, an
   agent session) comes back as the very items it was appended as: reasoning items
   with their encrypted content, function calls with their ids, hosted tool calls.
-  Any other message is converted from its chat form (``domain.items``): an assistant
+  Any other message is converted from its chat form (``domain.values.items``): an assistant
   message with calls is its text item and one ``function_call`` item per call, a tool
   message a ``function_call_output``.
 - A tool result the policy reduced (an old one, a hidden one) is its
@@ -34,8 +34,8 @@ from typing import Any, Literal
 from contextledger.application.formats.items import entry_items
 from contextledger.application.formats.native import sendable
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.items import Item
-from contextledger.domain.reduction import SummaryLayer, summary_message
+from contextledger.domain.values.items import Item
+from contextledger.domain.values.reduction import SummaryLayer, summary_message
 
 __all__ = ["render_responses"]
 

@@ -40,14 +40,14 @@ from contextledger.application.privacy.receipts import ErasureReceipt, ReceiptCh
 from contextledger.application.shared.addressing import ConversationRef, resolve
 from contextledger.application.storage.store import store_errors
 from contextledger.domain.erasure import ContentErased, ErasedEvent, Erasure
-from contextledger.domain.errors import (
+from contextledger.domain.events import Forked
+from contextledger.domain.values.errors import (
     ConfigurationError,
     ConversationNotFoundError,
     InvalidArgumentError,
     StoreError,
 )
-from contextledger.domain.events import Forked
-from contextledger.domain.validation import MAX_SUBJECT_CHARS, check_reason, check_subject, check_text
+from contextledger.domain.values.validation import MAX_SUBJECT_CHARS, check_reason, check_subject, check_text
 
 __all__ = ["DELETE_SNAPSHOTS_TOPIC", "ErasureReport", "Erasures", "SubjectKeyPort", "TombstoneInfo"]
 

@@ -17,7 +17,7 @@ from contextledger.application.privacy.retention import RetentionHost, idle_conv
 from contextledger.application.privacy.subject_export import SubjectExport, export_subject
 from contextledger.application.shared.addressing import ConversationRef
 from contextledger.application.storage.store import store_errors
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 __all__ = ["LedgerPrivacy"]
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from contextledger.domain.erasure import ContentErased, ErasedEvent, Erasure
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 __all__ = [
     "RECEIPT_FORMAT",

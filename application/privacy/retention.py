@@ -35,9 +35,9 @@ from contextledger.application.shared.observability import log
 from contextledger.application.storage.sharding import ShardedStore
 from contextledger.application.storage.store import ConversationStore, store_errors
 from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.errors import ContextLedgerError, InvalidArgumentError
 from contextledger.domain.events import Forked
-from contextledger.domain.validation import shown
+from contextledger.domain.values.errors import ContextLedgerError, InvalidArgumentError
+from contextledger.domain.values.validation import shown
 
 __all__ = [
     "RetentionDue",

@@ -34,7 +34,6 @@ from uuid import UUID
 
 from contextledger.application.following.notifications import read_notifications
 from contextledger.application.formats.originals import OriginalsHost, transcript_originals
-from contextledger.domain.errors import ConversationErasedError
 from contextledger.domain.events import (
     Forked,
     MessageEdited,
@@ -44,7 +43,8 @@ from contextledger.domain.events import (
     SystemPromptChanged,
     ToolsChanged,
 )
-from contextledger.domain.validation import check_subject
+from contextledger.domain.values.errors import ConversationErasedError
+from contextledger.domain.values.validation import check_subject
 
 __all__ = ["EXPORT_FORMAT", "ExportedConversation", "SubjectExport", "export_subject"]
 

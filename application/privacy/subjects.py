@@ -27,8 +27,8 @@ from eventsourcing.persistence import IntegrityError
 from contextledger.application.shared.settings import Settings, resolve_adapter
 from contextledger.application.storage.sharding import ShardedStore
 from contextledger.application.storage.store import ConversationStore
-from contextledger.domain.errors import ConfigurationError, InvalidArgumentError
-from contextledger.domain.validation import MAX_SUBJECT_CHARS, check_subject
+from contextledger.domain.values.errors import ConfigurationError, InvalidArgumentError
+from contextledger.domain.values.validation import MAX_SUBJECT_CHARS, check_subject
 
 __all__ = [
     "ERASED_SUBJECTS_TOPIC",

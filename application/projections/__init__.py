@@ -27,7 +27,7 @@ from contextledger.application.projections.runner import ProgressCallback, ReadM
 from contextledger.application.projections.summaries import SummariesProjection
 from contextledger.application.projections.token_totals import TokenTotalsProjection
 from contextledger.application.projections.transcript import TranscriptProjection
-from contextledger.domain.errors import TrackingRewoundError, UnknownReadModelError
+from contextledger.domain.values.errors import TrackingRewoundError, UnknownReadModelError
 
 __all__ = [
     "ConversationRecord",

@@ -24,7 +24,7 @@ from eventsourcing.persistence import Mapper, Notification, Tracking
 from contextledger.application.following.follower import FollowedLog, LogFollower
 from contextledger.application.projections.base import ReadModelProjection
 from contextledger.application.shared.observability import Tracer
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ConfigurationError,
     ReadModelAheadError,
     TrackingRewoundError,

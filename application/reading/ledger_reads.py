@@ -24,7 +24,7 @@ from contextledger.application.shared.results import (
 )
 from contextledger.application.shared.wire import ContextMessage, ToolDefinition
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["LedgerReads"]
 

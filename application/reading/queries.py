@@ -42,9 +42,9 @@ from contextledger.application.shared.wire import ContextMessage, ToolDefinition
 from contextledger.application.storage.store import ConversationStore
 from contextledger.application.summaries.history import shared_history, summary_infos, transcript_entries
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import ConversationErasedError, InvalidArgumentError, LogDamagedError
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.validation import check_count
+from contextledger.domain.values.errors import ConversationErasedError, InvalidArgumentError, LogDamagedError
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.validation import check_count
 
 __all__ = ["FORMATS", "AuditedStore", "ConversationQueries", "QueryHost", "check_context_format"]
 

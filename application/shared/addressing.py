@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
-from contextledger.domain.errors import ContextLedgerError, InvalidArgumentError
+from contextledger.domain.values.errors import ContextLedgerError, InvalidArgumentError
 
 __all__ = [
     "KEY_NAMESPACE",

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from contextledger.application.shared.ports import TokenCounter
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import placeholder_text
-from contextledger.domain.tools import ToolDefinitions
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import placeholder_text
+from contextledger.domain.values.tools import ToolDefinitions
 
 __all__ = ["ESTIMATE_ERRORS", "TokenCounters", "relative_error"]
 

@@ -1,14 +1,14 @@
 """Limits on what a ledger accepts: message size (bytes and tokens), the default
-context cap of a policy that sets none (see ``contextledger.domain.windows``), and the
+context cap of a policy that sets none (see ``contextledger.domain.values.windows``), and the
 model and policy a conversation gets when ``start`` is given none."""
 
 from __future__ import annotations
 
 from contextledger.application.shared.settings import Settings
-from contextledger.domain.errors import InvalidPolicyError, MessageTooLargeError
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.windows import default_context_cap
+from contextledger.domain.values.errors import InvalidPolicyError, MessageTooLargeError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.windows import default_context_cap
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from contextledger.domain.errors import InvalidArgumentError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidArgumentError
+from contextledger.domain.values.messages import Message
 
 __all__ = ["Summarizer", "SummaryRequest", "SummaryResult", "TokenCounter"]
 
@@ -111,7 +111,7 @@ class SummaryResult:
 class Summarizer(Protocol):
     """Turns a previous summary plus new messages into a new summary.
 
-    Raises a subclass of ``contextledger.domain.errors.SummarizerError`` on failure:
+    Raises a subclass of ``contextledger.domain.values.errors.SummarizerError`` on failure:
     ``SummarizerTimeoutError``, ``SummarizerRateLimitedError`` (with ``retry_after``),
     ``SummarizerUnavailableError`` or ``SummarizerOutputError``.
     """

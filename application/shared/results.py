@@ -20,7 +20,7 @@ from contextledger.domain.events import (
     MessageEdited,
     SummaryCreated,
 )
-from contextledger.domain.queries import reported_offset
+from contextledger.domain.folding.queries import reported_offset
 
 __all__ = [
     "AuditEvent",

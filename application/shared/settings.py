@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from contextledger.domain.errors import ConfigurationError
-from contextledger.domain.validation import check_unicode_fields
+from contextledger.domain.values.errors import ConfigurationError
+from contextledger.domain.values.validation import check_unicode_fields
 
 __all__ = [
     "DEFAULT_SQLITE_FILE",

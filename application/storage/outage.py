@@ -19,7 +19,7 @@ import threading
 import time
 from uuid import UUID
 
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 
 __all__ = ["OUTAGE_CAUSES", "Outages"]
 

@@ -24,8 +24,8 @@ from contextledger.application.shared.limits import DEFAULT_MODEL, DEFAULT_POLIC
 from contextledger.application.storage.store_failures import store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.errors import ConversationNotFoundError
 from contextledger.domain.remainder import Remainder, fold_remainder, remainder_of
+from contextledger.domain.values.errors import ConversationNotFoundError
 
 __all__ = ["load_remainder", "remainder"]
 

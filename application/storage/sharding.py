@@ -37,8 +37,8 @@ from contextledger.application.storage.store import (
     store_errors,
 )
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import StoreError
 from contextledger.domain.placement import Placement
+from contextledger.domain.values.errors import StoreError
 
 __all__ = ["ShardedStore", "home_store"]
 

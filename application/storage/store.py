@@ -30,19 +30,19 @@ from contextledger.application.storage.store_failures import failure_cause, stor
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation, ConversationSnapshot
 from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.errors import (
+from contextledger.domain.events import ConversationEvent, DomainEvent, Forked, Started
+from contextledger.domain.values.errors import (
     ConcurrencyError,
     ConversationErasedError,
     ConversationNotFoundError,
     LogDamagedError,
     StoreError,
 )
-from contextledger.domain.events import ConversationEvent, DomainEvent, Forked, Started
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from contextledger.domain.state import ConversationState
+    from contextledger.domain.folding.state import ConversationState
 
 __all__ = [
     "ConversationStore",

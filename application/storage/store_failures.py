@@ -12,7 +12,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import OperationalError, PersistenceError
 
-from contextledger.domain.errors import LogDamagedError, StoreError
+from contextledger.domain.values.errors import LogDamagedError, StoreError
 
 __all__ = ["failure_cause", "store_error", "store_errors"]
 

@@ -12,8 +12,7 @@ from uuid import UUID
 
 from contextledger.application.shared.results import SharedHistory, SummaryInfo, TranscriptEntry
 from contextledger.application.storage.store import ConversationStore, store_errors
-from contextledger.domain.edits import HistoryFold
-from contextledger.domain.errors import StoreError
+from contextledger.domain.commands.edits import HistoryFold
 from contextledger.domain.events import (
     Forked,
     MessageAppended,
@@ -23,7 +22,8 @@ from contextledger.domain.events import (
     SummaryCreated,
     SummaryInvalidated,
 )
-from contextledger.domain.reduction import Entry, SummaryLink
+from contextledger.domain.values.errors import StoreError
+from contextledger.domain.values.reduction import Entry, SummaryLink
 
 __all__ = [
     "HistoryCache",

@@ -48,7 +48,7 @@ from contextledger.application.following.follower import FollowedLog, LogFollowe
 from contextledger.application.shared.ports import Summarizer, SummaryRequest
 from contextledger.application.summaries.summary_attempts import Outcome, SummaryRecorder, attempt_summary
 from contextledger.domain import events
-from contextledger.domain.errors import ContextLedgerError, ConversationErasedError, LedgerClosedError
+from contextledger.domain.values.errors import ContextLedgerError, ConversationErasedError, LedgerClosedError
 
 __all__ = ["Outcome", "PolicyHost", "SummarizationRunner", "summarize_pending"]
 

@@ -18,14 +18,14 @@ from typing import Protocol
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult
 from contextledger.application.shared.settings import Settings
 from contextledger.domain.conversation import SummaryFailure
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     StaleSummaryError,
     SummarizerError,
     SummarizerOutputError,
     SummarizerRateLimitedError,
     SummaryQualityError,
 )
-from contextledger.domain.redaction import error_outline, provider_text
+from contextledger.domain.values.redaction import error_outline, provider_text
 
 __all__ = ["Outcome", "SummaryRecorder", "attempt_summary"]
 

@@ -19,11 +19,11 @@ from contextledger.application.shared.ports import Summarizer, SummaryRequest, S
 from contextledger.application.shared.settings import Settings
 from contextledger.application.storage.store import ConversationStore
 from contextledger.domain.conversation import Conversation, SummaryFailure
-from contextledger.domain.digests import summary_source_digest
-from contextledger.domain.errors import StaleSummaryError
 from contextledger.domain.events import SummaryProvenance
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import Entry, placeholder_message, summary_message
+from contextledger.domain.values.digests import summary_source_digest
+from contextledger.domain.values.errors import StaleSummaryError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import Entry, placeholder_message, summary_message
 
 __all__ = ["SummaryService", "record_result", "request_for", "sources", "summary_budget", "summary_input"]
 

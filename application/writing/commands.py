@@ -47,17 +47,17 @@ from contextledger.application.writing.idempotency import (
 from contextledger.application.writing.inbound import Inbound, inbound
 from contextledger.application.writing.wire_pieces import WireBatch, decode_wire, wire_adapter
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ConfigurationError,
     ConversationNotFoundError,
     DuplicateConversationError,
     InvalidArgumentError,
     InvalidMessageError,
 )
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.tools import check_tools
-from contextledger.domain.validation import check_text, shown
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.tools import check_tools
+from contextledger.domain.values.validation import check_text, shown
 
 __all__ = ["DEFAULT_POLICY", "CommandHost", "ConversationCommands"]
 

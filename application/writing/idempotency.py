@@ -20,10 +20,10 @@ from uuid import UUID
 from contextledger.application.storage.store import ConversationStore, store_errors
 from contextledger.domain.client_ids import ClientMessageId
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import IdempotencyConflictError, InvalidArgumentError, UsageError
 from contextledger.domain.events import MessageAppended
-from contextledger.domain.messages import Message
-from contextledger.domain.validation import check_text, shown
+from contextledger.domain.values.errors import IdempotencyConflictError, InvalidArgumentError, UsageError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.validation import check_text, shown
 
 __all__ = [
     "MAX_CLIENT_MESSAGE_ID_LENGTH",

@@ -14,7 +14,7 @@ from typing import Any
 
 from contextledger.application.formats.base import ProviderUsage
 from contextledger.application.formats.openai_chat import ALWAYS_DROPPED, DROPPED_WHEN_NONE, chat_message
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["ALWAYS_DROPPED", "DROPPED_WHEN_NONE", "Inbound", "ProviderUsage", "inbound"]
 

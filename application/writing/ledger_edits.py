@@ -1,6 +1,6 @@
 """The Ledger's edit commands and Responses-item methods (``Ledger`` inherits them).
 
-Edits are events on the aggregate (``contextledger.domain.editing``); what they need
+Edits are events on the aggregate (``contextledger.domain.commands.editing``); what they need
 of summarized history is read from the log here (``LogHistory``) and handed in.
 """
 
@@ -25,10 +25,10 @@ from contextledger.application.storage.store import ConversationStore
 from contextledger.application.summaries.history import HistoryCache, LogHistory
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.erasure import ErasedEvent
-from contextledger.domain.errors import ConversationErasedError, DuplicateConversationError
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import placeholder_text
-from contextledger.domain.validation import MAX_REASON_CHARS, check_position, check_text
+from contextledger.domain.values.errors import ConversationErasedError, DuplicateConversationError
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import placeholder_text
+from contextledger.domain.values.validation import MAX_REASON_CHARS, check_position, check_text
 
 __all__ = ["LedgerEdits"]
 

@@ -23,7 +23,7 @@ from contextledger.application.formats.native import NativeCompaction, split_com
 from contextledger.application.formats.originals import check_original
 from contextledger.application.formats.responses import RESPONSES, DecodedItems, decode_items
 from contextledger.application.writing.inbound import inbound
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["Piece", "WireBatch", "decode_wire", "wire_adapter"]
 

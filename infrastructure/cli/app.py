@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from contextledger.domain.errors import ContextLedgerError, UsageError
+from contextledger.domain.values.errors import ContextLedgerError, UsageError
 from contextledger.infrastructure.cli.common import Failure, Parser, add_global_options
 
 __all__ = ["COMMAND_MODULES", "PROG", "build_parser", "main"]
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _named(exc: UsageError, args: argparse.Namespace) -> str:
     """``exc``'s message; for a conversation the operator named by its key, the key
     rather than the id it stands for."""
-    from contextledger.domain.errors import ConversationNotFoundError
+    from contextledger.domain.values.errors import ConversationNotFoundError
     from contextledger.infrastructure.cli.common import ConversationName
 
     if isinstance(exc, ConversationNotFoundError):

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from contextledger.domain.errors import ContextLedgerError
+from contextledger.domain.values.errors import ContextLedgerError
 
 if TYPE_CHECKING:
     from contextledger.application.facade.ledger import Ledger

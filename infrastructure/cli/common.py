@@ -14,7 +14,7 @@ import argparse
 from typing import NoReturn
 from uuid import UUID
 
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 __all__ = [
     "DATABASE_HELP",

@@ -20,7 +20,7 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.cli.common import Failure
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from contextledger.application.facade.ledger import Ledger
 from contextledger.application.following.follower import LogFollower
 from contextledger.application.following.notifications import committed_top
 from contextledger.application.summaries.summarization import SummarizationRunner
-from contextledger.domain.errors import ContextLedgerError
+from contextledger.domain.values.errors import ContextLedgerError
 
 __all__ = ["waiting_for"]
 

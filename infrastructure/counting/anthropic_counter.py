@@ -30,8 +30,8 @@ from importlib import import_module
 from typing import Any
 
 from contextledger.application.shared.ports import TokenCounter
-from contextledger.domain.errors import ConfigurationError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import ConfigurationError
+from contextledger.domain.values.messages import Message
 from contextledger.infrastructure.counting.estimates import ClaudeCounter, counter_for_model
 from contextledger.infrastructure.loopback import direct_if_loopback
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import tiktoken
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 
 __all__ = [
     "SHIPPED",

@@ -38,7 +38,7 @@ from typing import Any
 from contextledger.application.shared.counting import ESTIMATE_ERRORS
 from contextledger.application.shared.counting import relative_error as stated_error
 from contextledger.application.shared.ports import TokenCounter
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 from contextledger.infrastructure.counting.tokens import TiktokenCounter
 
 __all__ = ["ClaudeCounter", "EstimatingCounter", "GeminiCounter", "counter_for_model"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import tiktoken
 
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 from contextledger.infrastructure.counting.encodings import load_encoding
 
 __all__ = ["TiktokenCounter", "encoding_for_model"]

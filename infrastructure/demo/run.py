@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from contextledger.application.facade.ledger import Ledger
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.infrastructure.demo.scenario import (
     DEMO_POLICY,
     DEMO_SYSTEM_PROMPT,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["DEMO_POLICY", "DEMO_SYSTEM_PROMPT", "synthesize_conversation"]
 

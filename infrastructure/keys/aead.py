@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import Cipher
 from eventsourcing.utils import Environment
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 
 __all__ = ["AESGCM_TOPIC", "AESGCMCipher", "decode_key", "new_key"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 from contextledger.infrastructure.keys.key_tables import KeyTable
 from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, UNWRAPPED, SubjectKeys
 

@@ -46,7 +46,7 @@ import psycopg
 from eventsourcing.persistence import PersistenceError
 
 from contextledger.application.storage.store_failures import failure_cause, store_error
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 
 __all__ = [
     "KeyRow",

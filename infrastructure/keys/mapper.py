@@ -18,7 +18,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ValidationError
 
-from contextledger.domain.errors import ContextLedgerError, LogDamagedError, StoreError
+from contextledger.domain.values.errors import ContextLedgerError, LogDamagedError, StoreError
 
 __all__ = ["JSONBytesTranscoder", "PydanticMapper"]
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ConfigurationError,
     ContextLedgerError,
     ConversationErasedError,
@@ -55,7 +55,7 @@ from contextledger.domain.errors import (
     KeyMissingError,
     StoreError,
 )
-from contextledger.domain.validation import check_reason, check_subject
+from contextledger.domain.values.validation import check_reason, check_subject
 from contextledger.infrastructure.keys.aead import AESGCMCipher, decode_key
 from contextledger.infrastructure.keys.key_tables import KeyRow, KeyTable
 from contextledger.infrastructure.keys.wrapping import (

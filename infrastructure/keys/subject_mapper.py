@@ -64,14 +64,14 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent, Transcoder
 
 from contextledger.domain.erasure import ContentErased, ErasedEvent
-from contextledger.domain.errors import (
+from contextledger.domain.events import MessageAppended
+from contextledger.domain.values.errors import (
     ConfigurationError,
     ConversationErasedError,
     KeyMissingError,
     LogDamagedError,
     StoreError,
 )
-from contextledger.domain.events import MessageAppended
 from contextledger.infrastructure.keys.aead import OVERHEAD
 from contextledger.infrastructure.keys.key_fence import KeyFence
 from contextledger.infrastructure.keys.key_modes import (

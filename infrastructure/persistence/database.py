@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from contextledger.application.shared.settings import masked_url
-from contextledger.domain.errors import ConfigurationError, StoreError
+from contextledger.domain.values.errors import ConfigurationError, StoreError
 from contextledger.infrastructure.persistence.sqlite_files import read_only_uri
 
 if TYPE_CHECKING:

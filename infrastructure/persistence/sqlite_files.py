@@ -25,7 +25,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from contextledger.domain.errors import SchemaMissingError, StoreError
+from contextledger.domain.values.errors import SchemaMissingError, StoreError
 
 __all__ = ["ReadOnlyLeftovers", "check_sqlite_file", "read_only_uri"]
 

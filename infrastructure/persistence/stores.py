@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, PersistenceError
 
-from contextledger.domain.errors import SchemaMissingError, StoreError
+from contextledger.domain.values.errors import SchemaMissingError, StoreError
 from contextledger.infrastructure.keys.subject_mapper import SubjectKeysFactory
 from contextledger.infrastructure.persistence.pgrecorder import PostgresConversationFactory
 from contextledger.infrastructure.persistence.sqlite_files import ReadOnlyLeftovers, check_sqlite_file

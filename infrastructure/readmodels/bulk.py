@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Table
 
 from contextledger.application.storage.store import failure_cause
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.readmodels.storage import reason
 
 __all__ = ["BulkPlan", "insert_rows", "plan_for"]

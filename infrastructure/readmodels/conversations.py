@@ -10,7 +10,7 @@ from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, select
 
 from contextledger.application.projections import ConversationRecord
-from contextledger.domain.errors import ConversationErasedError
+from contextledger.domain.values.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.view import SQLView
 
 __all__ = ["SQLConversationsView"]

@@ -20,7 +20,7 @@ from contextledger.application.projections import (
     TokenTotalsProjection,
     TranscriptProjection,
 )
-from contextledger.domain.errors import ReadOnlyError, StoreError
+from contextledger.domain.values.errors import ReadOnlyError, StoreError
 from contextledger.infrastructure.keys.subject_mapper import SubjectMapper, subject_keys_of
 from contextledger.infrastructure.persistence.database import Database, mask_url
 from contextledger.infrastructure.persistence.sqlite_files import ReadOnlyLeftovers

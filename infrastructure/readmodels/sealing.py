@@ -52,7 +52,7 @@ from uuid import UUID
 
 from sqlalchemy import JSON, Dialect, Text, TypeDecorator
 
-from contextledger.domain.errors import KeyMissingError, StoreError
+from contextledger.domain.values.errors import KeyMissingError, StoreError
 from contextledger.infrastructure.keys.aead import AESGCMCipher, decode_key
 from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, DataKey, SubjectKeys, Tombstone
 from contextledger.infrastructure.keys.subject_mapper import MARK, MAX_KEYS, MULTI_MARK, key_ids_of

@@ -61,7 +61,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import StaticPool
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 from contextledger.infrastructure.persistence.database import Database
 from contextledger.infrastructure.persistence.sqlite_files import check_sqlite_file, read_only_uri
 from contextledger.infrastructure.readmodels.sealing import ContentCodec, SealedJSON, SealedText

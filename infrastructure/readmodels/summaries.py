@@ -10,7 +10,7 @@ from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, and_, insert, or_, select, update
 
 from contextledger.application.shared.results import SummaryInfo
-from contextledger.domain.errors import ConversationErasedError
+from contextledger.domain.values.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLSummariesView"]

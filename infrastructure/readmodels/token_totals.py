@@ -9,7 +9,7 @@ from eventsourcing.persistence import Tracking
 from sqlalchemy import Connection, func, insert, select, update
 
 from contextledger.application.projections import TokenTotalsRecord
-from contextledger.domain.errors import ConversationErasedError
+from contextledger.domain.values.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.storage import COUNTERS
 from contextledger.infrastructure.readmodels.view import SQLView
 

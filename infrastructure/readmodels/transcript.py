@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Table, and_, func, insert, or_, select, updat
 
 from contextledger.application.shared.results import TranscriptEntry, TranscriptVersion
 from contextledger.application.summaries.history import transcript_order
-from contextledger.domain.errors import ConversationErasedError
+from contextledger.domain.values.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels.view import SQLView, columns_of
 
 __all__ = ["SQLTranscriptView"]

@@ -37,7 +37,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.application.storage.store import failure_cause
-from contextledger.domain.errors import StoreError, TrackingRewoundError
+from contextledger.domain.values.errors import StoreError, TrackingRewoundError
 from contextledger.infrastructure.readmodels.bulk import BulkPlan, insert_rows, plan_for
 from contextledger.infrastructure.readmodels.host import ReadModelHost, SharedTransaction
 from contextledger.infrastructure.readmodels.sealing import is_subject_sealed

@@ -27,7 +27,7 @@ from importlib import import_module
 from typing import Any
 
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
-from contextledger.domain.errors import ConfigurationError, SummarizerError, SummarizerOutputError
+from contextledger.domain.values.errors import ConfigurationError, SummarizerError, SummarizerOutputError
 from contextledger.infrastructure.loopback import direct_if_loopback
 from contextledger.infrastructure.summarizers.summarizer_base import ModelSummarizer, summary_result
 from contextledger.infrastructure.summarizers.summary_prompt import summary_prompt

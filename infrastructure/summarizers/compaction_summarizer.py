@@ -21,8 +21,8 @@ from typing import Any
 import openai
 
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult
-from contextledger.domain.errors import SummarizerError, SummarizerOutputError
-from contextledger.domain.items import items_from_messages
+from contextledger.domain.values.errors import SummarizerError, SummarizerOutputError
+from contextledger.domain.values.items import items_from_messages
 from contextledger.infrastructure.summarizers.anthropic_summarizer import AnthropicSummarizer
 from contextledger.infrastructure.summarizers.offline_summarizer import OfflineSummarizer
 from contextledger.infrastructure.summarizers.summarizer_base import ModelSummarizer

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
-from contextledger.domain.errors import ConfigurationError, SummarizerError, SummarizerOutputError
+from contextledger.domain.values.errors import ConfigurationError, SummarizerError, SummarizerOutputError
 from contextledger.infrastructure.loopback import is_loopback
 from contextledger.infrastructure.summarizers.summarizer_base import (
     ModelSummarizer,

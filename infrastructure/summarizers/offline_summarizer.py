@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult, TokenCounter
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["PROMPT_VERSION", "OfflineSummarizer"]
 

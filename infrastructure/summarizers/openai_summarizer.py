@@ -22,7 +22,7 @@ from typing import Any
 import openai
 
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
-from contextledger.domain.errors import SummarizerError, SummarizerOutputError
+from contextledger.domain.values.errors import SummarizerError, SummarizerOutputError
 from contextledger.infrastructure.loopback import direct_if_loopback
 from contextledger.infrastructure.summarizers.summarizer_base import ModelSummarizer, summary_result
 from contextledger.infrastructure.summarizers.summary_prompt import (

@@ -26,7 +26,7 @@ import time
 from typing import Any, ClassVar
 
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, SummaryResult
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ConfigurationError,
     SummarizerAuthenticationError,
     SummarizerError,
@@ -36,7 +36,7 @@ from contextledger.domain.errors import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
-from contextledger.domain.redaction import provider_text
+from contextledger.domain.values.redaction import provider_text
 from contextledger.infrastructure.summarizers.summary_prompt import PROMPT_VERSION
 
 __all__ = ["ModelSummarizer", "retry_after_seconds", "summary_result"]

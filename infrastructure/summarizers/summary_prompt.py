@@ -8,7 +8,7 @@ means a new version.
 from __future__ import annotations
 
 from contextledger.application.shared.ports import SummaryRequest
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "render_transcript", "summary_prompt"]
 

@@ -40,7 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contextledger.application.facade.ledger import Ledger
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ContextLedgerError,
     ConversationErasedError,
     ConversationNotFoundError,

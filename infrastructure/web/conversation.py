@@ -24,8 +24,8 @@ from contextledger.application.shared.results import AuditEvent, TokenTotals
 from contextledger.application.storage.store import ConversationStore
 from contextledger.application.summaries.history import event_marks, summary_infos
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.errors import LogDamagedError
 from contextledger.domain.events import ConversationEvent, MessageAppended, SummaryCreated
+from contextledger.domain.values.errors import LogDamagedError
 from contextledger.infrastructure.web.paging import Paging, sample
 from contextledger.infrastructure.web.views import ConversationRow, _timeline_entry, events_between
 

@@ -14,7 +14,7 @@ from uuid import UUID
 from starlette.requests import Request
 
 from contextledger.application.shared.addressing import id_for_key, resolve
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 __all__ = ["MAX_QUERY", "MAX_WHOLE", "Ref", "as_json", "conversation_ref", "search_query", "whole_number"]
 

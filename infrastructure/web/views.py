@@ -18,9 +18,9 @@ from contextledger.application.shared.results import AuditEvent
 from contextledger.application.storage.store import store_errors
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.erasure import ContentErased
-from contextledger.domain.errors import ConversationErasedError, ConversationNotFoundError
 from contextledger.domain.events import DomainEvent
-from contextledger.domain.queries import is_placeholder
+from contextledger.domain.folding.queries import is_placeholder
+from contextledger.domain.values.errors import ConversationErasedError, ConversationNotFoundError
 from contextledger.infrastructure.web.paging import Paging
 
 __all__ = [

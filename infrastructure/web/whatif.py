@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from contextledger.application.auditing.whatif_results import WhatIfReport
 from contextledger.application.facade.ledger import Ledger
-from contextledger.domain.errors import ConversationNotFoundError, UsageError
+from contextledger.domain.values.errors import ConversationNotFoundError, UsageError
 
 __all__ = ["WhatIfChart", "whatif_chart", "whatif_routes"]
 

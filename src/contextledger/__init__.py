@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from contextledger.application.summaries.summarization import SummarizationRunner
     from contextledger.domain.conversation import Conversation
     from contextledger.domain.erasure import ErasedEvent
-    from contextledger.domain.errors import (
+    from contextledger.domain.values.errors import (
         ConcurrencyError,
         ConfigurationError,
         ContextLedgerError,
@@ -113,12 +113,12 @@ if TYPE_CHECKING:
         UnknownReadModelError,
         UsageError,
     )
-    from contextledger.domain.messages import (
+    from contextledger.domain.values.messages import (
         FunctionCall,
         Message,
         ToolCall,
     )
-    from contextledger.domain.policy import ReductionPolicy
+    from contextledger.domain.values.policy import ReductionPolicy
     from contextledger.infrastructure.counting.anthropic_counter import AnthropicCountingCounter
     from contextledger.infrastructure.counting.estimates import ClaudeCounter, GeminiCounter
     from contextledger.infrastructure.counting.tokens import TiktokenCounter
@@ -174,7 +174,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "application.shared.wire": ("ContextMessage", "ToolDefinition"),
     "domain.conversation": ("Conversation",),
     "domain.erasure": ("ErasedEvent",),
-    "domain.errors": (
+    "domain.values.errors": (
         "ConcurrencyError",
         "ConfigurationError",
         "ContextLedgerError",
@@ -214,8 +214,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "UnknownReadModelError",
         "UsageError",
     ),
-    "domain.messages": ("FunctionCall", "Message", "ToolCall"),
-    "domain.policy": ("ReductionPolicy",),
+    "domain.values.messages": ("FunctionCall", "Message", "ToolCall"),
+    "domain.values.policy": ("ReductionPolicy",),
     "infrastructure.counting.anthropic_counter": ("AnthropicCountingCounter",),
     "infrastructure.summarizers.anthropic_summarizer": ("AnthropicSummarizer",),
     "infrastructure.summarizers.gemini_summarizer": ("GeminiSummarizer",),

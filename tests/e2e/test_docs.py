@@ -74,7 +74,7 @@ def test_the_configuration_page_names_every_setting_and_its_variable() -> None:
 
 
 def test_the_errors_page_draws_the_whole_tree() -> None:
-    import contextledger.domain.errors as errors
+    import contextledger.domain.values.errors as errors
 
     page = (REPO / "docs" / "errors.md").read_text(encoding="utf-8")
     assert [name for name in errors.__all__ if name not in page] == []
@@ -128,7 +128,7 @@ def test_no_page_reads_the_version_and_the_context_in_two_calls() -> None:
 
 
 def test_the_default_context_caps_given_are_the_ones_the_library_derives() -> None:
-    from contextledger.domain.windows import default_context_cap
+    from contextledger.domain.values.windows import default_context_cap
 
     page = " ".join((REPO / "docs" / "configuration.md").read_text(encoding="utf-8").split())
     given = {

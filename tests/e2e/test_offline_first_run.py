@@ -54,7 +54,7 @@ def test_the_network_is_really_unreachable_here(tmp_path: Path) -> None:
     """The environment above refuses downloads: an encoding that is not shipped cannot
     be had, and says what to set."""
     code = ("from contextledger.infrastructure.counting.encodings import load_encoding\n"
-            "from contextledger.domain.errors import ConfigurationError\n"
+            "from contextledger.domain.values.errors import ConfigurationError\n"
             "try:\n    load_encoding('p50k_base')\n"
             "except ConfigurationError as e:\n    print('ERR', e)\n")
     done = subprocess.run([sys.executable, "-c", code], env=offline_env(tmp_path), cwd=tmp_path,

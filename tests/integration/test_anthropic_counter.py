@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import contextledger as cl
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 from contextledger.infrastructure.counting.anthropic_counter import AnthropicCountingCounter
 from contextledger.infrastructure.counting.estimates import ClaudeCounter
 from contextledger.testing.fake_anthropic import FakeAnthropicServer

@@ -24,7 +24,7 @@ from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.projections import ReadModelProjection, ReadModelRunner, TranscriptProjection
 from contextledger.application.storage.sharding import home_store
 from contextledger.domain import events
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.readmodel_names import READ_MODEL_NAMES
 from contextledger.infrastructure.readmodels import SQLReadModels, SQLTranscriptView, attach_read_models
 from contextledger.infrastructure.readmodels.sealing import SUBJECT_SEALED_PREFIX

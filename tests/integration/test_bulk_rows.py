@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Table, insert, select
 
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.infrastructure.readmodels.bulk import insert_rows, plan_for
 from contextledger.infrastructure.readmodels.sealing import SEALED_PREFIX

@@ -11,7 +11,7 @@ import pytest
 
 import contextledger as cl
 from contextledger.application.shared.ports import SummaryRequest
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 from contextledger.testing import (
     Delay,

@@ -11,7 +11,7 @@ import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings, SummaryRequest, SummaryResult
 from contextledger.domain import InvalidMessageError, Message
-from contextledger.domain.reduction import Entry
+from contextledger.domain.values.reduction import Entry
 from contextledger.infrastructure.summarizers.openai_summarizer import OpenAISummarizer
 from contextledger.testing import FakeOpenAIServer, Reply
 from contextledger.testing.openai_rules import assert_valid_openai_context

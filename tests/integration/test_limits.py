@@ -18,7 +18,7 @@ from contextledger.domain import (
     Message,
     MessageTooLargeError,
 )
-from contextledger.domain.windows import DEFAULT_CONTEXT_WINDOW, context_window, default_context_cap
+from contextledger.domain.values.windows import DEFAULT_CONTEXT_WINDOW, context_window, default_context_cap
 
 
 def events(ledger: Ledger) -> int:

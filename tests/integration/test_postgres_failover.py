@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
 from tests.support.readmodel_checks import assert_read_models_equal_ledger

@@ -19,7 +19,7 @@ from uuid import UUID
 import pytest
 
 from contextledger.application import Ledger, Settings
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
 
 pytestmark = [

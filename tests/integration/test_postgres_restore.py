@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from contextledger.application import Ledger, Settings
-from contextledger.domain.errors import ConversationErasedError
+from contextledger.domain.values.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
 

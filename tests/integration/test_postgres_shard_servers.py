@@ -17,7 +17,7 @@ import pytest
 
 from contextledger.application import Ledger, Settings
 from contextledger.application.storage.sharding import home_store
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
 
 pytestmark = [pytest.mark.postgres]

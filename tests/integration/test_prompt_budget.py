@@ -17,8 +17,8 @@ from eventsourcing.persistence import StoredEvent
 from contextledger.application import Ledger, ReductionPolicy
 from contextledger.domain import Conversation
 from contextledger.domain.conversation import ConversationSnapshot
-from contextledger.domain.errors import InvalidPolicyError
 from contextledger.domain.events import Forked, PolicyChanged, Started
+from contextledger.domain.values.errors import InvalidPolicyError
 from contextledger.infrastructure.keys.mapper import JSONBytesTranscoder, PydanticMapper
 
 SYSTEM = "You are a careful travel agent. " * 40  # about 280 tokens

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import contextledger as cl
-from contextledger.domain.redaction import mask_secrets, provider_text
+from contextledger.domain.values.redaction import mask_secrets, provider_text
 from contextledger.infrastructure.cli import main
 from contextledger.testing import FakeOpenAIServer, Reply, Status
 

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Table, func, select
 
 from contextledger.application import Ledger, ReductionPolicy, SummaryRequest, SummaryResult
 from contextledger.application.projections import TokenTotalsRecord, TranscriptProjection
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.readmodels import (
     SQLReadModels,
     SQLTranscriptView,

@@ -13,7 +13,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from contextledger.application import ReductionPolicy
 from contextledger.application.shared.addressing import KEY_NAMESPACE
 from contextledger.application.shared.ports import SummaryResult
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ConversationNotFoundError,
     DuplicateConversationError,
     InvalidArgumentError,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy
-from contextledger.domain.errors import InvalidPolicyError
+from contextledger.domain.values.errors import InvalidPolicyError
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",

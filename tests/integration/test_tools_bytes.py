@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import contextledger as cl
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 
 class CountingCounter:

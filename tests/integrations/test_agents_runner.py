@@ -16,7 +16,7 @@ from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_traci
 from openai import AsyncOpenAI
 
 import contextledger as cl
-from contextledger.domain.items import messages_from_items
+from contextledger.domain.values.items import messages_from_items
 from contextledger.integrations.agents import LedgerSession
 from contextledger.testing import Call, FakeOpenAIServer, Func, RecordedRequest, Reply
 

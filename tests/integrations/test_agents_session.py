@@ -23,7 +23,7 @@ from agents.run_internal.session_persistence import rewind_session_items
 from openai import AsyncOpenAI
 
 import contextledger as cl
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.integrations.agents import ABANDONED_CALL_OUTPUT, LedgerSession
 from contextledger.testing import FakeOpenAIServer, Func, RecordedRequest, Reply
 

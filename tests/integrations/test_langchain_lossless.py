@@ -190,7 +190,7 @@ def test_an_original_must_be_a_json_object_with_a_format(sqlite_url: str) -> Non
 
 
 def test_the_original_is_under_the_digest_chain_and_a_message_without_one_hashes_as_before() -> None:
-    from contextledger.domain.digests import chain_digest
+    from contextledger.domain.values.digests import chain_digest
 
     message = cl.Message(role="user", content="hi")
     before = chain_digest("0" * 64, message)  # how every message appended so far was chained

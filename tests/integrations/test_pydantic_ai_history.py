@@ -35,8 +35,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RequestUsage
 
 import contextledger as cl
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.domain.events import MessageAppended
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.integrations.pydantic_ai import FORMAT, VERSION, LedgerHistory
 from contextledger.testing import assert_valid_openai_context
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy
-from contextledger.domain.budget import keep_offset
-from contextledger.domain.errors import InvalidPolicyError
+from contextledger.domain.folding.budget import keep_offset
+from contextledger.domain.values.errors import InvalidPolicyError
 from tests.properties.test_tools_budget_properties import TOOLS, text
 from tests.support.invariants import RecordingSummarizer, summarize_now
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from contextledger.application import Ledger, ReductionPolicy
-from contextledger.domain.errors import InvalidPolicyError
+from contextledger.domain.values.errors import InvalidPolicyError
 from tests.support.invariants import RecordingSummarizer, summarize_now
 
 WORDS = ["alpha", "beta", "gamma", "delta", "order", "ticket", "refund", "Lisbon", "42", "ok"]

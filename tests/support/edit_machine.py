@@ -22,8 +22,8 @@ from contextledger.domain import (
     SummaryQualityError,
     UnknownPositionError,
 )
-from contextledger.domain.queries import fixed_tokens, tail_index, view_tokens
-from contextledger.domain.sums import full_tool_results, tail_tokens, visible_sum
+from contextledger.domain.folding.queries import fixed_tokens, tail_index, view_tokens
+from contextledger.domain.folding.sums import full_tool_results, tail_tokens, visible_sum
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import assert_valid_openai_context as assert_valid
 from tests.support.readmodel_checks import assert_conversation_matches, catch_up_through_committed

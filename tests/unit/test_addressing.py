@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.application.shared.addressing import KEY_NAMESPACE, check_key, id_for_key, resolve
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 
 def test_the_key_namespace_is_the_documented_uuid5() -> None:

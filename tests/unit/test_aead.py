@@ -11,7 +11,7 @@ from eventsourcing.utils import Environment
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 from contextledger.infrastructure.keys.aead import AESGCMCipher
 
 KEY = base64.b64encode(os.urandom(32)).decode()

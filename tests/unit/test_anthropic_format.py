@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from contextledger.application.formats.anthropic import AnthropicAdapter
 from contextledger.application.formats.anthropic_render import render_anthropic
 from contextledger.application.formats.originals import ContextEntry
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.testing import anthropic_request_violations, assert_valid_anthropic_request
 
 ADAPTER = AnthropicAdapter()

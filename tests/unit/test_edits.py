@@ -25,11 +25,11 @@ from contextledger.domain import (
     UnknownPositionError,
     UsageError,
 )
+from contextledger.domain.commands.edits import HistoryFold
 from contextledger.domain.conversation import ConversationSnapshot
-from contextledger.domain.digests import summary_source_digest
-from contextledger.domain.edits import HistoryFold
 from contextledger.domain.events import DomainEvent, SummaryCreated
-from contextledger.domain.reduction import Entry, SummaryLink
+from contextledger.domain.values.digests import summary_source_digest
+from contextledger.domain.values.reduction import Entry, SummaryLink
 from contextledger.testing import assert_valid_openai_context as assert_valid
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

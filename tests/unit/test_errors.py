@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 import pytest
 
 import contextledger as cl
-import contextledger.domain.errors as errors
+import contextledger.domain.values.errors as errors
 
 ERRORS = [getattr(errors, name) for name in errors.__all__]
 SAMPLES: dict[str, object] = {

@@ -26,7 +26,7 @@ from contextledger.domain.conversation import (
     SummaryProvenance,
 )
 from contextledger.domain.events import DomainEvent, ForkOrigin
-from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
+from contextledger.domain.values.reduction import Entry, SummaryLayer, SummaryLink
 from contextledger.infrastructure.keys.mapper import JSONBytesTranscoder, PydanticMapper
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)

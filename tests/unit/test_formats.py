@@ -26,9 +26,9 @@ from contextledger.application.formats.openai_chat import (
 )
 from contextledger.application.formats.responses import RESPONSES, DecodedItems, decode_items, grouped_items
 from contextledger.application.writing.inbound import inbound
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
-from contextledger.domain.items import describe_item, item_text, messages_from_items
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.items import describe_item, item_text, messages_from_items
+from contextledger.domain.values.messages import Message
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 USER_ITEM = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}

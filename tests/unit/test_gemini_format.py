@@ -16,7 +16,7 @@ import contextledger as cl
 from contextledger.application.formats.gemini import GeminiAdapter, open_calls_of, unanswered_calls
 from contextledger.application.formats.gemini_render import CONTINUED, render_gemini
 from contextledger.application.formats.originals import ContextEntry, context_entries, extend_with_originals
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
 from contextledger.testing import assert_valid_gemini_request, gemini_request_violations
 
 adapter = GeminiAdapter()

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from contextledger.application.writing.inbound import ALWAYS_DROPPED, DROPPED_WHEN_NONE, inbound
-from contextledger.domain.errors import InvalidMessageError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import Message
 
 TEXT = st.text(min_size=1, max_size=200).filter(lambda t: t.encode("utf-8", "surrogatepass") is not None)
 KNOWN = {"role", "content", "name", "tool_calls", "tool_call_id"} | ALWAYS_DROPPED | DROPPED_WHEN_NONE

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.domain.items import items_from_message, items_from_messages, messages_from_items
+from contextledger.domain.values.items import items_from_message, items_from_messages, messages_from_items
 
 USER = {"role": "user", "content": "hi"}
 REASONING = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]}

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from contextledger.application import Ledger, LogFollower, SummarizationRunner
 from contextledger.application.following.follower import shard_of
-from contextledger.domain.errors import ConfigurationError, StoreError
 from contextledger.domain.events import Started
+from contextledger.domain.values.errors import ConfigurationError, StoreError
 from contextledger.infrastructure.readmodels import SQLReadModels
 
 

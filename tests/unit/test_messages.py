@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.domain import InvalidMessageError, Message
-from contextledger.domain.messages import FunctionCall, ToolCall
+from contextledger.domain.values.messages import FunctionCall, ToolCall
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}
 

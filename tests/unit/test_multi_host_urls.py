@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 from contextledger.infrastructure.persistence.database import Database
 
 URL = "postgresql://app:secret@db1:5432,db2:6432/ledger?target_session_attrs=read-write&schema=s1"

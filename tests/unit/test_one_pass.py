@@ -15,7 +15,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 import contextledger as cl
 from contextledger.application.formats.inbound import decode
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 
 class _CountingValidator:

@@ -14,9 +14,9 @@ from contextledger.application.formats.originals import (
     extend_with_originals,
     transcript_originals,
 )
-from contextledger.domain.errors import InvalidMessageError
 from contextledger.domain.events import MessageAppended
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import Message
 
 message = Message(role="user", content="hi")
 

@@ -6,7 +6,7 @@ import threading
 import time
 
 from contextledger.application.storage.outage import Outages
-from contextledger.domain.errors import StoreError
+from contextledger.domain.values.errors import StoreError
 
 
 def _call_on_the_store(outages: Outages, seconds: float, error: StoreError | None) -> threading.Thread:

@@ -47,7 +47,7 @@ def test_every_exported_name_is_documented_in_the_api_reference() -> None:
 
 
 def test_every_error_class_is_exported_flat() -> None:
-    import contextledger.domain.errors as errors
+    import contextledger.domain.values.errors as errors
 
     assert sorted(set(errors.__all__) - set(cl.__all__)) == []
 
@@ -105,14 +105,14 @@ def test_each_layer_still_exports_its_names(module: str) -> None:
 
 
 def test_every_error_descends_from_the_one_root() -> None:
-    import contextledger.domain.errors as errors
+    import contextledger.domain.values.errors as errors
 
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.ContextLedgerError)
 
 
 def test_the_error_tree_in_the_docs_is_the_one_in_the_code() -> None:
-    import contextledger.domain.errors as errors
+    import contextledger.domain.values.errors as errors
 
     assert errors.__doc__ is not None
     drawn = errors.__doc__.split("::\n\n", 1)[1].split("\n\nEvery error", 1)[0]

@@ -17,7 +17,7 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextledger.domain.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError
 from contextledger.infrastructure.counting.encodings import (
     SHIPPED,
     SHIPPED_DIR,

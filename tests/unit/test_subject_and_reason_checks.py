@@ -1,4 +1,4 @@
-"""The one rule for data subjects and erasure reasons (``domain/validation.py``), as a
+"""The one rule for data subjects and erasure reasons (``domain/values/validation.py``), as a
 property: accepted exactly when the text is non-blank, short enough, without NUL and
 valid Unicode (no lone surrogate); refused with ``InvalidArgumentError`` otherwise."""
 
@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.domain.validation import MAX_REASON_CHARS, MAX_SUBJECT_CHARS, check_reason, check_subject
+from contextledger.domain.values.validation import (
+    MAX_REASON_CHARS,
+    MAX_SUBJECT_CHARS,
+    check_reason,
+    check_subject,
+)
 
 ANY_TEXT = st.characters(exclude_categories=())  # lone surrogates and NUL included
 

@@ -129,7 +129,7 @@ def _rows_from_log(ledger: Ledger) -> list[dict[str, Any]]:
     behind, and a command that only reads does not bring them up to date). Erased
     conversations are left out, as the read models leave them out."""
     from contextledger.application.shared.results import TokenTotals
-    from contextledger.domain.errors import ConversationErasedError
+    from contextledger.domain.values.errors import ConversationErasedError
 
     rows: list[dict[str, Any]] = []
     for cid in ledger.audit.conversation_ids():

@@ -131,7 +131,7 @@ def read_journal(source: str) -> list[dict[str, Any]]:
 def reapply(ledger: Ledger, lines: Iterable[dict[str, Any]]) -> list[Any]:
     """Erase each subject of ``lines`` again in ``ledger`` (once each, in journal order);
     the erasure reports (``already_erased`` for those the store had erased)."""
-    from contextledger.domain.validation import MAX_REASON_CHARS
+    from contextledger.domain.values.validation import MAX_REASON_CHARS
 
     reports: list[Any] = []
     seen: set[str] = set()

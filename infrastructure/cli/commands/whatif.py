@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contextledger.domain.errors import InvalidArgumentError, InvalidPolicyError
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidPolicyError
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, add_command, conversation_id, non_negative_int
 from contextledger.infrastructure.cli.connect import open_ledger

@@ -13,8 +13,8 @@ from uuid import UUID
 
 from contextledger.application.facade.ledger import Ledger
 from contextledger.application.privacy.subjects import check_subject
-from contextledger.domain.errors import DuplicateConversationError, InvalidArgumentError
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.errors import DuplicateConversationError, InvalidArgumentError
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["SessionBinding", "conversation_for_session"]
 

@@ -37,9 +37,9 @@ from contextledger.application.facade.session_items import (
     session_items,
 )
 from contextledger.application.formats.items import SummaryRole
-from contextledger.domain.errors import InvalidArgumentError, InvalidArgumentTypeError
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.validation import shown
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidArgumentTypeError
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.validation import shown
 from contextledger.integrations._keys import SessionBinding
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ from langchain_core.messages import (
 
 from contextledger.application.facade.ledger import Ledger
 from contextledger.application.formats.originals import ContextEntry, context_entries, extend_with_originals
-from contextledger.domain.errors import InvalidMessageError
-from contextledger.domain.messages import Message
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import Message
 
 __all__ = [
     "FORMAT",

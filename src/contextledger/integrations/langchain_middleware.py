@@ -42,8 +42,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from contextledger.application.facade.ledger import Ledger
-from contextledger.domain.errors import InvalidArgumentError
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.errors import InvalidArgumentError
+from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.integrations._keys import conversation_for_session
 from contextledger.integrations.langchain_messages import LEDGER_ID_PREFIX, append_langchain, langchain_memory
 

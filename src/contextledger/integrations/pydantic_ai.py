@@ -56,9 +56,9 @@ from contextledger.application.formats.originals import (
     extend_with_originals,
     transcript_originals,
 )
-from contextledger.domain.errors import InvalidArgumentError, InvalidMessageError
-from contextledger.domain.messages import FunctionCall, Message, ToolCall
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.errors import InvalidArgumentError, InvalidMessageError
+from contextledger.domain.values.messages import FunctionCall, Message, ToolCall
+from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.integrations._keys import SessionBinding
 
 __all__ = ["FORMAT", "VERSION", "LedgerHistory", "chat_records", "model_messages"]

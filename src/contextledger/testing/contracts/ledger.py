@@ -12,14 +12,14 @@ import pytest
 
 from contextledger.application.facade.ledger import Ledger
 from contextledger.application.shared.ports import SummaryRequest, SummaryResult
-from contextledger.domain.errors import (
+from contextledger.domain.values.errors import (
     ConversationNotFoundError,
     DuplicateConversationError,
     IdempotencyConflictError,
     InvalidMessageError,
     StaleSummaryError,
 )
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.testing.openai_rules import assert_valid_openai_context
 
 __all__ = ["LedgerContract"]

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from uuid import uuid4
 
 from contextledger.application.shared.ports import Summarizer, SummaryRequest, TokenCounter
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["SummarizerContract", "contract_request"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from contextledger.application.shared.ports import TokenCounter
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["TokenCounterContract"]
 

@@ -2,9 +2,9 @@
 
 State is bounded by the unsummarized window: counters, the current summaries, the
 pending range and the unsummarized messages. History lives only in the log. The fold
-that builds it from events is in ``contextledger.domain.fold``, what it shows and
-costs in ``contextledger.domain.queries``, and the running sums over its window in
-``contextledger.domain.sums``.
+that builds it from events is in ``contextledger.domain.folding.fold``, what it shows and
+costs in ``contextledger.domain.folding.queries``, and the running sums over its window in
+``contextledger.domain.folding.sums``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from contextledger.domain.events import ForkOrigin
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.reduction import Entry, SummaryLayer
+from contextledger.domain.values.policy import ReductionPolicy
+from contextledger.domain.values.reduction import Entry, SummaryLayer
 
 __all__ = ["ConversationState", "PendingRange"]
 
@@ -110,7 +110,7 @@ class ConversationState(BaseModel):
 
     # Not state (never stored, never compared): running sums over the window by name,
     # so that folding an append does not pass over every unsummarized message (see
-    # ``contextledger.domain.sums``). Each holds the window list it was summed over: any
+    # ``contextledger.domain.folding.sums``). Each holds the window list it was summed over: any
     # change but an append replaces that list, and an edit, which replaces entries in
     # it, clears them.
     _sums: dict[str, tuple[list[Entry], Any, int, Any]] = PrivateAttr(default_factory=dict)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from contextledger.domain.errors import InvalidArgumentError
+from contextledger.domain.values.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_COUNT",

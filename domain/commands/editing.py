@@ -13,23 +13,12 @@ from datetime import datetime
 from typing import Any, Literal, Self
 from uuid import UUID
 
-from contextledger.domain.aggregate import ConversationRoot
-from contextledger.domain.budget import check_budget
-from contextledger.domain.digests import edit_digest
-from contextledger.domain.edits import (
+from contextledger.domain.commands.edits import (
     History,
     edit_record,
     plan_invalidation,
     retraction_record,
     system_prompt_record,
-)
-from contextledger.domain.errors import (
-    ContextOverflowError,
-    InvalidEditError,
-    InvalidMessageError,
-    RetractedPositionError,
-    SystemPromptEditError,
-    UnknownPositionError,
 )
 from contextledger.domain.events import (
     Forked,
@@ -39,13 +28,24 @@ from contextledger.domain.events import (
     SummaryInvalidated,
     SystemPromptChanged,
 )
-from contextledger.domain.messages import Message
-from contextledger.domain.queries import fixed_tokens, is_retracted, layer_of, newest_group_tokens
-from contextledger.domain.reduction import (
+from contextledger.domain.folding.aggregate import ConversationRoot
+from contextledger.domain.folding.budget import check_budget
+from contextledger.domain.folding.queries import fixed_tokens, is_retracted, layer_of, newest_group_tokens
+from contextledger.domain.values.digests import edit_digest
+from contextledger.domain.values.errors import (
+    ContextOverflowError,
+    InvalidEditError,
+    InvalidMessageError,
+    RetractedPositionError,
+    SystemPromptEditError,
+    UnknownPositionError,
+)
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import (
     Entry,
     SummaryLayer,
 )
-from contextledger.domain.validation import check_position
+from contextledger.domain.values.validation import check_position
 
 __all__ = ["EditCommands"]
 

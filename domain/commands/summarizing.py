@@ -14,18 +14,23 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from contextledger.domain.aggregate import ConversationRoot
-from contextledger.domain.errors import StaleSummaryError, SummaryQualityError
 from contextledger.domain.events import (
     NativeSummaryReadable,
     SummarizationFailed,
     SummaryCreated,
     SummaryProvenance,
 )
-from contextledger.domain.queries import folds_previous, layers_after, newest_group_tokens, summaries_tokens
-from contextledger.domain.redaction import provider_text
-from contextledger.domain.reduction import Entry
-from contextledger.domain.state import PendingRange
+from contextledger.domain.folding.aggregate import ConversationRoot
+from contextledger.domain.folding.queries import (
+    folds_previous,
+    layers_after,
+    newest_group_tokens,
+    summaries_tokens,
+)
+from contextledger.domain.folding.state import PendingRange
+from contextledger.domain.values.errors import StaleSummaryError, SummaryQualityError
+from contextledger.domain.values.redaction import provider_text
+from contextledger.domain.values.reduction import Entry
 
 __all__ = ["SummaryCommands", "SummaryFailure"]
 

@@ -2,8 +2,8 @@
 and state, the fold of its events, and the triggering of new ones.
 
 ``Conversation`` (``contextledger.domain.conversation``) adds the commands to this root,
-with the edit commands (``contextledger.domain.editing``) and the summary commands
-(``contextledger.domain.summarizing``) as the bases that share it.
+with the edit commands (``contextledger.domain.commands.editing``) and the summary commands
+(``contextledger.domain.commands.summarizing``) as the bases that share it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
-from contextledger.domain.errors import LogDamagedError
 from contextledger.domain.events import (
     ConversationEvent,
     DomainEvent,
@@ -21,9 +20,10 @@ from contextledger.domain.events import (
     Started,
     ThresholdReached,
 )
-from contextledger.domain.fold import apply_event, initial_state
-from contextledger.domain.state import ConversationState
-from contextledger.domain.thresholds import range_to_pin
+from contextledger.domain.folding.fold import apply_event, initial_state
+from contextledger.domain.folding.state import ConversationState
+from contextledger.domain.folding.thresholds import range_to_pin
+from contextledger.domain.values.errors import LogDamagedError
 
 __all__ = ["ConversationRoot"]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from contextledger.domain.errors import InvalidMessageError
+from contextledger.domain.values.errors import InvalidMessageError
 
 __all__ = ["ROLES", "FunctionCall", "Message", "Role", "ToolCall", "message_from"]
 

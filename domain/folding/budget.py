@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from contextledger.domain.errors import InvalidPolicyError
-from contextledger.domain.policy import ReductionPolicy
-from contextledger.domain.queries import fixed_tokens, reported_offset
-from contextledger.domain.state import ConversationState
+from contextledger.domain.folding.queries import fixed_tokens, reported_offset
+from contextledger.domain.folding.state import ConversationState
+from contextledger.domain.values.errors import InvalidPolicyError
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = ["check_budget", "keep_offset", "keep_scale", "trigger_extra"]
 

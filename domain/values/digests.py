@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from contextledger.domain.messages import Message
+from contextledger.domain.values.messages import Message
 
 __all__ = ["chain_digest", "edit_digest", "event_seal", "genesis_digest", "summary_source_digest"]
 

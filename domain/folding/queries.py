@@ -1,22 +1,22 @@
 """Queries over a conversation's state: what the working memory shows and what it
 costs, where the summaries stand, and which positions are retracted or summarized.
 
-Pure functions of ``ConversationState``; the fold (``contextledger.domain.fold``) and the
+Pure functions of ``ConversationState``; the fold (``contextledger.domain.folding.fold``) and the
 aggregate's commands and queries (``contextledger.domain.conversation``) build on them.
 """
 
 from __future__ import annotations
 
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import (
+from contextledger.domain.folding.state import ConversationState, PendingRange
+from contextledger.domain.folding.sums import entries_cost
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import (
     Entry,
     SummaryLayer,
     SummaryLink,
     placeholder_message,
     summary_message,
 )
-from contextledger.domain.state import ConversationState, PendingRange
-from contextledger.domain.sums import entries_cost
 
 __all__ = [
     "fixed_tokens",

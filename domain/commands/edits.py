@@ -21,8 +21,8 @@ from contextledger.domain.events import (
     MessageEdited,
     MessagesRetracted,
 )
-from contextledger.domain.messages import Message
-from contextledger.domain.reduction import Entry, SummaryLayer, SummaryLink
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.reduction import Entry, SummaryLayer, SummaryLink
 
 __all__ = [
     "History",

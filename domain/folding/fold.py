@@ -3,14 +3,13 @@
 ``initial_state`` begins the state from ``Started``; ``apply_event`` folds each later
 event in place, and ``refresh_view`` moves the working memory's placeholder and cap
 lines as the window grows. Appends are folded without passing over the window (the
-running sums in ``contextledger.domain.sums``).
+running sums in ``contextledger.domain.folding.sums``).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 
-from contextledger.domain.budget import keep_offset, keep_scale, trigger_extra
 from contextledger.domain.events import (
     ConversationEvent,
     MessageAppended,
@@ -27,10 +26,11 @@ from contextledger.domain.events import (
     ToolsChanged,
     UsageRecorded,
 )
-from contextledger.domain.queries import fixed_tokens, layers_after
-from contextledger.domain.reduction import SummaryLayer, plan_range, trigger_limit
-from contextledger.domain.state import ConversationState, PendingRange
-from contextledger.domain.sums import carry, entries_cost, full_tool_results, visible_sum, window_sums
+from contextledger.domain.folding.budget import keep_offset, keep_scale, trigger_extra
+from contextledger.domain.folding.queries import fixed_tokens, layers_after
+from contextledger.domain.folding.state import ConversationState, PendingRange
+from contextledger.domain.folding.sums import carry, entries_cost, full_tool_results, visible_sum, window_sums
+from contextledger.domain.values.reduction import SummaryLayer, plan_range, trigger_limit
 
 __all__ = ["apply_event", "initial_state", "refresh_view", "with_readable"]
 

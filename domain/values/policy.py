@@ -13,8 +13,8 @@ from pydantic import (
     model_validator,
 )
 
-from contextledger.domain.errors import InvalidPolicyError
-from contextledger.domain.validation import check_unicode_fields
+from contextledger.domain.values.errors import InvalidPolicyError
+from contextledger.domain.values.validation import check_unicode_fields
 
 __all__ = ["ReductionPolicy"]
 

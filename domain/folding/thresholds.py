@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextledger.domain.budget import keep_offset, keep_scale, trigger_extra
-from contextledger.domain.queries import gap_run, tail_index
-from contextledger.domain.reduction import plan_range, trigger_limit
-from contextledger.domain.state import ConversationState
-from contextledger.domain.sums import tail_tokens
+from contextledger.domain.folding.budget import keep_offset, keep_scale, trigger_extra
+from contextledger.domain.folding.queries import gap_run, tail_index
+from contextledger.domain.folding.state import ConversationState
+from contextledger.domain.folding.sums import tail_tokens
+from contextledger.domain.values.reduction import plan_range, trigger_limit
 
 __all__ = ["range_to_pin"]
 

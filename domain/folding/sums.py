@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from contextledger.domain.reduction import Entry
-from contextledger.domain.state import ConversationState
+from contextledger.domain.folding.state import ConversationState
+from contextledger.domain.values.reduction import Entry
 
 __all__ = [
     "carried",

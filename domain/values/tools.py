@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from contextledger.domain.errors import InvalidArgumentError, MessageTooLargeError
+from contextledger.domain.values.errors import InvalidArgumentError, MessageTooLargeError
 
 __all__ = ["ToolDefinitions", "check_tools"]
 

@@ -28,8 +28,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from contextledger.domain.errors import InvalidMessageError
-from contextledger.domain.messages import FunctionCall, Message, ToolCall
+from contextledger.domain.values.errors import InvalidMessageError
+from contextledger.domain.values.messages import FunctionCall, Message, ToolCall
 
 __all__ = [
     "Item",

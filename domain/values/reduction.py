@@ -11,8 +11,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from contextledger.domain.messages import Message
-from contextledger.domain.policy import ReductionPolicy
+from contextledger.domain.values.messages import Message
+from contextledger.domain.values.policy import ReductionPolicy
 
 __all__ = [
     "Entry",
