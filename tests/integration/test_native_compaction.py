@@ -190,7 +190,11 @@ def test_erasing_the_subject_makes_the_native_payloads_unreadable(tmp_path: Path
     payloads: list[str] = []
     for cipher, folder in ((None, tmp_path / "clear"), (_key(), tmp_path / "sealed")):
         folder.mkdir()
-        settings = cl.Settings(database_url=f"sqlite:///{folder / 'ledger.db'}", cipher_key=cipher)
+        # The control store keeps its records in clear (key_scope="store", no master key).
+        scope = "store" if cipher is None else "subject"
+        settings = cl.Settings(
+            database_url=f"sqlite:///{folder / 'ledger.db'}", cipher_key=cipher, key_scope=scope
+        )
         with FakeOpenAIServer() as server, cl.Ledger.open(settings=settings, run_policy=False) as ledger:
             subject = {} if cipher is None else {"subject": "subject-a"}
             cid = ledger.start("s", model="gpt-4.1-mini", **subject)
