@@ -14,13 +14,14 @@ process that reads a log has them whatever else it loaded.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from importlib import import_module
 from types import ModuleType
 from typing import Any
 
 from eventsourcing.utils import register_topic
 
-__all__ = ["MOVED", "ROOMS", "register_moved_paths"]
+__all__ = ["MOVED", "ROOMS", "MovedModule", "register_moved_paths", "register_paths"]
 
 #: The modules that moved, under the room each one moved into (the module
 #: ``contextledger.domain.<name>`` is now ``contextledger.domain.<room>.<name>``).
@@ -49,7 +50,7 @@ MOVED: dict[str, str] = {
 }
 
 
-class _MovedModule(ModuleType):
+class MovedModule(ModuleType):
     """A module under the path it had: reading an attribute imports the module where
     it is now and returns that module's attribute."""
 
@@ -67,13 +68,19 @@ class _MovedModule(ModuleType):
 
 
 _lock = threading.Lock()
-_registered: dict[str, _MovedModule] = {}
+_registered: dict[str, MovedModule] = {}
+
+
+def register_paths(moved: Mapping[str, str]) -> None:
+    """Register each old module path of ``moved`` (old -> now) with eventsourcing, once:
+    the domain's here, the other layers' from their own tables."""
+    with _lock:
+        for old, new in moved.items():
+            if old not in _registered:
+                _registered[old] = MovedModule(old, new)
+                register_topic(old, _registered[old])
 
 
 def register_moved_paths() -> None:
     """Register every old module path of ``MOVED`` with eventsourcing (once)."""
-    with _lock:
-        for old, new in MOVED.items():
-            if old not in _registered:
-                _registered[old] = _MovedModule(old, new)
-                register_topic(old, _registered[old])
+    register_paths(MOVED)

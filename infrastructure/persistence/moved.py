@@ -13,12 +13,7 @@ through it is resolved. The package's ``__init__`` registers them, so any store 
 
 from __future__ import annotations
 
-import threading
-from importlib import import_module
-from types import ModuleType
-from typing import Any
-
-from eventsourcing.utils import register_topic
+from contextledger.domain.moved import MovedModule, register_paths
 
 __all__ = ["MOVED", "ROOMS", "MovedModule", "register_moved_paths"]
 
@@ -113,31 +108,7 @@ MOVED: dict[str, str] = {
 }
 
 
-class MovedModule(ModuleType):
-    """A module under the path it had: reading an attribute imports the module where
-    it is now and returns that module's attribute."""
-
-    def __init__(self, old: str, new: str) -> None:
-        super().__init__(old)
-        self.moved_to = new
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(import_module(self.moved_to), name)
-
-    def __repr__(self) -> str:
-        return f"<module {self.__name__!r}, moved to {self.moved_to!r}>"
-
-
-_lock = threading.Lock()
-_registered: dict[str, MovedModule] = {}
-
-
 def register_moved_paths() -> None:
-    """Register every old module path of ``MOVED`` with eventsourcing (once)."""
-    with _lock:
-        for old, new in MOVED.items():
-            if old not in _registered:
-                _registered[old] = MovedModule(old, new)
-                register_topic(old, _registered[old])
+    """Register every old module path of ``MOVED`` with eventsourcing (once), as the
+    domain registers its own (``domain.moved``)."""
+    register_paths(MOVED)
