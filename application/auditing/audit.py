@@ -17,7 +17,9 @@ from contextledger.application.auditing.integrity import (
 )
 from contextledger.application.auditing.integrity import (
     ApplicationLog,
+    HeadRecords,
     check_fold,
+    check_head,
     check_seals,
     missing_versions,
     read_events,
@@ -76,6 +78,8 @@ class Audit:
         self.store = store
         #: Recounts every stored token count when given.
         self.counters = counters
+        #: Where the read models say each conversation's log reaches (None: none kept).
+        self.heads: HeadRecords | None = None
 
     def conversation_ids(self) -> list[UUID]:
         """Ids of every conversation, in the order they were started."""
@@ -185,6 +189,16 @@ class Audit:
                 )
         return problems
 
+    def _head(self, cid: UUID) -> int | None:
+        """The version the read models applied the conversation through (None: no
+        read models, or they cannot be read: the check is then skipped)."""
+        if self.heads is None:
+            return None
+        try:
+            return self.heads.head_version(cid)
+        except ContextLedgerError:
+            return None
+
     def stored_conversation_ids(self) -> list[UUID]:
         """Ids of every conversation with an event in the log, in the order of their
         first stored event: also those whose ``Started`` is missing."""
@@ -201,6 +215,7 @@ class Audit:
         # from the store that holds it (several stores: the router says which).
         app_for = None if listed else getattr(self.store, "app_for", None)
         log = ApplicationLog(app_for(cid) if app_for is not None else self.app)
+        head = self._head(cid)  # before the log: what is appended meanwhile is no gap
         with store_errors(cid):
             stored, unreadable, problems = read_events(log, cid)
         if not listed and not stored and all(p.problem.endswith(_FOREIGN) for p in problems):
@@ -234,6 +249,7 @@ class Audit:
         problems += check_seals(cid, stored)
         with store_errors(cid):
             problems += check_fold(log, cid, stored, last_version=last, counters=self.counters)
+        problems += check_head(cid, head, last)
         problems.sort(key=lambda p: p.version)  # stable: at one version, the digest's first
         return len(stored) + len(unreadable), found[1], found[2], problems
 

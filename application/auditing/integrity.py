@@ -15,6 +15,9 @@ and that everything loading trusts agrees with it.
 - Every sealed event (all but messages) still matches its seal, which covers all of
   its fields: the policy, the tool definitions, a summary's text, usage... Once a
   conversation's events are sealed, a later one without a seal had it removed.
+- The log does not end before a head record says it reaches: the latest snapshot's
+  version, and the version the read models applied (``HeadRecords``). Events deleted
+  from the end leave an intact chain; only such a record shows they are gone.
 
 The checks read a conversation through ``StoredLog`` (its stored events and
 snapshots, and the mapper that decodes them), not through the ledger.
@@ -50,8 +53,10 @@ from contextledger.domain.values.reduction import placeholder_text, summary_mess
 __all__ = [
     "FOREIGN",
     "ApplicationLog",
+    "HeadRecords",
     "StoredLog",
     "check_fold",
+    "check_head",
     "check_seals",
     "missing_versions",
     "read_events",
@@ -92,6 +97,35 @@ class ApplicationLog:
 
     def encode(self, event: object) -> bytes:
         return self.app.mapper.to_stored_event(event).state  # type: ignore[arg-type]
+
+
+class HeadRecords(Protocol):
+    """Where a record kept beside the log says a conversation's log reaches."""
+
+    def head_version(self, conversation_id: UUID) -> int | None:
+        """The last version of the conversation this record has applied (None: it
+        holds nothing about the conversation)."""
+        ...
+
+
+def check_head(conversation_id: UUID, head: int | None, last_version: int) -> list[VerifyProblem]:
+    """A problem if the read models applied the conversation through ``head`` and its
+    log ends before it, at ``last_version``: events were deleted from its end (or the
+    store was restored from a backup older than its read models). ``head`` must be
+    read before the log, so that an event appended in between is no false alarm."""
+    if head is None or head <= last_version:
+        return []
+    lost = last_version + 1
+    which = f"version {lost} is" if lost == head else f"versions {lost}-{head} are"
+    return [
+        VerifyProblem(
+            conversation_id,
+            lost,
+            f"the read models applied the conversation through version {head}, but the log "
+            f"ends at version {last_version}: the events at {which} missing (deleted, or the "
+            "store was restored from a backup older than its read models)",
+        )
+    ]
 
 
 #: What an event of another aggregate (a client message id, a placement) is.

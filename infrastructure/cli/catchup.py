@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from contextledger.application.projections import ReadModelProjection
     from contextledger.infrastructure.readmodels import SQLReadModels
 
-__all__ = ["current_read_models"]
+__all__ = ["current_read_models", "present_read_models"]
 
 
 @contextmanager
@@ -23,22 +23,36 @@ def current_read_models(ledger: Ledger, *names: str) -> Iterator[SQLReadModels |
     writing anything (a read-only ledger, a role with ``SELECT`` only); None when they
     are missing, behind or cannot be read, and the caller reads the log instead.
     Bringing them up to date is the worker's job (or ``rebuild``'s)."""
+    with present_read_models(ledger) as models:
+        try:
+            usable = models is not None and all(
+                _caught_up(ledger, projection)
+                for projection in models.projections()
+                if projection.name in names
+            )
+        except ContextLedgerError:
+            usable = False
+        yield models if usable else None
+
+
+@contextmanager
+def present_read_models(ledger: Ledger) -> Iterator[SQLReadModels | None]:
+    """The ledger's read models if they are there, however far they got, opened
+    without creating or writing anything; None when they are missing or cannot be
+    read."""
     from contextledger.infrastructure.persistence.database import Database
     from contextledger.infrastructure.readmodels import SQLReadModels
 
     database = Database.parse(ledger.settings.database_url)
-    if database.kind == "memory" or (database.kind == "sqlite" and not (
-        database.views_path is not None and database.views_path.exists()
-    )):
+    if database.kind == "memory" or (
+        database.kind == "sqlite" and not (database.views_path is not None and database.views_path.exists())
+    ):
         yield None
         return
     models: SQLReadModels | None = None
     try:
         models = SQLReadModels.for_ledger(ledger, create=False)
-        usable = models.has_tables() and all(
-            _caught_up(ledger, projection) for projection in models.projections()
-            if projection.name in names
-        )
+        usable = models.has_tables()
     except ContextLedgerError:
         usable = False
     try:

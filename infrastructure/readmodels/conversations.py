@@ -96,6 +96,13 @@ class SQLConversationsView(SQLView):
         found = self._records(ConversationRecord, select(t).where(where))
         return found[0] if found else None
 
+    def head_version(self, conversation_id: UUID) -> int | None:
+        """The last version of the conversation this view applied (``HeadRecords``:
+        what ``verify`` checks the log's end against); None if it has no row."""
+        t = self.table
+        rows = self._select(select(t.c.last_version).where(t.c.conversation_id == conversation_id))
+        return int(rows[0][0]) if rows else None
+
     def conversations(self) -> list[ConversationRecord]:
         t = self.table
         return self._records(ConversationRecord, select(t).order_by(t.c.started_at, t.c.conversation_id))

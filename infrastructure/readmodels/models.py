@@ -299,3 +299,4 @@ def _attach(ledger: Ledger, models: SQLReadModels) -> None:
     except BaseException:
         runner.stop()  # closes ``models`` with it
         raise
+    ledger.audit.heads = models.conversations  # verify checks the log's end against them

@@ -278,7 +278,11 @@ def run_verify(args: argparse.Namespace) -> int:
     conversation and version, and exit 1 naming the first."""
     if args.receipt is not None:
         return _verify_receipt(args)
-    with open_ledger(args, read_only=True) as ledger:
+    from contextledger.infrastructure.cli.catchup import present_read_models
+
+    with open_ledger(args, read_only=True) as ledger, present_read_models(ledger) as models:
+        if models is not None:  # the log's end is checked against what they applied
+            ledger.audit.heads = models.conversations
         report = ledger.verify(args.cid)
     if args.json:
         print(
