@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import base64
 import os
+import tempfile
+from pathlib import Path
 from uuid import UUID
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import contextledger as cl
 from contextledger.infrastructure.cli import main
@@ -24,13 +28,13 @@ def open_ledger(url: str, master: str | None = None) -> cl.Ledger:
     return cl.Ledger.open(settings=settings)
 
 
-def build(url: str) -> tuple[UUID, UUID, int]:
+def build(url: str, messages: int = 4) -> tuple[UUID, UUID, int]:
     """A conversation to cut short, and one after it (so that the notification log
     goes on past the cut), followed by the read models; the first one's last version."""
     with open_ledger(url) as ledger:
         cl.attach_read_models(ledger)
         damaged = ledger.start("You help.")
-        for i in range(4):
+        for i in range(messages):
             ledger.append(damaged, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
         fine = ledger.start("You help too.")
         ledger.append(fine, {"role": "user", "content": "hello"})
@@ -104,3 +108,27 @@ def test_a_conversation_erased_on_purpose_is_not_reported(
     monkeypatch.setenv("CONTEXTLEDGER_CIPHER_KEY", master)
     assert main(["verify", "--database", shared_url]) == 0
     assert "ERASED conversation" in capsys.readouterr().out
+
+
+@settings(max_examples=15, deadline=None)
+@given(messages=st.integers(0, 6), data=st.data())
+def test_any_cut_at_the_end_is_reported_at_the_first_missing_version(
+    messages: int, data: st.DataObject
+) -> None:
+    """Whatever the log's length and however many events are cut from its end (its
+    ``Started`` left), verify reports exactly one problem, at the first missing
+    version, naming the read models' head and where the log ends."""
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'ledger.db'}"
+        damaged, _, last = build(url, messages)
+        deleted = data.draw(st.integers(0, last - 1), label="deleted")
+        RawStore(url).delete("events", damaged, *range(last - deleted + 1, last + 1))
+        with open_ledger(url) as ledger:
+            cl.attach_read_models(ledger)
+            report = ledger.verify()
+        if deleted == 0:
+            assert report.ok
+            return
+        [problem] = report.problems
+        assert (problem.conversation_id, problem.version) == (damaged, last - deleted + 1)
+        assert f"through version {last}, but the log ends at version {last - deleted}" in problem.problem
