@@ -10,6 +10,12 @@ user and its commands run through ``runuser``.
 ``primary_conninfo`` written by ``-R``), started on a port of its own.
 ``synchronous=True`` also names it in the primary's ``synchronous_standby_names``,
 so a commit on the primary returns once the standby has flushed it.
+
+``primary.base_backup(folder)`` takes a plain base backup (``pg_basebackup -X stream``,
+no ``-R``: no ``standby.signal``, no ``primary_conninfo``), and
+``OwnPostgres.from_backup(folder)`` starts a copy of it on a port of its own: it
+recovers from the WAL in the backup and comes up read-write, independent of the
+server it was taken from.
 """
 
 from __future__ import annotations
@@ -81,9 +87,22 @@ class OwnPostgres:
         standby = cls(initdb=False)
         standby.standby_name = f"standby_{standby.port}"
         try:
-            conninfo = f"host=127.0.0.1 port={primary.port} user=postgres application_name={standby.standby_name}"
-            standby._run("pg_basebackup", "-D", str(standby.data), "-d", conninfo, "-R", "-X", "stream",
-                         "-c", "fast", "--no-sync")
+            conninfo = (
+                f"host=127.0.0.1 port={primary.port} user=postgres application_name={standby.standby_name}"
+            )
+            standby._run(
+                "pg_basebackup",
+                "-D",
+                str(standby.data),
+                "-d",
+                conninfo,
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
+            )
             standby.start()
             if synchronous:
                 primary.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{standby.standby_name}'")
@@ -94,6 +113,35 @@ class OwnPostgres:
             standby.close()
             raise
         return standby
+
+    def base_backup(self, folder: Path) -> Path:
+        """A plain base backup of this (running) server in ``folder`` (created; it must
+        not exist): ``pg_basebackup -X stream`` without ``-R``. Its path."""
+        folder.mkdir(parents=True)
+        if self.as_root:
+            shutil.chown(folder, "postgres", "postgres")
+        conninfo = f"host=127.0.0.1 port={self.port} user=postgres"
+        self._run(
+            "pg_basebackup", "-D", str(folder), "-d", conninfo, "-X", "stream", "-c", "fast", "--no-sync"
+        )
+        return folder
+
+    @classmethod
+    def from_backup(cls, backup: Path) -> OwnPostgres:
+        """A server of its own started from a copy of the base backup in ``backup`` (the
+        backup is left as it is): it recovers and comes up as a primary."""
+        copy = cls(initdb=False)
+        try:
+            shutil.copytree(backup, copy.data)
+            copy.data.chmod(0o700)
+            if copy.as_root:
+                for path in [copy.data, *copy.data.rglob("*")]:
+                    shutil.chown(path, "postgres", "postgres")
+            copy.start()
+        except BaseException:
+            copy.close()
+            raise
+        return copy
 
     def execute(self, statement: str) -> list[tuple[object, ...]]:
         """Run one statement (autocommit) on this server's ``postgres`` database; its rows."""
@@ -113,7 +161,9 @@ class OwnPostgres:
             if rows and rows[0][0] == wanted:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"standby {self.standby_name} is not streaming ({wanted}) from {primary.url}")
+                raise RuntimeError(
+                    f"standby {self.standby_name} is not streaming ({wanted}) from {primary.url}"
+                )
             time.sleep(0.05)
 
     def replayed(self, primary: OwnPostgres, *, within: float = 30.0) -> None:
@@ -137,7 +187,9 @@ class OwnPostgres:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"), "-w", "start")
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
+        )
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
