@@ -162,8 +162,11 @@ def plan_range(
     bounds the kept part by that calibrated count, as the trigger counts the prompt.
 
     The kept suffix is the longest one that starts a tool-call group and satisfies
-    ``keep_messages`` and ``keep_tokens``, but never less than the newest group (the
-    turn the model answers next); an open (unanswered) group is never cut.
+    ``keep_messages`` and ``keep_tokens`` -- and, when the token trigger fired, leaves
+    the prompt within the trigger beside what it already holds besides the messages
+    (``tools_tokens``: a standing summary included), so that a summary landing does not
+    leave the trigger crossed with nothing more to cut -- but never less than the newest
+    group (the turn the model answers next); an open (unanswered) group is never cut.
     Returns None when the policy does not fire or nothing can be cut. ``tokens``:
     the entries' tokens, when the caller keeps them as a running sum. ``summarized``:
     a summary stands already (``summarize_every`` schedules the message trigger).
@@ -178,12 +181,15 @@ def plan_range(
     keep_t = policy.keep_tokens_limit
     if keep_t is not None:
         keep_t = max(0, int(keep_t / keep_scale) - keep_offset)
+    trigger = policy.trigger_tokens if limit in ("tokens", "messages+tokens") else None
     cut = count  # index of the first kept entry
     kept_tokens = 0
     for index in range(count - 1, -1, -1):
         kept_tokens += entries[index].tokens
         kept = count - index
         if (keep_n is not None and kept > keep_n) or (keep_t is not None and kept_tokens > keep_t):
+            break
+        if trigger is not None and policy.crosses(kept_tokens + tools_tokens, trigger):
             break
         if entries[index].starts_group:
             cut = index
