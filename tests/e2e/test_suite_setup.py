@@ -31,6 +31,24 @@ def run_suite(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _pytest(*args: str) -> list[str]:
+    """A pytest run of the suite's own tests in a subprocess: quiet, one process, no
+    cache and no random order, so that its output is read as the test expects."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:randomly",
+        *args,
+    ]
+
+
 def test_an_unreachable_postgres_fails_the_run() -> None:
     result = run_suite(
         POSTGRES_TEST, CONTEXTLEDGER_TEST_POSTGRES_URL="postgresql://postgres:pw@127.0.0.1:1/test"
@@ -104,20 +122,7 @@ def test_the_corpus_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path: Path)
     ).stdout.strip()
     assert Path(chosen) == clone / "tests" / "fixtures" / "corpora"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-p",
-            "no:randomly",
-            "-rfs",
-            *CORPUS_TESTS,
-        ],
+        _pytest("-rfs", *CORPUS_TESTS),
         cwd=clone,
         env=environ,
         capture_output=True,
@@ -150,23 +155,13 @@ def test_the_fake_server_tests_pass_behind_a_proxy_that_cannot_be_reached() -> N
     }
     environ.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy)
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-p",
-            "no:randomly",
+        _pytest(
             "-rfsp",
             *(f"tests/integration/test_fake_openai.py::{name}" for name in FAKE_SERVER_TESTS),
             "tests/e2e/test_docs.py",
             "-k",
             "fake or testing.md",
-        ],
+        ),
         cwd=REPO,
         env=environ,
         capture_output=True,

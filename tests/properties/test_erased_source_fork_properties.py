@@ -24,6 +24,7 @@ import contextledger as cl
 from contextledger.application.shared.ports import SummaryResult
 from contextledger.application.summaries.summarization import summarize_pending
 from contextledger.testing import assert_valid_openai_context
+from tests.support.fork_steps import run_step
 
 SOURCE = "src-marker"
 #: One master key for every example (the examples of one run share the store).
@@ -34,27 +35,7 @@ steps = st.sampled_from(["user", "assistant", "tools", "retract", "edit", "summa
 
 
 def run(ledger: cl.Ledger, cid: UUID, step: str, marker: str, n: int) -> None:
-    if step == "user":
-        ledger.append(cid, {"role": "user", "content": f"{marker} user {n}"})
-    elif step == "assistant":
-        ledger.append(cid, {"role": "assistant", "content": f"{marker} answer {n}"})
-    elif step in ("tools", "open"):
-        calls = [
-            {
-                "id": f"{marker}-{n}-{i}",
-                "type": "function",
-                "function": {"name": "lookup", "arguments": json.dumps({"q": marker})},
-            }
-            for i in range(2)
-        ]
-        ledger.append(cid, {"role": "assistant", "content": None, "tool_calls": calls})
-        if step == "tools":
-            for call in calls:
-                ledger.append(cid, {"role": "tool", "tool_call_id": call["id"], "content": f"{marker} {n}"})
-    elif step == "retract":
-        with contextlib.suppress(cl.InvalidEditError):  # nothing (of its own) left to pop
-            ledger.pop(cid)
-    elif step == "edit":
+    if step == "edit":
         live = [e for e in ledger.transcript(cid) if not e.retracted and e.superseded_by_version is None]
         if live:
             entry = live[n % len(live)]
@@ -67,7 +48,7 @@ def run(ledger: cl.Ledger, cid: UUID, step: str, marker: str, n: int) -> None:
         if request is not None:
             record(ledger, request, marker)
     else:
-        summarize_pending(ledger, ledger.summarizer, cid, backoff=lambda attempt: 0.0)
+        run_step(ledger, cid, step, marker, n)
 
 
 def record(ledger: cl.Ledger, request: Any, marker: str) -> None:

@@ -9,7 +9,6 @@ summarized again."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 from uuid import UUID
@@ -18,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
-from contextledger.application.summaries.summarization import summarize_pending
 from contextledger.testing import assert_valid_openai_context
+from tests.support.fork_steps import run_step
 
 SOURCE = "src-marker"
 POLICY = cl.ReductionPolicy(trigger_messages=4, keep_messages=2, max_summary_tokens=200)
@@ -30,29 +29,7 @@ POLICY = cl.ReductionPolicy(trigger_messages=4, keep_messages=2, max_summary_tok
 steps = st.sampled_from(["user", "assistant", "tools", "retract", "summarize"])
 
 
-def run(ledger: cl.Ledger, cid: UUID, step: str, marker: str, n: int) -> None:
-    if step == "user":
-        ledger.append(cid, {"role": "user", "content": f"{marker} user {n}"})
-    elif step == "assistant":
-        ledger.append(cid, {"role": "assistant", "content": f"{marker} answer {n}"})
-    elif step in ("tools", "open"):
-        calls = [
-            {
-                "id": f"{marker}-{n}-{i}",
-                "type": "function",
-                "function": {"name": "lookup", "arguments": json.dumps({"q": marker})},
-            }
-            for i in range(2)
-        ]
-        ledger.append(cid, {"role": "assistant", "content": None, "tool_calls": calls})
-        if step == "tools":
-            for call in calls:
-                ledger.append(cid, {"role": "tool", "tool_call_id": call["id"], "content": f"{marker} {n}"})
-    elif step == "retract":
-        with contextlib.suppress(cl.InvalidEditError):  # nothing (of its own) left to pop
-            ledger.pop(cid)
-    else:
-        summarize_pending(ledger, ledger.summarizer, cid, backoff=lambda attempt: 0.0)
+run = run_step
 
 
 def check(ledger: cl.Ledger, fork: UUID, prompt: str) -> None:
