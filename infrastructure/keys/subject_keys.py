@@ -85,10 +85,6 @@ __all__ = [
 ]
 
 
-def _check_subject(subject: object) -> str:
-    return check_subject(subject)
-
-
 class SubjectKeys:
     """The data keys of one store's subjects (see the module doc).
 
@@ -136,7 +132,7 @@ class SubjectKeys:
         hit = self._by_subject.get(subject)
         if hit is not None and hit[1] > time.monotonic():
             return hit[0]
-        _check_subject(subject)
+        check_subject(subject)
         row = self.table.by_subject(subject)
         if row is None:
             self.check_master()  # never a key under a master key the table no longer uses
@@ -268,7 +264,7 @@ class SubjectKeys:
     def conversations_of(self, subject: str) -> list[UUID]:
         """The conversations that name ``subject`` (a conversation that is its own
         subject has no row: it is not among them)."""
-        return self.table.conversations_of(_check_subject(subject))
+        return self.table.conversations_of(check_subject(subject))
 
     def key_for_conversation(self, conversation_id: UUID) -> DataKey:
         """The data key a record of the conversation is written under (cached)."""
@@ -289,7 +285,7 @@ class SubjectKeys:
         records are then under the subject's key). Naming the same subject again does
         nothing; another one, or one after the conversation wrote under its own key,
         is ``InvalidArgumentError``; an erased subject, ``ConversationErasedError``."""
-        _check_subject(subject)
+        check_subject(subject)
         own = str(conversation_id)
         if subject == own:
             return
@@ -324,7 +320,7 @@ class SubjectKeys:
         """Erase ``subject``: destroy its data key, leaving a tombstone (now, ``reason``).
         Erasing again keeps the first tombstone; a subject without a key yet gets one,
         so that no key is ever made for it."""
-        _check_subject(subject)
+        check_subject(subject)
         if reason is not None:
             check_reason(reason)
         now = self._clock()
@@ -349,7 +345,7 @@ class SubjectKeys:
 
     def tombstone_of(self, subject: str) -> Tombstone | None:
         """The subject's tombstone (None: not erased)."""
-        row = self.table.by_subject(_check_subject(subject))
+        row = self.table.by_subject(check_subject(subject))
         if row is None or not row.erased:
             return None
         entry = self._entry(row)
