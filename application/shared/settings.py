@@ -47,7 +47,8 @@ class Settings(BaseModel):
     Environment variables: ``CONTEXTLEDGER_DATABASE_URL``, ``CONTEXTLEDGER_STORES``, ``OPENAI_API_KEY``,
     ``OPENAI_BASE_URL``, ``CONTEXTLEDGER_SUMMARIZER_MODEL``,
     ``CONTEXTLEDGER_SUMMARIZER_TIMEOUT``, ``CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES``,
-    ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_KEY_SCOPE``, ``CONTEXTLEDGER_COMPRESS``,
+    ``CONTEXTLEDGER_CIPHER_KEY``, ``CONTEXTLEDGER_KEY_SCOPE``, ``CONTEXTLEDGER_KEY_STORE``,
+    ``CONTEXTLEDGER_COMPRESS``,
     ``CONTEXTLEDGER_POLL_INTERVAL``, ``CONTEXTLEDGER_SNAPSHOT_INTERVAL``,
     ``CONTEXTLEDGER_FALLBACK_AFTER_ATTEMPTS``, ``CONTEXTLEDGER_RETRY_TOTAL_SECONDS``,
     ``CONTEXTLEDGER_TRACING``, ``CONTEXTLEDGER_WRITE_DEADLINE``,
@@ -93,6 +94,11 @@ class Settings(BaseModel):
     #: erasure, not encryption at rest), so that erasing a subject destroys one key;
     #: ``store``, the cipher key itself (in clear without one). Either reads both.
     key_scope: Literal["subject", "store"] = "subject"
+    #: Where the key table lives (``docs/privacy.md``, "Keys apart from the log"): None,
+    #: in the event store itself; else a URL of another SQLite file (beside a SQLite
+    #: store) or PostgreSQL database (beside a PostgreSQL store), so that a backup of
+    #: the event store holds no key and an erasure is one deletion in a small database.
+    key_store: str | None = None
     compress: bool = False
     #: How long one write (append, edit, summary record ...) may wait for the
     #: conversation's other writers and retry optimistic-concurrency conflicts before
@@ -200,7 +206,8 @@ class Settings(BaseModel):
         for name, value in super().__repr_args__():
             if name == "stores":
                 value = tuple(masked_url(u) for u in value)
-            yield name, (masked_url(value) if name == "database_url" else value)
+            shown = name in ("database_url", "key_store") and value is not None
+            yield name, (masked_url(value) if shown else value)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -218,6 +225,7 @@ class Settings(BaseModel):
             "CONTEXTLEDGER_MAX_CONCURRENT_SUMMARIES": "max_concurrent_summaries",
             "CONTEXTLEDGER_CIPHER_KEY": "cipher_key",
             "CONTEXTLEDGER_KEY_SCOPE": "key_scope",
+            "CONTEXTLEDGER_KEY_STORE": "key_store",
             "CONTEXTLEDGER_COMPRESS": "compress",
             "CONTEXTLEDGER_POLL_INTERVAL": "poll_interval",
             "CONTEXTLEDGER_SNAPSHOT_INTERVAL": "snapshot_interval",

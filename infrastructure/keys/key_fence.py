@@ -24,18 +24,25 @@ stands in the log before the erasure's ``ContentErased``: read models, which app
 the log in order, delete the subject's rows after the last of them.
 
 ``KeyFence`` is what a recorder is given (by ``SubjectKeysFactory``): the key table's
-name, how to find a record's key ids, and the error of a refused write.
+name, how to find a record's key ids, and the error of a refused write. With the key
+table in a PostgreSQL database of its own (``key_store``), one statement cannot read
+it: ``hold`` then locks the key rows there (``FOR KEY SHARE``) in a transaction held
+across the write (``held``), and the recorder inserts without the fence's condition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
 __all__ = ["KeyFence"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,12 +53,26 @@ class KeyFence:
     store needs it); ``key_ids``: the data key ids a stored record names (None: it
     names none: a record under the master key, or in clear); ``refused``: the error
     of a write refused, given the conversation and the key ids it named; ``live``:
-    whether the key table holds the key unerased (the in-memory store's check)."""
+    whether the key table holds the key unerased (the in-memory store's check);
+    ``hold``: the key rows held in the key database across a write (None: the key
+    table is in the event store, checked by the insert itself)."""
 
     table: str
     key_ids: Callable[[bytes], list[bytes] | None]
     refused: Callable[[UUID, Sequence[bytes]], Exception]
     live: Callable[[bytes], bool]
+    hold: Callable[[Sequence[bytes]], AbstractContextManager[bool]] | None = None
+
+    def held(self, stored_events: Sequence[StoredEvent], write: Callable[[], T]) -> T:
+        """``write()`` run while the keys the records name are held (``hold``); the
+        error of a refused write, nothing written, if one of them is erased."""
+        named = self.named(stored_events)
+        if not named or self.hold is None:
+            return write()
+        with self.hold(named) as live:
+            if not live:
+                raise self.error(stored_events)
+            return write()
 
     def named(self, stored_events: Sequence[StoredEvent]) -> list[bytes]:
         """Every data key id the records name, each once, in order."""

@@ -45,8 +45,9 @@ follower reading a batch must go past it); a key id the table lacks, with no
 tombstone, is ``KeyMissingError``. Writing a record of an erased subject is
 ``ConversationErasedError``.
 
-``SubjectKeysFactory`` is mixed into the store factories (SQLite, PostgreSQL, memory):
-the mapper it builds gets the store's key table (created with the event tables).
+``key_factory.SubjectKeysFactory``, mixed into the store factories (SQLite, PostgreSQL,
+memory), gives the mapper it builds the store's key table (created with the event
+tables, or in the key store: ``key_store``).
 ``Settings.key_scope`` (``CL_KEY_SCOPE``) chooses what new records are written under:
 ``subject`` (the default) or ``store`` (the master key, as before); both read both.
 """
@@ -61,40 +62,25 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
-from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent, Transcoder
+from eventsourcing.persistence import StoredEvent
 
 from contextledger.domain.erasure import ContentErased, ErasedEvent
 from contextledger.domain.events import MessageAppended
 from contextledger.domain.values.errors import (
-    ConfigurationError,
     ConversationErasedError,
     KeyMissingError,
     LogDamagedError,
     StoreError,
 )
 from contextledger.infrastructure.keys.aead import OVERHEAD
-from contextledger.infrastructure.keys.key_fence import KeyFence
-from contextledger.infrastructure.keys.key_modes import (
-    keys_are_unwrapped,
-    keys_are_wrapped,
-    keys_unwrapped_error,
-    mark,
-)
-from contextledger.infrastructure.keys.key_tables import (
-    KeyTable,
-    PostgresKeyTable,
-    SQLiteKeyTable,
-)
 from contextledger.infrastructure.keys.lineage import FirstRecord, Lineage
 from contextledger.infrastructure.keys.mapper import PydanticMapper
-from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
 from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, DataKey, SubjectKeys, Tombstone
 
 __all__ = [
     "KEY_SCOPE",
     "MARK",
     "SUBJECT_MAPPER_TOPIC",
-    "SubjectKeysFactory",
     "SubjectMapper",
     "erased_subjects_of",
     "subject_keys_of",
@@ -371,16 +357,6 @@ def _erased(stored_event: StoredEvent, tombs: list[Tombstone]) -> ErasedEvent:
     )
 
 
-def _no_key(where: str) -> ConfigurationError:
-    """What opening an encrypted store without its master key is."""
-    return ConfigurationError(
-        f"the store {where} is encrypted: open it with its master key (Settings.cipher_key, "
-        "CONTEXTLEDGER_CIPHER_KEY)",
-        setting="cipher_key",
-        url=where,
-    )
-
-
 def erased_subjects_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
     """What a conversation cached by an application is checked with before it is read
     (``SubjectMapper.erased_subjects``); None: its records are not under subject keys."""
@@ -390,107 +366,8 @@ def erased_subjects_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
     return None
 
 
-def _exists(table: KeyTable) -> bool:
-    """Whether the key table is there (a memory store's always is)."""
-    return not isinstance(table, SQLiteKeyTable | PostgresKeyTable) or table.exists()
-
-
 def subject_keys_of(app: Any) -> SubjectKeys | None:
     """The data keys of an eventsourcing application's store (a ``Ledger``, a shard),
     None if it has none (no cipher key)."""
     mapper = getattr(app, "mapper", None)
     return mapper.keys if isinstance(mapper, SubjectMapper) else None
-
-
-class SubjectKeysFactory:
-    """Mixed into an eventsourcing infrastructure factory (first among its bases): the
-    ``SubjectMapper`` it builds gets the store's key table (see the module doc)."""
-
-    def key_table(self) -> KeyTable:
-        """The key table of this factory's store."""
-        from eventsourcing.postgres import PostgresDatastore
-        from eventsourcing.sqlite import SQLiteDatastore
-
-        datastore = getattr(self, "datastore", None)
-        env: Any = getattr(self, "env", None)
-        said = env.get if env is not None else (lambda name: None)
-        table: KeyTable
-        if isinstance(datastore, SQLiteDatastore):
-            table = SQLiteKeyTable(datastore)
-            table.where = f"sqlite:///{said('CL_SQLITE_PATH') or said('SQLITE_DBNAME') or ''}"
-        elif isinstance(datastore, PostgresDatastore):
-            prefix = (env.name.lower() if env is not None else "") or "stored"
-            table = PostgresKeyTable(datastore, prefix=prefix)
-            table.where = (
-                f"postgresql://{said('POSTGRES_USER') or ''}@{said('POSTGRES_HOST') or ''}:"
-                f"{said('POSTGRES_PORT') or ''}/{said('POSTGRES_DBNAME') or ''}?schema={datastore.schema}"
-            )
-        else:
-            table = MemoryKeyTable()
-        return table
-
-    def mapper(self, transcoder: Transcoder | None = None, mapper_class: Any = None) -> Mapper[Any]:
-        parent: Any = super()
-        mapper: Mapper[Any] = parent.mapper(transcoder, mapper_class)
-        env: Any = getattr(self, "env")  # noqa: B009 - set by the factory this is mixed into
-        scope = env.get(KEY_SCOPE) or "subject"
-        if scope not in ("subject", "store"):
-            raise ConfigurationError(
-                f"key_scope must be 'subject' or 'store', not {scope!r}", setting="key_scope"
-            )
-        creates = getattr(self, "env_create_table", None)
-        creating = creates is None or creates()
-        if getattr(mapper, "cipher", None) is None:
-            # Without a master key: data keys kept unwrapped (``key_modes``), if any.
-            table = self.key_table()
-            existing = isinstance(table, SQLiteKeyTable | PostgresKeyTable) and table.exists()
-            if existing and keys_are_wrapped(table):
-                raise _no_key(table.where)
-            if not isinstance(mapper, SubjectMapper) or not (existing or (creating and scope == "subject")):
-                return mapper
-            keys = SubjectKeys(table, None)
-            if creating:
-                table.create_tables()
-                mark(keys)
-            mapper.use_keys(keys, per_subject=scope == "subject")
-            return mapper
-        if not isinstance(mapper, SubjectMapper):
-            return mapper
-        table = self.key_table()
-        keys = SubjectKeys(table, env.get("CIPHER_KEY"))
-        if creating:
-            table.create_tables()
-            if keys_are_unwrapped(table):
-                raise keys_unwrapped_error(table.where)
-            mark(keys)
-        elif _exists(table) and keys_are_unwrapped(table):
-            raise keys_unwrapped_error(table.where)
-        mapper.use_keys(keys, per_subject=scope == "subject")
-        return mapper
-
-    def event_store(self, mapper: Any = None, recorder: Any = None) -> Any:
-        """An event store; the subject mapper learns the store's event recorder (the
-        first application recorder it is used with), for ``Lineage``; the recorder gets
-        the write fence of the store's key table (``key_fence``)."""
-        if (
-            isinstance(mapper, SubjectMapper)
-            and mapper.recorder is None
-            and isinstance(recorder, ApplicationRecorder)
-        ):
-            mapper.recorder = recorder
-        keys = mapper.keys if isinstance(mapper, SubjectMapper) else None
-        if keys is not None and isinstance(recorder, ApplicationRecorder) and hasattr(recorder, "fence"):
-            recorder.fence = _fence_of(keys)
-        parent: Any = super()
-        return parent.event_store(mapper=mapper, recorder=recorder)
-
-
-def _fence_of(keys: SubjectKeys) -> KeyFence:
-    """The write fence of the key table ``keys`` keeps (``key_fence``)."""
-    table = keys.table
-
-    def live(key_id: bytes) -> bool:
-        row = table.by_id(key_id)
-        return row is not None and row.wrapped_key is not None and row.erased_at is None
-
-    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live)

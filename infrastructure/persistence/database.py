@@ -28,7 +28,7 @@ from contextledger.infrastructure.persistence.sqlite_files import read_only_uri
 if TYPE_CHECKING:
     from contextledger.application.shared.settings import Settings
 
-__all__ = ["Database", "mask_url", "persistence_env"]
+__all__ = ["Database", "key_store_env", "mask_url", "persistence_env"]
 
 Kind = Literal["memory", "sqlite", "postgresql"]
 
@@ -304,6 +304,8 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         env["CL_PG_CONNECT_TIMEOUT"] = str(max(2, round(float(seconds))))
         env["CL_PG_STATEMENT_TIMEOUT_MS"] = str(int(settings.statement_timeout * 1000))
         env["POSTGRES_CONNECT_TIMEOUT"] = env["CL_PG_CONNECT_TIMEOUT"]
+    if settings.key_store is not None:
+        env.update(key_store_env(Database.parse(settings.database_url), settings.key_store))
     if settings.compress:
         env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
     if settings.cipher_key is not None:
@@ -311,4 +313,57 @@ def persistence_env(settings: Settings) -> dict[str, str]:
         # written with eventsourcing's cipher load unchanged.
         env["CIPHER_TOPIC"] = "contextledger.infrastructure.keys.aead:AESGCMCipher"
         env["CIPHER_KEY"] = settings.cipher_key.get_secret_value()
+    return env
+
+
+def key_store_env(events: Database, url: str) -> dict[str, str]:
+    """The environment of the key store ``url`` beside the event store ``events``
+    (``Settings.key_store``; ``infrastructure/keys/key_store.py`` reads it): another
+    SQLite file beside a SQLite store, another PostgreSQL database beside a
+    PostgreSQL store; anything else is ``ConfigurationError``."""
+    keys = Database.parse(url)
+    if events.kind == "memory" or keys.kind != events.kind:
+        raise ConfigurationError(
+            f"the key store must be of the event store's kind: another SQLite file beside a "
+            f"SQLite store, another PostgreSQL database beside a PostgreSQL store (key store "
+            f"{keys.masked}, event store {events.masked})",
+            setting="key_store",
+            url=keys.masked,
+        )
+    if keys.kind == "sqlite":
+        if keys.path is None or events.path is None:
+            raise ConfigurationError("a key store needs a SQLite file", setting="key_store", url=keys.masked)
+        if keys.path.resolve() == events.path.resolve():
+            raise ConfigurationError(
+                "the key store is the event store itself: leave key_store unset for that",
+                setting="key_store",
+                url=keys.masked,
+            )
+        folder = keys.path.resolve().parent
+        if not folder.is_dir():
+            raise ConfigurationError(
+                f"the folder of the key store's SQLite file does not exist: {folder}",
+                setting="key_store",
+                url=keys.masked,
+            )
+        return {"CL_KEY_STORE": keys.masked, "CL_KEY_STORE_PATH": str(keys.path.resolve())}
+    same = (keys.servers, keys.url.database) == (events.servers, events.url.database)
+    if same:
+        raise ConfigurationError(
+            "the key store must be another PostgreSQL database than the event store's "
+            "(another schema of the same database is backed up with it)",
+            setting="key_store",
+            url=keys.masked,
+        )
+    host, port = keys.libpq_hosts
+    env = {
+        "CL_KEY_STORE": keys.masked,
+        "CL_KEY_STORE_DBNAME": keys.url.database or "",
+        "CL_KEY_STORE_HOST": host,
+        "CL_KEY_STORE_PORT": port,
+        "CL_KEY_STORE_USER": keys.url.username or "postgres",
+        "CL_KEY_STORE_PASSWORD": keys.url.password or "",
+    }
+    if keys.schema is not None:
+        env["CL_KEY_STORE_SCHEMA"] = keys.schema
     return env

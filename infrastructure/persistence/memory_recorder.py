@@ -15,8 +15,8 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 
+from contextledger.infrastructure.keys.key_factory import SubjectKeysFactory
 from contextledger.infrastructure.keys.key_fence import KeyFence
-from contextledger.infrastructure.keys.subject_mapper import SubjectKeysFactory
 
 __all__ = ["MemoryFactory", "WindowedPOPORecorder"]
 

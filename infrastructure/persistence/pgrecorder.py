@@ -162,7 +162,14 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
 
     def _write(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         """Write ``stored_events`` in one statement on the save connection; their ids.
-        Called by the group commit's leader only, so one save at a time."""
+        Called by the group commit's leader only, so one save at a time. With the key
+        table in a database of its own (``key_store``), its rows are held across it."""
+        fence = self.fence
+        if fence is not None and fence.hold is not None:
+            return fence.held(stored_events, lambda: self._write_any(stored_events))
+        return self._write_any(stored_events)
+
+    def _write_any(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         try:
             return self._write_on(self._save_connection(), stored_events)
         except (InterfaceError, OperationalError):
@@ -173,7 +180,8 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
 
     def _write_on(self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent]) -> list[int]:
         fence = self.fence
-        named = b"".join(fence.named(stored_events)) if fence is not None else b""
+        fenced = fence is not None and fence.hold is None  # else held (``_write``)
+        named = b"".join(fence.named(stored_events)) if fence is not None and fenced else b""
         with _MAPPED:
             if len(stored_events) == 1:
                 e = stored_events[0]

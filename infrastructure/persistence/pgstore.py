@@ -26,7 +26,7 @@ from eventsourcing.postgres import (
 )
 from psycopg.sql import SQL, Identifier
 
-from contextledger.infrastructure.keys.subject_mapper import SubjectKeysFactory
+from contextledger.infrastructure.keys.key_factory import SubjectKeysFactory
 from contextledger.infrastructure.persistence.pgreads import once_more
 
 __all__ = [

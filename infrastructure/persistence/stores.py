@@ -25,7 +25,7 @@ import psycopg
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, PersistenceError
 
 from contextledger.domain.values.errors import SchemaMissingError, StoreError
-from contextledger.infrastructure.keys.subject_mapper import SubjectKeysFactory
+from contextledger.infrastructure.keys.key_factory import SubjectKeysFactory
 from contextledger.infrastructure.persistence.pgrecorder import PostgresConversationFactory
 from contextledger.infrastructure.persistence.sqlite_files import ReadOnlyLeftovers, check_sqlite_file
 from contextledger.infrastructure.persistence.sqlite_recorder import SQLiteConversationFactory
