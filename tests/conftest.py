@@ -114,6 +114,20 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def postgres_key_store_url() -> Iterator[str]:
+    """A PostgreSQL URL of a fresh database on the test server, for a key store
+    (``Settings.key_store``: another database than the event store's), dropped afterwards."""
+    conn = _postgres_admin()
+    name = f"keys_{uuid.uuid4().hex[:12]}"
+    conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
+    try:
+        yield f"{POSTGRES_URL.split('?')[0].rsplit('/', 1)[0]}/{name}"
+    finally:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
+        conn.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 

@@ -113,9 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = f"{PROG} {args.command}"
     secrets = _secrets(args)
     from contextledger.infrastructure.cli import render
+    from contextledger.infrastructure.cli.connect import key_store_given
 
     try:
-        return int(args.handler(args))
+        with key_store_given(getattr(args, "key_store", None)):
+            return int(args.handler(args))
     except Failure as exc:
         render.error(where, str(exc), secrets=secrets)
         return exc.code
@@ -164,13 +166,15 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _secrets(args: argparse.Namespace) -> tuple[str, ...]:
-    """The password of ``--database`` (or the environment's), never to be shown."""
+    """The passwords of ``--database`` and ``--key-store`` (or the environment's),
+    never to be shown."""
     from contextledger.application.shared.settings import Settings
     from contextledger.infrastructure.persistence.database import Database
 
     try:
         url = getattr(args, "database", None) or Settings.from_env().database_url
-        password = Database.parse(url).url.password
+        keys = getattr(args, "key_store", None) or Settings.from_env().key_store
+        found = [Database.parse(u).url.password for u in (url, keys) if u]
     except ContextLedgerError:
         return ()
-    return (str(password),) if password else ()
+    return tuple(str(p) for p in found if p)

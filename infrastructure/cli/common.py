@@ -4,8 +4,8 @@ options every subcommand takes.
 The command-module convention: a module under ``contextledger.infrastructure.cli``
 defines ``register(subparsers)``, which adds its subcommand(s) with ``add_command``
 and ``set_defaults(handler=...)``; a handler takes the parsed ``args`` and returns
-the exit status. ``--database``, ``--store``, ``--json`` and ``--debug`` are global options: given
-before the subcommand or after it, they mean the same.
+the exit status. ``--database``, ``--store``, ``--key-store``, ``--json`` and ``--debug``
+are global options: given before the subcommand or after it, they mean the same.
 """
 
 from __future__ import annotations
@@ -136,11 +136,23 @@ def add_global_options(
         "(default: $CONTEXTLEDGER_STORES); not with --database",
     )
     parser.add_argument(
-        "--json", action="store_true", default=False if top else argparse.SUPPRESS,
+        "--key-store",
+        metavar="URL",
+        default=None if top else argparse.SUPPRESS,
+        help="where the data keys are kept, apart from the event store: another SQLite file "
+        "or PostgreSQL database (default: $CONTEXTLEDGER_KEY_STORE, else the store itself; "
+        "docs/privacy.md)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
         help="print machine-readable JSON instead of text",
     )
     parser.add_argument(
-        "--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
         help="show tracebacks of unexpected errors" if top else argparse.SUPPRESS,
     )
 
@@ -155,8 +167,6 @@ def add_command(
 ) -> argparse.ArgumentParser:
     """Add subcommand ``name`` with the global options; the caller adds its own
     arguments and ``set_defaults(handler=...)``."""
-    sub: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=summary, description=description
-    )
+    sub: argparse.ArgumentParser = subparsers.add_parser(name, help=summary, description=description)
     add_global_options(sub, database_default=database_default)
     return sub

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from contextledger.domain.values.errors import StoreError
@@ -33,6 +36,7 @@ __all__ = [
     "check_postgres",
     "database",
     "databases",
+    "key_store_given",
     "open_ledger",
     "settings_for",
     "settings_for_all",
@@ -44,6 +48,19 @@ _LIBPQ_PREFIX = re.compile(
 
 #: Seconds the command line waits for a PostgreSQL server before saying why not.
 CLI_CONNECT_TIMEOUT = 3
+#: The key store of ``--key-store`` while a command runs (``key_store_given``).
+_KEY_STORE: ContextVar[str | None] = ContextVar("contextledger_cli_key_store", default=None)
+
+
+@contextmanager
+def key_store_given(url: str | None) -> Iterator[None]:
+    """While the block runs, every ledger the command opens uses the key store ``url``
+    (``--key-store``; None: the environment's, ``CONTEXTLEDGER_KEY_STORE``)."""
+    token = _KEY_STORE.set(url)
+    try:
+        yield
+    finally:
+        _KEY_STORE.reset(token)
 
 
 def database(args: argparse.Namespace, *, default: str | None = None) -> Database:
@@ -89,6 +106,9 @@ def settings_for(db: Database, **updates: Any) -> Settings:
     if db.kind == "postgresql" and "connect_timeout" not in url.query:
         url = url.update_query_dict({"connect_timeout": str(CLI_CONNECT_TIMEOUT)})
     rendered = "memory://" if db.kind == "memory" else url.render_as_string(hide_password=False)
+    given = _KEY_STORE.get()
+    if given is not None:
+        updates = {"key_store": given, **updates}
     return Settings.from_env().model_copy(update={"database_url": rendered, "stores": (), **updates})
 
 
@@ -125,8 +145,8 @@ def check_postgres(db: Database, *, timeout: float | None = None) -> None:
     """Connect once to ``db``'s server; raise ``StoreError`` saying why it cannot be used."""
     import psycopg
 
-    seconds = timeout if timeout is not None else float(
-        db.option("connect_timeout", str(CLI_CONNECT_TIMEOUT))
+    seconds = (
+        timeout if timeout is not None else float(db.option("connect_timeout", str(CLI_CONNECT_TIMEOUT)))
     )
     try:
         host, port = db.libpq_hosts
@@ -162,8 +182,7 @@ def connection_error(exc: BaseException, db: Database) -> StoreError:
             cause="database_missing",
         )
     if state in ("28000", "28P01") or any(
-        marker in text
-        for marker in ("authentication failed", "no pg_hba.conf entry", 'role "', "password")
+        marker in text for marker in ("authentication failed", "no pg_hba.conf entry", 'role "', "password")
     ):
         return StoreError(
             f"authentication failed for user {user!r} at {where}: {detail}",

@@ -14,6 +14,10 @@ write records when it was called, when it returned and how. Afterwards:
 - the read models hold no row of the victim's conversations and no victim text;
 - every acknowledged write of the other subjects is in their transcripts, once, and
   every other conversation verifies (the fork whose source was erased included).
+
+Each store runs the race twice: with the key table in the store, and in a key store of
+its own (``Settings.key_store``: another SQLite file, another PostgreSQL database),
+whose write fence works otherwise (``infrastructure/keys/key_store.py``).
 """
 
 from __future__ import annotations
@@ -44,8 +48,15 @@ POLICY = ReductionPolicy(trigger_messages=8, keep_messages=3, max_summary_tokens
 BEFORE, AFTER = 2.5, 1.5
 
 
+#: The key store the race runs with (the environment reaches the spawned processes).
+KEY_STORE = "CL_TEST_RACE_KEY_STORE"
+
+
 def _settings(url: str, key: str, **more: Any) -> Settings:
-    return Settings(database_url=url, cipher_key=key, write_deadline=60, poll_interval=0.05, **more)
+    key_store = os.environ.get(KEY_STORE) or None
+    return Settings(
+        database_url=url, cipher_key=key, key_store=key_store, write_deadline=60, poll_interval=0.05, **more
+    )
 
 
 def _text(subject: str, tag: str) -> str:
@@ -282,10 +293,24 @@ def check(
         models.close()
 
 
-def test_an_erasure_raced_by_writers_and_a_worker_on_a_sqlite_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("apart", [False, True], ids=["keys-in-store", "key-store"])
+def test_an_erasure_raced_by_writers_and_a_worker_on_a_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: bool
+) -> None:
+    if apart:
+        monkeypatch.setenv(KEY_STORE, f"sqlite:///{tmp_path / 'keys.db'}")
     _race(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path)
 
 
 @pytest.mark.postgres
-def test_an_erasure_raced_by_writers_and_a_worker_on_postgres(postgres_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("apart", [False, True], ids=["keys-in-store", "key-store"])
+def test_an_erasure_raced_by_writers_and_a_worker_on_postgres(
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    apart: bool,
+    request: pytest.FixtureRequest,
+) -> None:
+    if apart:
+        monkeypatch.setenv(KEY_STORE, request.getfixturevalue("postgres_key_store_url"))
     _race(postgres_url, tmp_path)
