@@ -57,8 +57,8 @@ def _exists(table: KeyTable) -> bool:
 
 def _holds_keys(table: KeyTable) -> bool:
     """Whether the event store's own key table holds a data key or a tombstone."""
-    if not isinstance(table, SQLiteKeyTable | PostgresKeyTable) or not table.exists():
-        return False
+    if not isinstance(table, SQLiteKeyTable | PostgresKeyTable):
+        return False  # (a missing table reads as no row)
 
     def work(cursor: Any) -> bool:
         cursor.execute(table._sql(f"SELECT 1 FROM {table.keys} WHERE subject <> ? LIMIT 1"), (CHECK_SUBJECT,))
