@@ -8,6 +8,9 @@
 - ``wrapping``: a data key wrapped under the master key, the table's check row;
 - ``key_modes``: a store's key mode (keys wrapped under a master key, or stored as they are);
 - ``key_fence``: the write fence (a record is stored only while its keys live);
+- ``key_store``: the key tables in a store of their own (``Settings.key_store``);
+- ``key_factory``: the key table and write fence a store's factory gives its mapper
+  and recorder;
 - ``aead``: AES-GCM through OpenSSL, in eventsourcing's byte layout;
 - ``erasure_store``: what an erasure deletes beside the key: snapshots.
 
