@@ -87,7 +87,9 @@ def measure(
     urls: dict[str, tuple[str, str | None]], rounds: int, appends: int
 ) -> dict[str, list[tuple[float, float]]]:
     ledgers = {
-        name: cl.Ledger.open(settings=cl.Settings(database_url=url, key_store=keys, run_policy=False))
+        name: cl.Ledger.open(
+            settings=cl.Settings(database_url=url, run_policy=False, **({"key_store": keys} if keys else {}))
+        )
         for name, (url, keys) in urls.items()
     }
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in urls}

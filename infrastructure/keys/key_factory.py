@@ -25,7 +25,6 @@ from contextledger.infrastructure.keys.key_modes import (
 from contextledger.infrastructure.keys.key_store import (
     KEY_STORE,
     AttachedSQLiteKeyTable,
-    HeldKeys,
     KeyDatabaseTable,
     attach_sqlite,
     check_unlinked,
@@ -104,8 +103,8 @@ class SubjectKeysFactory:
         parent: Any = super()
         parent.close()
         table = self._key_store_table
-        if isinstance(table, PostgresKeyTable):
-            table.datastore.close()
+        if isinstance(table, KeyDatabaseTable):
+            table.close()
 
     def own_key_table(self) -> KeyTable:
         """The key table in the event store itself (with a key store: where none may be)."""
@@ -213,5 +212,5 @@ def _fence_of(keys: SubjectKeys) -> KeyFence:
         row = table.by_id(key_id)
         return row is not None and row.wrapped_key is not None and row.erased_at is None
 
-    hold = HeldKeys(table).hold if isinstance(table, KeyDatabaseTable) else None
+    hold = table.held().hold if isinstance(table, KeyDatabaseTable) else None
     return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live, hold)

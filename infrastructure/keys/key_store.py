@@ -36,11 +36,16 @@ given a key store (its keys are not moved).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
+
+import psycopg
+from psycopg import generators, pq
 
 from contextledger.domain.values.errors import ConfigurationError
 from contextledger.infrastructure.keys.key_tables import KeyTable, PostgresKeyTable, SQLiteKeyTable
@@ -135,7 +140,7 @@ class AttachedSQLiteKeyTable(SQLiteKeyTable):
             pass
 
 
-def postgres_datastore(env: Any, *, pool_size: int = 2) -> Any:
+def postgres_datastore(env: Any, *, pool_size: int = 3) -> Any:
     """The eventsourcing datastore of the key database named by ``env``'s
     ``CL_KEY_STORE_*`` keys (``Database.persistence_env``), its sessions configured
     as the event store's (connect and statement timeouts)."""
@@ -168,6 +173,19 @@ class KeyDatabaseTable(PostgresKeyTable):
     """The key table in a PostgreSQL key database (``postgres_datastore``); its
     writes are fenced by ``HeldKeys``."""
 
+    _held: HeldKeys | None = None
+
+    def held(self) -> HeldKeys:
+        """The write fence over this table (one per table, made on first use)."""
+        if self._held is None:
+            self._held = HeldKeys(self)
+        return self._held
+
+    def close(self) -> None:
+        if self._held is not None:
+            self._held.close()
+        self.datastore.close()
+
     def _create_statements(self) -> list[str]:
         schema = self.datastore.schema or "public"
         quoted = '"' + schema.replace('"', '""') + '"'
@@ -178,33 +196,66 @@ class KeyDatabaseTable(PostgresKeyTable):
 class HeldKeys:
     """The PostgreSQL write fence over a key database (see the module doc): ``hold``
     the key rows a write names ``FOR KEY SHARE`` in a transaction on the key database
-    while the write runs; the write runs only if all of them hold a key."""
+    while the write runs; the write runs only if all of them hold a key. The
+    transaction runs on one connection of the key database's pool, kept for it (a
+    recorder's writes come one at a time), through libpq directly: ``BEGIN`` and the
+    locking ``SELECT`` in one message, ``COMMIT`` in another."""
 
     def __init__(self, table: KeyDatabaseTable) -> None:
         self.table = table
+        self._lock = threading.Lock()
+        self._conn: Any = None
+
+    def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            datastore = self.table.datastore
+            datastore.pool.open(True, datastore.pool_open_timeout or 30.0)
+            self._conn = datastore.pool.getconn()
+        return self._conn
+
+    def _run(self, conn: Any, query: bytes) -> Any:
+        """The last result of ``query`` (simple protocol: several statements)."""
+        conn.pgconn.send_query(query)
+        results = conn.wait(generators.execute(conn.pgconn))
+        for res in results:
+            if res.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+                raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+        return results[-1]
 
     @contextmanager
     def hold(self, key_ids: Sequence[bytes]) -> Iterator[bool]:
         """Yield whether every key of ``key_ids`` is live, its row locked until the
         block ends (committed after the block, rolled back if it raises)."""
-        ids = ", ".join(f"'\\x{k.hex()}'::bytea" for k in dict.fromkeys(key_ids))
-        count = len(dict.fromkeys(key_ids))
+        unique = list(dict.fromkeys(key_ids))
+        ids = ", ".join(f"'\\x{k.hex()}'::bytea" for k in unique)
         query = (
-            f"BEGIN; SELECT count(*) AS n FROM (SELECT 1 FROM {self.table.keys} WHERE key_id IN "
+            f"BEGIN; SELECT count(*) FROM (SELECT 1 FROM {self.table.keys} WHERE key_id IN "
             f"({ids}) AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live"
-        )
-        with self.table.datastore.get_connection() as conn:
+        ).encode()
+        with self._lock:
+            conn = self._connection()
             try:
-                cursor = conn.execute(query)
-                while cursor.pgresult is not None and cursor.pgresult.ntuples == 0 and cursor.nextset():
-                    pass
-                found = cursor.fetchone()
-                live = found is not None and int(found["n"]) == count
-                yield live
+                res = self._run(conn, query)
+                yield int(res.get_value(0, 0) or b"0") == len(unique)
             except BaseException:
-                conn.execute("ROLLBACK")
+                self._release(conn)
                 raise
-            conn.execute("COMMIT")
+            self._run(conn, b"COMMIT")
+
+    def _release(self, conn: Any) -> None:
+        """Roll the key transaction back; a connection that cannot goes back to the pool
+        (which replaces it) and the next write takes another."""
+        try:
+            self._run(conn, b"ROLLBACK")
+        except (psycopg.Error, OSError):
+            self.close()
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(Exception):
+                self.table.datastore.pool.putconn(conn)
 
 
 # -- the link between the two stores -----------------------------------------------

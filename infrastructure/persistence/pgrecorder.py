@@ -162,14 +162,7 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
 
     def _write(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         """Write ``stored_events`` in one statement on the save connection; their ids.
-        Called by the group commit's leader only, so one save at a time. With the key
-        table in a database of its own (``key_store``), its rows are held across it."""
-        fence = self.fence
-        if fence is not None and fence.hold is not None:
-            return fence.held(stored_events, lambda: self._write_any(stored_events))
-        return self._write_any(stored_events)
-
-    def _write_any(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        Called by the group commit's leader only, so one save at a time."""
         try:
             return self._write_on(self._save_connection(), stored_events)
         except (InterfaceError, OperationalError):
@@ -178,10 +171,17 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             self.close_save_connection()
             return self._write_on(self._save_connection(), stored_events)
 
-    def _write_on(self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent]) -> list[int]:
+    def _write_on(
+        self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent], held: bool = False
+    ) -> list[int]:
         fence = self.fence
-        fenced = fence is not None and fence.hold is None  # else held (``_write``)
-        named = b"".join(fence.named(stored_events)) if fence is not None and fenced else b""
+        if fence is not None and fence.hold is not None:
+            # The key table in a database of its own (``key_store``): its key rows held
+            # there across the insert, which then runs without the fence's condition.
+            if not held:
+                return fence.held(stored_events, lambda: self._write_on(conn, stored_events, True))
+            fence = None
+        named = b"".join(fence.named(stored_events)) if fence is not None else b""
         with _MAPPED:
             if len(stored_events) == 1:
                 e = stored_events[0]
