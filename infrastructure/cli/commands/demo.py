@@ -113,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         chart = write_chart(result, target, cap=DEMO_POLICY.max_context_tokens).resolve()
     report = _report(db, result, summarizer_name, read_models_match, chart,
                      time.perf_counter() - began)
+    if settings.key_store is not None:  # the data keys kept apart (docs/privacy.md)
+        from contextledger.application.shared.settings import masked_url
+
+        report["key_store"] = str(masked_url(settings.key_store))
     if args.json:
         print(render.dump(report))
     else:
@@ -157,13 +161,14 @@ def _text(report: dict[str, Any], result: DemoResult, read_rows: int, read_summa
 
     p = DEMO_POLICY
     n, t, k = result.messages, p.trigger_messages, p.keep_messages
+    key_store = f" --key-store {report['key_store']}" if report.get("key_store") else ""
     lines = [
         f"contextledger demo: one support conversation of {n} messages "
         f"({result.tool_messages} tool results), {len(result.calls)} model calls",
         f"  database           {report['database']}",
         f"  conversation       {result.conversation_id}",
         f"  data subject       {result.subject} (erase it: contextledger erase --database "
-        f"{report['database']} --subject {result.subject} --reason TEXT)",
+        f"{report['database']}{key_store} --subject {result.subject} --reason TEXT)",
         f"  summarizer         {report['summarizer']}",
         f"  policy             summarize past {t} messages keeping {k}; "
         f"{p.keep_tool_results} tool results in full; cap {p.max_context_tokens:,} tokens",

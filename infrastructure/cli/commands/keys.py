@@ -1,9 +1,12 @@
-"""``contextledger keys rotate``: re-wrap every data key under a new master key."""
+"""``contextledger keys rotate``: re-wrap every data key under a new master key;
+``contextledger keys show``: where the data keys are kept, and what a backup of each
+store then holds (docs/privacy.md, "Keys apart from the log")."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from contextledger.infrastructure.cli import render
 from contextledger.infrastructure.cli.common import Failure, Parser, add_command, add_global_options
@@ -13,11 +16,11 @@ __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``keys`` (with ``keys rotate``)."""
+    """Add ``keys`` (with ``keys rotate`` and ``keys show``)."""
     keys = add_command(
         subparsers,
         "keys",
-        "rotate the master key of the data keys",
+        "rotate the master key of the data keys; show where they are kept",
         "Data keys of data subjects are kept wrapped under the master key "
         "($CONTEXTLEDGER_CIPHER_KEY). 'keys rotate --new-key KEY' re-wraps every one of them "
         "under KEY, in one transaction per store; no record is rewritten, and an interrupted "
@@ -44,6 +47,77 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(keeps it out of the process list)",
     )
     rotate.set_defaults(handler=run)
+    show = actions.add_parser(
+        "show",
+        help="where the data keys are kept, and what a backup of each store holds",
+        description="Show the stores' layout: the event store(s), where the key table is (in "
+        "the store, or in the key store of --key-store / $CONTEXTLEDGER_KEY_STORE), how many "
+        "data keys it holds and whether they are wrapped under a master key, and what a "
+        "backup of each store then holds. Reads only.",
+    )
+    add_global_options(show)
+    show.set_defaults(handler=run_show)
+
+
+def layout(ledger: Any) -> dict[str, Any]:
+    """The stores' layout (see ``keys show``)."""
+    from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, UNWRAPPED
+    from contextledger.infrastructure.keys.subject_mapper import subject_keys_of
+
+    key_store = ledger.settings.key_store
+    keys = [subject_keys_of(shard) for shard in ledger.shards]
+    tables = {k.table.where: k for k in keys if k is not None}
+    held = {
+        where: [r for r in k.table.wrapped() if r.subject != CHECK_SUBJECT] for where, k in tables.items()
+    }
+    wrapped = ledger.settings.cipher_key is not None
+    event_backup = (
+        "records under data keys it does not hold, erasure records, the key store's id and URL"
+        if key_store
+        else "records and their data keys (every subject not yet erased reads again from it)"
+    )
+    return {
+        "event_stores": [str(s) for s in ledger.settings.store_urls],
+        "key_store": None if key_store is None else next(iter(tables), key_store),
+        "key_tables": [
+            {
+                "where": where,
+                "data_keys": len(rows),
+                "wrapped": any(r.master_id != UNWRAPPED for r in rows) if rows else wrapped,
+            }
+            for where, rows in held.items()
+        ],
+        "backup_of_event_store_holds": event_backup,
+        "backup_of_key_store_holds": (
+            "every live subject's data key, tombstones, subject names; no content (restored, it "
+            "brings back the keys of subjects erased since: erase --reapply)"
+            if key_store
+            else None
+        ),
+    }
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """``keys show``."""
+    from contextledger.application.shared.settings import masked_url
+
+    with open_ledger(args, read_only=True) as ledger:
+        found = layout(ledger)
+    found["event_stores"] = [str(masked_url(u)) for u in found["event_stores"]]
+    if args.json:
+        print(render.dump(found))
+        return 0
+    lines = [f"event store: {u}" for u in found["event_stores"]]
+    lines.append(f"key table:   {found['key_store'] or 'in the event store itself'}")
+    for table in found["key_tables"]:
+        how = "wrapped under the master key" if table["wrapped"] else "unwrapped (no master key)"
+        count = table["data_keys"]
+        lines.append(f"  {table['where']}: {count} data key{'' if count == 1 else 's'}, {how}")
+    lines.append(f"a backup of the event store holds: {found['backup_of_event_store_holds']}")
+    if found["backup_of_key_store_holds"]:
+        lines.append(f"a backup of the key store holds:   {found['backup_of_key_store_holds']}")
+    render.out("\n".join(lines))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
