@@ -299,3 +299,66 @@ def test_the_command_line_takes_the_key_store_and_a_restored_store_is_erased_aga
     assert code == 0, said
     code, said = run(capsys, "verify", "--database", url, "--json")
     assert code == 0, said
+
+
+@pytest.mark.parametrize(
+    ("database", "key_store", "said"),
+    [
+        (
+            "sqlite:///{tmp}/ledger.db",
+            "postgresql://postgres@127.0.0.1:5432/keys",
+            "of the event store's kind",
+        ),
+        ("memory://", "sqlite:///{tmp}/keys.db", "of the event store's kind"),
+        ("sqlite:///{tmp}/ledger.db", "sqlite:///{tmp}/ledger.db", "the event store itself"),
+        ("sqlite:///{tmp}/ledger.db", "sqlite:///{tmp}/no/such/folder/keys.db", "does not exist"),
+        (ADMIN + "?schema=a", ADMIN + "?schema=b", "another PostgreSQL database"),
+    ],
+)
+def test_a_key_store_that_cannot_be_one_is_refused_before_anything_is_made(
+    tmp_path: Path, database: str, key_store: str, said: str
+) -> None:
+    with pytest.raises(cl.ConfigurationError, match=said) as refused:
+        cl.Ledger.open(settings=settings(database.format(tmp=tmp_path), key_store.format(tmp=tmp_path)))
+    assert refused.value.setting == "key_store"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_key_store_password_is_never_shown() -> None:
+    shown = repr(cl.Settings(key_store="postgresql://keeper:s3cret-pw@127.0.0.1:5432/keys"))
+    assert "keeper" in shown and "s3cret-pw" not in shown
+
+
+def test_stores_given_one_key_store_share_it_and_erase_once(tmp_path: Path) -> None:
+    urls = (f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}")
+    key_store = f"sqlite:///{tmp_path / 'keys.db'}"
+    shared = cl.Settings(stores=urls, key_store=key_store, run_policy=False)
+    with cl.Ledger.open(settings=shared) as ledger:
+        cids = [ledger.start("You help.", policy=POLICY, subject="user-1") for _ in range(6)]
+        for cid in cids:
+            ledger.append(cid, {"role": "user", "content": SECRET})
+        assert len({cid for cid in cids if ledger.subject_of(cid) == "user-1"}) == 6
+        held = len(data_keys(key_store))  # user-1's, and the stores' placement records'
+        report = ledger.erase("user-1", "asked")
+        assert set(report.conversations) == set(cids)
+        assert report.receipt is not None and ledger.check_receipt(report.receipt).ok
+        assert ledger.verify().ok
+    assert len(data_keys(key_store)) == held - 1  # one key for both stores, destroyed once
+    for url in urls:  # each store is linked to the key store, and holds no key table
+        assert own_key_tables(url) == []
+        with pytest.raises(cl.ConfigurationError, match="keeps its data keys in the key store"):
+            cl.Ledger.open(settings=settings(url, None))
+
+
+def test_keys_show_gives_the_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url, key_store = f"sqlite:///{tmp_path / 'ledger.db'}", f"sqlite:///{tmp_path / 'keys.db'}"
+    with cl.Ledger.open(settings=settings(url, key_store)) as ledger:
+        ledger.append(ledger.start("You help.", subject="user-1"), {"role": "user", "content": "x"})
+    code, said = run(capsys, "keys", "show", "--json", "--database", url, "--key-store", key_store)
+    assert code == 0, said
+    found = json.loads(said)
+    assert found["key_store"] == key_store
+    assert found["key_tables"] == [{"where": key_store, "data_keys": 1, "wrapped": False}]
+    assert "does not hold" in found["backup_of_event_store_holds"]
+    code, said = run(capsys, "keys", "show", "--database", url)
+    assert code != 0 and "--key-store" in said
