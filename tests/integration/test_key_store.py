@@ -362,3 +362,24 @@ def test_keys_show_gives_the_layout(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "does not hold" in found["backup_of_event_store_holds"]
     code, said = run(capsys, "keys", "show", "--database", url)
     assert code != 0 and "--key-store" in said
+
+
+def test_an_erasure_cut_off_after_its_tombstone_is_reported_and_completed_by_erasing_again(
+    stores: tuple[str, str],
+) -> None:
+    url, key_store = stores
+    with cl.Ledger.open(settings=settings(url, key_store)) as ledger:
+        gone = ledger.start("You help.", policy=POLICY, subject="user-1")
+        ledger.append(gone, {"role": "user", "content": SECRET})
+        keys = subject_keys_of(ledger)
+        assert keys is not None
+        keys.tombstone("user-1", "asked")  # the erasure's first step, in the key store; then a crash
+    with cl.Ledger.open(settings=settings(url, key_store)) as ledger:
+        with pytest.raises(cl.ConversationErasedError):
+            ledger.transcript(gone)
+        report = ledger.verify()
+        assert not report.ok and report.erased == (gone,)
+        assert "no ContentErased record" in report.problems[0].problem
+        again = ledger.erase("user-1", "asked")
+        assert not again.already_erased and again.conversations == (gone,)
+        assert ledger.verify().ok
