@@ -45,9 +45,10 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+from eventsourcing.persistence import OperationalError, PersistenceError
 from psycopg import generators, pq
 
-from contextledger.domain.values.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError, StoreError
 from contextledger.infrastructure.keys.key_tables import KeyTable, PostgresKeyTable, SQLiteKeyTable
 
 __all__ = [
@@ -175,6 +176,31 @@ class KeyDatabaseTable(PostgresKeyTable):
 
     _held: HeldKeys | None = None
 
+    def _run(self, work: Callable[[Any], Any], *, commit: bool, reading: bool = False) -> Any:
+        try:
+            return super()._run(work, commit=commit, reading=reading)
+        except StoreError as exc:
+            if exc.cause == "key_table":
+                raise
+            raise StoreError(
+                f"the key store {self.where} cannot be used: {self._why()}",
+                url=self.where,
+                cause=exc.cause,
+            ) from exc
+
+    def _why(self) -> str:
+        """What the server says to a connection to the key database (the pool's own
+        failure is only a timeout)."""
+        kwargs = dict(self.datastore.pool.kwargs)
+        kwargs.pop("row_factory", None)
+        kwargs["connect_timeout"] = min(int(kwargs.get("connect_timeout") or 5), 5)
+        try:
+            psycopg.connect(**kwargs).close()
+        except psycopg.Error as exc:
+            said = str(exc).strip().splitlines()
+            return said[-1] if said else type(exc).__name__
+        return "the server did not answer in time"
+
     def held(self) -> HeldKeys:
         """The write fence over this table (one per table, made on first use)."""
         if self._held is None:
@@ -214,12 +240,18 @@ class HeldKeys:
         return self._conn
 
     def _run(self, conn: Any, query: bytes) -> Any:
-        """The last result of ``query`` (simple protocol: several statements)."""
-        conn.pgconn.send_query(query)
-        results = conn.wait(generators.execute(conn.pgconn))
-        for res in results:
-            if res.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-                raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+        """The last result of ``query`` (simple protocol: several statements); psycopg's
+        errors as eventsourcing's, as the recorder's are (a lost connection is retried)."""
+        try:
+            conn.pgconn.send_query(query)
+            results = conn.wait(generators.execute(conn.pgconn))
+            for res in results:
+                if res.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+                    raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+        except psycopg.OperationalError as exc:
+            raise OperationalError(str(exc)) from exc
+        except psycopg.Error as exc:
+            raise PersistenceError(str(exc)) from exc
         return results[-1]
 
     @contextmanager
@@ -247,7 +279,7 @@ class HeldKeys:
         (which replaces it) and the next write takes another."""
         try:
             self._run(conn, b"ROLLBACK")
-        except (psycopg.Error, OSError):
+        except (PersistenceError, OSError):
             self.close()
 
     def close(self) -> None:
@@ -267,11 +299,25 @@ def _table_named(table: Any, name: str) -> str:
     return keys.replace("_subject_keys", f"_{name}")
 
 
+def _there(table: Any, cursor: Any, name: str) -> bool:
+    """Whether the table ``name`` (as the statements name it) exists."""
+    if isinstance(table, SQLiteKeyTable):
+        schema, _, bare = name.rpartition(".")
+        cursor.execute(
+            f"SELECT 1 FROM {schema or 'main'}.sqlite_master WHERE type = 'table' AND name = ?", (bare,)
+        )
+    else:
+        cursor.execute("SELECT 1 WHERE to_regclass(%s) IS NOT NULL", (name,))
+    return cursor.fetchone() is not None
+
+
 def _read(table: Any, role: str) -> tuple[str, str] | None:
     """The (id, location) row ``role`` of the link table beside ``table``, if any."""
     name = _table_named(table, "key_store")
 
     def work(cursor: Any) -> tuple[str, str] | None:
+        if not _there(table, cursor, name):  # asked first: no failed statement in the log
+            return None
         cursor.execute(table._sql(f"SELECT key_store_id, location FROM {name} WHERE role = ?"), (role,))
         row = cursor.fetchone()
         if row is None:
