@@ -29,12 +29,8 @@ from contextledger.application.shared.counting import TokenCounters
 from contextledger.application.shared.results import AuditEvent, VerifyProblem, VerifyReport
 from contextledger.application.storage.remainders import remainder
 from contextledger.application.storage.store import ConversationStore, store_errors
-from contextledger.domain.commands.edits import (
-    HistoryFold,
-    edit_record,
-    retraction_record,
-    system_prompt_record,
-)
+from contextledger.domain.commands.edits import HistoryFold
+from contextledger.domain.commands.links import expected_link
 from contextledger.domain.erasure import ErasedEvent, Erasure
 from contextledger.domain.events import (
     ConversationEvent,
@@ -50,12 +46,7 @@ from contextledger.domain.events import (
     SystemPromptChanged,
 )
 from contextledger.domain.remainder import Remainder
-from contextledger.domain.values.digests import (
-    chain_digest,
-    edit_digest,
-    genesis_digest,
-    summary_source_digest,
-)
+from contextledger.domain.values.digests import summary_source_digest
 from contextledger.domain.values.errors import (
     ContextLedgerError,
     ConversationErasedError,
@@ -291,7 +282,7 @@ def verify_conversation(
         ]
     elif isinstance(first, Started):
         fold = HistoryFold()
-        digest = genesis_digest(str(cid), first.system_prompt, first.model)
+        digest = expected_link("", first)
         if digest != first.digest:
             problems.append(VerifyProblem(cid, 1, "the Started event was altered"))
         layers = []
@@ -325,27 +316,20 @@ def verify_conversation(
             n_messages += 1
             if event.position != fold.next_position and digest is not None:
                 problems.append(VerifyProblem(cid, version, "position gap"))
-            expected = (
-                None
-                if digest is None
-                else chain_digest(digest, event.message, event.items, event.original, event.hidden)
-            )
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, f"message {event.position}")
         elif isinstance(event, MessageEdited):
-            record = edit_record(event.position, event.replaces_version, event.message)
-            expected = None if digest is None else edit_digest(digest, record)
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, f"the edit of {event.position}")
             if event.position not in fold.entries:
                 problems.append(
                     VerifyProblem(cid, version, f"edit of a retracted or unknown {event.position}")
                 )
         elif isinstance(event, MessagesRetracted):
-            record = retraction_record(event.command, event.positions, event.reason)
-            expected = None if digest is None else edit_digest(digest, record)
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, "the retraction")
         elif isinstance(event, SystemPromptChanged):
-            record = system_prompt_record(event.system_prompt)
-            expected = None if digest is None else edit_digest(digest, record)
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, "the system prompt change")
         elif isinstance(event, SummaryCreated):
             n_summaries += 1
