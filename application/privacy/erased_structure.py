@@ -47,6 +47,7 @@ def take_structure(shard: Any, conversations: list[UUID]) -> Taken:
     taken: Taken = {}
     #: Per conversation, whether its chain head at each version is a committed link.
     committed: dict[UUID, list[tuple[int, bool]]] = {}
+    forks: dict[UUID, Forked] = {}
     for cid in wanted:
         records: dict[int, ErasedRecord] = {}
         heads: list[tuple[int, bool]] = []
@@ -54,31 +55,42 @@ def take_structure(shard: Any, conversations: list[UUID]) -> Taken:
             event = decode(stored)
             if not isinstance(event, ConversationEvent):
                 continue
-            record, head = _record_of(event, bytes(stored.state), committed)
-            records[event.originator_version] = record
-            if head is not None:
-                heads.append((event.originator_version, head))
+            records[event.originator_version] = _record_of(event, bytes(stored.state))
+            if isinstance(event, CHAINED):
+                heads.append((event.originator_version, event.commitment is not None))
+            elif isinstance(event, Forked) and event.originator_version == 1:
+                forks[cid] = event
+                heads.append((1, False))
         taken[cid] = records
         committed[cid] = heads
+    for fork in forks.values():  # a source of another subject's, not erased: read it
+        source = fork.origin.conversation_id
+        if source not in committed:
+            events = [decode(stored) for stored in shard.recorder.select_events(source)]
+            committed[source] = [
+                (e.originator_version, e.commitment is not None) for e in events if isinstance(e, CHAINED)
+            ]
+    for _ in range(len(forks)):  # a fork of a fork: its source's inherited digest first
+        for cid, fork in forks.items():
+            source, version = fork.origin.conversation_id, fork.origin.version
+            if next((c for v, c in reversed(committed.get(source, [])) if v <= version), False):
+                committed[cid][0] = (1, True)
+                taken[cid][1] = taken[cid][1].model_copy(update={"digest": fork.digest})
     return taken
 
 
-def _record_of(
-    event: ConversationEvent, state: bytes, committed: dict[UUID, list[tuple[int, bool]]]
-) -> tuple[ErasedRecord, bool | None]:
-    """One record's structure, and whether the chain's head after it is a committed
-    link (None: the record is no link)."""
+def _record_of(event: ConversationEvent, state: bytes) -> ErasedRecord:
+    """One record's structure (a fork's inherited digest is added by ``take_structure``
+    when it continues a committed link)."""
     fields: dict[str, Any] = {
         "version": event.originator_version,
         "topic": event.TOPIC,
         "timestamp": event.timestamp,
         "stored": hashlib.sha256(state).hexdigest(),
     }
-    head: bool | None = None
     if isinstance(event, CHAINED):
         fields["structure"] = structure_of(event)
-        head = event.commitment is not None
-        if head:
+        if event.commitment is not None:
             fields.update(commitment=event.commitment, digest=event.digest)
     elif isinstance(event, SummaryCreated):
         fields["summary"] = (event.covers_from, event.from_position, event.through_position)
@@ -89,11 +101,7 @@ def _record_of(
             origin_version=origin.version,
             through_position=origin.through_position,
         )
-        source = committed.get(origin.conversation_id, [])
-        head = next((c for v, c in reversed(source) if v <= origin.version), False)
-        if head:
-            fields["digest"] = event.digest
-    return ErasedRecord(**fields), head
+    return ErasedRecord(**fields)
 
 
 def erased_structure(shard: Any, taken: Taken, erased: list[UUID]) -> tuple[ErasedLog, ...]:
