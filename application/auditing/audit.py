@@ -13,7 +13,6 @@ from uuid import UUID
 from eventsourcing.application import Application
 
 from contextledger.application.auditing.erased import (
-    check_erased,
     erased_records,
     inherited_digest,
     recorded_structure,
@@ -51,7 +50,7 @@ from contextledger.domain.events import (
     SummaryInvalidated,
     SystemPromptChanged,
 )
-from contextledger.domain.remainder import Remainder
+from contextledger.domain.remainder import ERASED_DIGEST, Remainder
 from contextledger.domain.values.digests import summary_source_digest
 from contextledger.domain.values.errors import (
     ContextLedgerError,
@@ -129,7 +128,8 @@ class Audit:
                     if log is None:  # erased before erasures recorded the structure
                         continue
                     checked.append(cid)
-                    found = (len(stored), 0, 0, check_erased(cid, stored, log, whole=True)[0])
+                    checks = inherited_digest(self.store, self._erased, self._app, stored, log, whole=True)
+                    found = (len(stored), 0, 0, checks[0])
                 else:
                     partly.append(cid)
                     found = verify_remainder(
@@ -427,6 +427,8 @@ def verify_remainder(
     )
     linked = (MessageAppended, MessageEdited, MessagesRetracted, SystemPromptChanged)
     first_link = next((e for e in stored if isinstance(e, linked)), None)
+    if first_link is not None and expected_link(ERASED_DIGEST, first_link) == first_link.digest:
+        inherited = ERASED_DIGEST  # appended after the erasure, to the remainder's chain
     if first_link is not None and inherited is None:
         unverified.append(
             VerifyProblem(

@@ -155,15 +155,18 @@ def inherited_digest(
     app_of: Callable[[UUID], Any],
     stored: Sequence[StoredEvent],
     log: ErasedLog | None,
+    *,
+    whole: bool = False,
 ) -> tuple[list[VerifyProblem], str | None]:
-    """A fork's remainder: its erased records (``stored``) checked against the
-    structure its erasure recorded (``log``), and the inherited digest its chain goes
-    on from (None: unknown), checked against its source's at the fork's version (read
-    from ``store``, or from the source's own recorded structure if it was erased)."""
+    """An erased conversation (``whole``) or a fork's remainder: its erased records
+    (``stored``) checked against the structure its erasure recorded (``log``), and a
+    fork's inherited digest its chain goes on from (None: unknown), checked against
+    its source's at the fork's version (read from ``store``, or from the source's own
+    recorded structure if it was erased)."""
     if log is None:
         return [], None
     cid = log.conversation_id
-    problems, _ = check_erased(cid, stored, log, whole=False)
+    problems, _ = check_erased(cid, stored, log, whole=whole)
     fork = log.records[0] if log.records and log.records[0].version == 1 else None
     if fork is None or fork.digest is None or fork.origin is None or fork.origin_version is None:
         return problems, None
