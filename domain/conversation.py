@@ -128,9 +128,7 @@ class Conversation(EditCommands, SummaryCommands):
             model=model,
             policy=policy,
             reply_priming=reply_priming,
-            **commit(
-                "", structure("start", 1, at, conversation_id), genesis_content(system_prompt, model)
-            ).fields(),
+            **commit("", structure("start", 1, at, conversation_id), genesis_content(system_prompt, model)),
             key=key,
             tools=tools,
             tools_tokens=tools_tokens if tools else 0,
@@ -249,7 +247,7 @@ class Conversation(EditCommands, SummaryCommands):
                 s.digest,
                 structure("message", self.version + 1, at, position),
                 message_content(message, items, original, hidden),
-            ).fields(),
+            ),
             items=items,
             original=original,
             hidden=hidden,

@@ -158,7 +158,7 @@ class EditCommands(ConversationRoot):
                 s.digest,
                 structure("edit", self.version + 1, at, position, old.version),
                 edit_content(edit_record(position, old.version, message)),
-            ).fields(),
+            ),
         )
         edited = Entry(
             position=position,
@@ -206,7 +206,7 @@ class EditCommands(ConversationRoot):
                 s.digest,
                 structure("system_prompt", self.version + 1, at),
                 edit_content(system_prompt_record(system_prompt)),
-            ).fields(),
+            ),
         )
         if s.policy.counts_prompt:  # the trigger counts the system prompt: look again
             self._maybe_pin_range(at)
@@ -391,7 +391,7 @@ class EditCommands(ConversationRoot):
                 s.digest,
                 structure("retract", self.version + 1, at, command, ",".join(map(str, positions))),
                 edit_content(retraction_record(command, positions, reason)),
-            ).fields(),
+            ),
         )
         reason_text = {"retract": "retracted", "rewind": "rewound", "pop": "popped", "clear": "cleared"}
         self._invalidate(set(positions), reason_text[command], history=history, at=at)

@@ -27,7 +27,6 @@ from typing import Any
 from contextledger.domain.values.messages import Message
 
 __all__ = [
-    "Commit",
     "chain_digest",
     "commit",
     "commitment",
@@ -102,26 +101,16 @@ def committed_link(previous: str, structure: str, commitment: str) -> str:
     return hashlib.sha256(f"contextledger/2\n{previous}\n{structure}\n{commitment}".encode()).hexdigest()
 
 
-class Commit:
-    """A new record's salt, commitment and link (``commit``)."""
-
-    __slots__ = ("commitment", "digest", "salt")
-
-    def __init__(self, salt: str, commitment: str, digest: str) -> None:
-        self.salt = salt
-        self.commitment = commitment
-        self.digest = digest
-
-    def fields(self) -> dict[str, str]:
-        """The event fields it fills: ``digest``, ``salt`` and ``commitment``."""
-        return {"digest": self.digest, "salt": self.salt, "commitment": self.commitment}
-
-
-def commit(previous: str, structure: str, content: bytes) -> Commit:
-    """A fresh salt, the commitment to ``content`` under it, and the link after ``previous``."""
+def commit(previous: str, structure: str, content: bytes) -> dict[str, str]:
+    """A new link's event fields: a fresh ``salt``, the ``commitment`` to ``content``
+    under it, and the ``digest`` after ``previous`` (``commitment`` and
+    ``committed_link`` spelled inline: it runs on every append)."""
     salt = os.urandom(16).hex()
-    committed = commitment(salt, content)
-    return Commit(salt, committed, committed_link(previous, structure, committed))
+    committed = hashlib.sha256(
+        b"contextledger/commit/1\n" + salt.encode("ascii") + b"\n" + content
+    ).hexdigest()
+    link = hashlib.sha256(f"contextledger/2\n{previous}\n{structure}\n{committed}".encode()).hexdigest()
+    return {"digest": link, "salt": salt, "commitment": committed}
 
 
 def chain_digest(
