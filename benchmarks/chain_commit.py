@@ -91,7 +91,7 @@ def main() -> None:
         f"| now (`commit`) | {statistics.median(news):.2f} | {statistics.median(ratios):.2f} |",
         "",
         f"Added per append: {statistics.median(news) - statistics.median(olds):.2f} µs of CPU, against an "
-        "append's hundreds of µs ([write path](#write_path)).",
+        "append's hundreds of µs on a store (the write_path section).",
         "",
         f"Run time: {time.monotonic() - began:.0f} s.",
     ]
