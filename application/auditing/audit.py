@@ -120,9 +120,12 @@ class Audit:
                 problems.extend(self._unrecorded(cid, gone))
                 rest = self._remainder(cid)
                 app = self._app(cid)
-                with store_errors(cid):
-                    log = recorded_structure(app, gone)
-                    stored = erased_records(app, cid)
+                try:
+                    with store_errors(cid):
+                        log, stored = recorded_structure(app, gone), erased_records(app, cid)
+                except ContextLedgerError as exc:  # a damaged record: reported, not raised
+                    problems.append(VerifyProblem(cid, 1, f"its erasure cannot be checked: {exc.message}"))
+                    log, stored = None, []
                 if rest is None:
                     erased.append(cid)
                     if log is None:  # erased before erasures recorded the structure
