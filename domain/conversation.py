@@ -44,7 +44,7 @@ from contextledger.domain.folding.queries import (
     working_memory,
 )
 from contextledger.domain.folding.state import ConversationState, PendingRange
-from contextledger.domain.values.digests import chain_digest, genesis_digest
+from contextledger.domain.values.digests import commit, genesis_content, message_content, structure
 from contextledger.domain.values.errors import (
     ContextOverflowError,
     InvalidArgumentError,
@@ -128,7 +128,7 @@ class Conversation(EditCommands, SummaryCommands):
             model=model,
             policy=policy,
             reply_priming=reply_priming,
-            digest=genesis_digest(str(conversation_id), system_prompt, model),
+            **commit("", structure("start", 1, at, conversation_id), genesis_content(system_prompt, model)),
             key=key,
             tools=tools,
             tools_tokens=tools_tokens if tools else 0,
@@ -243,7 +243,11 @@ class Conversation(EditCommands, SummaryCommands):
             tokens=tokens,
             placeholder_tokens=placeholder_tokens,
             client_message_id=client_message_id,
-            digest=chain_digest(s.digest, message, items, original, hidden),
+            **commit(
+                s.digest,
+                structure("message", self.version + 1, at, position),
+                message_content(message, items, original, hidden),
+            ),
             items=items,
             original=original,
             hidden=hidden,

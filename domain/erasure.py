@@ -22,10 +22,12 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID, uuid5
 
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
 from contextledger.domain.events import DomainEvent
 from contextledger.domain.values.errors import ConversationErasedError
 
-__all__ = ["ContentErased", "ErasedEvent", "Erasure"]
+__all__ = ["ContentErased", "ErasedEvent", "ErasedLog", "ErasedRecord", "Erasure"]
 
 _NAMESPACE = UUID("8f0d7c61-2b3e-4f8a-9c55-3d1e6b7a0e42")
 
@@ -69,9 +71,44 @@ class ErasedEvent:
         raise self.error()
 
 
+class ErasedRecord(BaseModel):
+    """The structure of one erased record, kept in clear so that ``verify`` can still
+    check it: its place, topic and time, the SHA-256 of its stored bytes, and for a
+    link of the digest chain that commits to content, the link's structure,
+    commitment and digest (``domain/commands/links.py``). Nothing of the content."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int
+    topic: str
+    #: None: written while the erasure was under way, after its structure was taken.
+    timestamp: datetime | None = None
+    #: SHA-256 (hex) of the record's stored (encrypted) state.
+    stored: str
+    structure: str | None = None
+    commitment: str | None = None
+    digest: str | None = None
+    #: A summary's range: (covers_from, from_position, through_position).
+    summary: tuple[int, int, int] | None = None
+    #: A fork's origin: its source, the source's version and its last shared position.
+    origin: UUID | None = None
+    origin_version: int | None = None
+    through_position: int | None = None
+
+
+class ErasedLog(BaseModel):
+    """The erased records of one conversation, in version order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: UUID
+    records: tuple[ErasedRecord, ...]
+
+
 class ContentErased(DomainEvent):
     """A data subject was erased: its key destroyed, its conversations unreadable.
-    No content: the subject, the conversations, the time (``timestamp``) and the reason."""
+    No content: the subject, the conversations, the time (``timestamp``) and the
+    reason, and the structure of each erased record (``structure``)."""
 
     TOPIC: ClassVar[str] = "contextledger.erasure.ContentErased"
     subject: str
@@ -80,6 +117,20 @@ class ContentErased(DomainEvent):
     #: Forks of other subjects whose inherited history (the subject's) was erased.
     forks: tuple[UUID, ...] = ()
     reason: str
+    #: The erased records' structure, per conversation, taken before the key was
+    #: destroyed (empty, and left out of the stored form: an erasure recorded before).
+    structure: tuple[ErasedLog, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("structure", 1):
+            data.pop("structure")
+        return data
+
+    def structure_of(self, conversation_id: UUID) -> ErasedLog | None:
+        """The erased records of ``conversation_id`` as this erasure recorded them."""
+        return next((log for log in self.structure if log.conversation_id == conversation_id), None)
 
     def mutate(self, aggregate: Any) -> Erasure:
         return Erasure(self)
@@ -112,6 +163,7 @@ class Erasure:
         *,
         at: datetime,
         reason: str,
+        structure: tuple[ErasedLog, ...] = (),
     ) -> Erasure:
         event = ContentErased(
             originator_id=cls.id_for(subject),
@@ -121,6 +173,7 @@ class Erasure:
             conversations=conversations,
             forks=forks,
             reason=reason,
+            structure=structure,
         )
         erasure = event.mutate(None)
         erasure._pending_events.append(event)

@@ -33,6 +33,7 @@ from contextledger.domain.values.reduction import (
 )
 
 __all__ = [
+    "Committed",
     "ConversationEvent",
     "DomainEvent",
     "ForkOrigin",
@@ -53,6 +54,7 @@ __all__ = [
     "ToolsChanged",
     "UsageRecorded",
     "fold_conversation_events_with",
+    "omit_uncommitted",
 ]
 
 
@@ -132,6 +134,29 @@ class SealedEvent(ConversationEvent):
         )
 
 
+def omit_uncommitted(data: Any) -> Any:
+    """``data`` (a dump) without ``salt`` and ``commitment`` when they are None: an
+    event written before the chain committed to its content dumps (and so seals and
+    snapshots) exactly as it did."""
+    if isinstance(data, dict) and data.get("commitment", 0) is None:
+        data.pop("commitment")
+        data.pop("salt", None)
+    return data
+
+
+class Committed(BaseModel):
+    """The fields of a link of the committed digest chain (``digests.commit``): the
+    salt and the commitment to the content (None: written before, the link hashes the
+    content itself)."""
+
+    salt: str | None = None
+    commitment: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return omit_uncommitted(handler(self))
+
+
 class SummaryProvenance(BaseModel):
     """Where a summary came from."""
 
@@ -151,7 +176,7 @@ def keep_token_scope(policy: Any) -> None:
         policy.setdefault("token_scope", "messages")
 
 
-class Started(SealedEvent):
+class Started(SealedEvent, Committed):
     TOPIC: ClassVar[str] = "contextledger.conversation.Started"
     #: v2: the policy has ``token_scope`` (v1 policies are read as ``messages``).
     class_version: ClassVar[int] = 2
@@ -193,7 +218,7 @@ def _entry(
     )
 
 
-class MessageAppended(ConversationEvent):
+class MessageAppended(ConversationEvent, Committed):
     TOPIC: ClassVar[str] = "contextledger.conversation.MessageAppended"
     position: int
     message: Message
@@ -215,7 +240,7 @@ class MessageAppended(ConversationEvent):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return omit_unhidden(self.hidden, handler(self))
+        return omit_uncommitted(omit_unhidden(self.hidden, handler(self)))
 
     def entry(self, tool_name: str | None = None) -> Entry:
         """The window entry this message becomes (``tool_name``: the call it answers)."""
@@ -360,7 +385,7 @@ class ToolsChanged(SealedEvent):
     tools_tokens: int
 
 
-class MessagesRetracted(SealedEvent):
+class MessagesRetracted(SealedEvent, Committed):
     """Messages leave the working memory and all future summaries (the log keeps them).
 
     ``positions`` is the whole set, tool-call groups expanded; ``tokens`` what they
@@ -376,7 +401,7 @@ class MessagesRetracted(SealedEvent):
     digest: str
 
 
-class MessageEdited(SealedEvent):
+class MessageEdited(SealedEvent, Committed):
     """The message at ``position`` is replaced by a new version (the old one stays in
     the log at ``replaces_version``)."""
 
@@ -397,7 +422,7 @@ class MessageEdited(SealedEvent):
         return _entry(self, tool_name, None)
 
 
-class SystemPromptChanged(SealedEvent):
+class SystemPromptChanged(SealedEvent, Committed):
     """The system prompt is replaced from this version on."""
 
     TOPIC: ClassVar[str] = "contextledger.conversation.SystemPromptChanged"

@@ -12,6 +12,11 @@ from uuid import UUID
 
 from eventsourcing.application import Application
 
+from contextledger.application.auditing.erased import (
+    erased_records,
+    inherited_digest,
+    recorded_structure,
+)
 from contextledger.application.auditing.integrity import (
     FOREIGN as _FOREIGN,
 )
@@ -29,12 +34,8 @@ from contextledger.application.shared.counting import TokenCounters
 from contextledger.application.shared.results import AuditEvent, VerifyProblem, VerifyReport
 from contextledger.application.storage.remainders import remainder
 from contextledger.application.storage.store import ConversationStore, store_errors
-from contextledger.domain.commands.edits import (
-    HistoryFold,
-    edit_record,
-    retraction_record,
-    system_prompt_record,
-)
+from contextledger.domain.commands.edits import HistoryFold
+from contextledger.domain.commands.links import expected_link
 from contextledger.domain.erasure import ErasedEvent, Erasure
 from contextledger.domain.events import (
     ConversationEvent,
@@ -49,13 +50,8 @@ from contextledger.domain.events import (
     SummaryInvalidated,
     SystemPromptChanged,
 )
-from contextledger.domain.remainder import Remainder
-from contextledger.domain.values.digests import (
-    chain_digest,
-    edit_digest,
-    genesis_digest,
-    summary_source_digest,
-)
+from contextledger.domain.remainder import ERASED_DIGEST, Remainder
+from contextledger.domain.values.digests import summary_source_digest
 from contextledger.domain.values.errors import (
     ContextLedgerError,
     ConversationErasedError,
@@ -115,6 +111,7 @@ class Audit:
         problems: list[VerifyProblem] = []
         erased: list[UUID] = []
         partly: list[UUID] = []
+        checked: list[UUID] = []
         unverified: list[VerifyProblem] = []
         events = messages = summaries = 0
         for cid in ids:
@@ -122,11 +119,25 @@ class Audit:
             if gone is not None:
                 problems.extend(self._unrecorded(cid, gone))
                 rest = self._remainder(cid)
+                app = self._app(cid)
+                try:
+                    with store_errors(cid):
+                        log, stored = recorded_structure(app, gone), erased_records(app, cid)
+                except ContextLedgerError as exc:  # a damaged record: reported, not raised
+                    problems.append(VerifyProblem(cid, 1, f"its erasure cannot be checked: {exc.message}"))
+                    log, stored = None, []
                 if rest is None:
                     erased.append(cid)
-                    continue
-                partly.append(cid)
-                found = verify_remainder(rest, unverified)
+                    if log is None:  # erased before erasures recorded the structure
+                        continue
+                    checked.append(cid)
+                    checks = inherited_digest(self.store, self._erased, self._app, stored, log, whole=True)
+                    found = (len(stored), 0, 0, checks[0])
+                else:
+                    partly.append(cid)
+                    found = verify_remainder(
+                        rest, unverified, *inherited_digest(self.store, self._erased, self._app, stored, log)
+                    )
             else:
                 found = self._verify_one(cid, listed=conversation_id is None)
             events += found[0]
@@ -140,15 +151,19 @@ class Audit:
             summaries=summaries,
             problems=tuple(problems),
             erased=tuple(erased),
+            erased_checked=tuple(checked),
             partly_erased=tuple(partly),
             unverified=tuple(unverified),
         )
 
+    def _app(self, cid: UUID) -> Application[UUID]:
+        app_for = getattr(self.store, "app_for", None)
+        return app_for(cid) if app_for is not None else self.app
+
     def _remainder(self, cid: UUID) -> Remainder | None:
         """What is left of a fork whose inherited history was erased (None: the
         conversation was erased whole)."""
-        app_for = getattr(self.store, "app_for", None)
-        app = app_for(cid) if app_for is not None else self.app
+        app = self._app(cid)
         try:
             return remainder(app.events, cid)
         except ConversationErasedError:
@@ -157,8 +172,7 @@ class Audit:
     def _erased(self, cid: UUID) -> ErasedEvent | None:
         """The conversation's first record if its content was erased: it reads as an
         ``ErasedEvent`` (a fork's first record holds its inherited history)."""
-        app_for = getattr(self.store, "app_for", None)
-        app = app_for(cid) if app_for is not None else self.app
+        app = self._app(cid)
         try:
             with store_errors(cid):
                 first = app.recorder.select_events(cid, limit=1)
@@ -171,8 +185,7 @@ class Audit:
         """A problem for each subject whose key was destroyed (a tombstone) with no
         ``ContentErased`` record of its erasure in the log: the record was deleted,
         or the erasure stopped between the two (erasing again records it)."""
-        app_for = getattr(self.store, "app_for", None)
-        app = app_for(cid) if app_for is not None else self.app
+        app = self._app(cid)
         problems: list[VerifyProblem] = []
         for subject in dict.fromkeys((gone.subject, *gone.subjects)):
             with store_errors(cid):
@@ -262,13 +275,16 @@ def verify_conversation(
     source_digest: str | None = None,
     unreadable: Set[int] = frozenset(),
     start_position: int = 0,
+    chain_from: str | None = None,
 ) -> tuple[int, int, int, list[VerifyProblem]]:
     """Recompute the digest chain (messages and edits), every summary's source digest
     and every invalidation's reopened messages; report gaps in versions. ``base`` and
     ``source_digest``: a fork's shared history and its source's digest at the fork
     version; ``unreadable``: versions stored but undecodable (reported by the reader,
     not as gaps). After a gap the chain goes on from the next stored digest.
-    ``start_position``: the first position there is (a fork's remainder's own part)."""
+    ``start_position``: the first position there is (a fork's remainder's own part);
+    ``chain_from``: there, the digest its chain goes on from (its unreadable records
+    are then its erased ones, none a link)."""
     problems: list[VerifyProblem] = []
     if not events:
         return 0, 0, 0, problems
@@ -277,7 +293,7 @@ def verify_conversation(
     if first.originator_version != 1:
         fold = HistoryFold()
         fold.next_position = start_position
-        digest = None
+        digest = chain_from
         layers: list[tuple[int, int, str]] = []
     elif isinstance(first, Forked):
         fold = HistoryFold(base, through_position=first.origin.through_position)
@@ -291,7 +307,7 @@ def verify_conversation(
         ]
     elif isinstance(first, Started):
         fold = HistoryFold()
-        digest = genesis_digest(str(cid), first.system_prompt, first.model)
+        digest = expected_link("", first)
         if digest != first.digest:
             problems.append(VerifyProblem(cid, 1, "the Started event was altered"))
         layers = []
@@ -315,8 +331,9 @@ def verify_conversation(
     for event in events:
         version = event.originator_version
         if version > expected_version:
-            digest = None  # the links in between are lost: go on from the next one
             lost = [v for v in range(expected_version, version) if v not in unreadable]
+            if chain_from is None or lost:
+                digest = None  # the links in between are lost: go on from the next one
             problems.extend(_gaps(cid, lost))
         elif version < expected_version:
             problems.append(VerifyProblem(cid, version, "version out of order"))
@@ -325,27 +342,20 @@ def verify_conversation(
             n_messages += 1
             if event.position != fold.next_position and digest is not None:
                 problems.append(VerifyProblem(cid, version, "position gap"))
-            expected = (
-                None
-                if digest is None
-                else chain_digest(digest, event.message, event.items, event.original, event.hidden)
-            )
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, f"message {event.position}")
         elif isinstance(event, MessageEdited):
-            record = edit_record(event.position, event.replaces_version, event.message)
-            expected = None if digest is None else edit_digest(digest, record)
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, f"the edit of {event.position}")
             if event.position not in fold.entries:
                 problems.append(
                     VerifyProblem(cid, version, f"edit of a retracted or unknown {event.position}")
                 )
         elif isinstance(event, MessagesRetracted):
-            record = retraction_record(event.command, event.positions, event.reason)
-            expected = None if digest is None else edit_digest(digest, record)
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, "the retraction")
         elif isinstance(event, SystemPromptChanged):
-            record = system_prompt_record(event.system_prompt)
-            expected = None if digest is None else edit_digest(digest, record)
+            expected = None if digest is None else expected_link(digest, event)
             digest = check(event, expected, event.digest, "the system prompt change")
         elif isinstance(event, SummaryCreated):
             n_summaries += 1
@@ -396,12 +406,17 @@ def verify_conversation(
 
 
 def verify_remainder(
-    rest: Remainder, unverified: list[VerifyProblem]
+    rest: Remainder,
+    unverified: list[VerifyProblem],
+    erased_problems: Sequence[VerifyProblem] = (),
+    inherited: str | None = None,
 ) -> tuple[int, int, int, list[VerifyProblem]]:
     """Verify what is readable of a fork whose inherited history was erased: its digest
-    chain from its second own link on (the first continues the erased inherited
-    digest), its summaries and its seals. What cannot be verified goes to
-    ``unverified``: the erased records, and the chain's first link after them."""
+    chain (from ``inherited``, the erased inherited digest its erasure recorded; None:
+    from its second own link on), its summaries and its seals, with the problems of
+    its erased records (``erased_problems``: checked against that record). What cannot
+    be verified goes to ``unverified``: the erased records' content, and the chain's
+    first link after them when the inherited digest is unknown."""
     cid = rest.conversation_id
     stored = [r for r in rest.records if isinstance(r, ConversationEvent)]
     erased = rest.erased_versions
@@ -415,7 +430,9 @@ def verify_remainder(
     )
     linked = (MessageAppended, MessageEdited, MessagesRetracted, SystemPromptChanged)
     first_link = next((e for e in stored if isinstance(e, linked)), None)
-    if first_link is not None:
+    if first_link is not None and expected_link(ERASED_DIGEST, first_link) == first_link.digest:
+        inherited = ERASED_DIGEST  # appended after the erasure, to the remainder's chain
+    if first_link is not None and inherited is None:
         unverified.append(
             VerifyProblem(
                 cid,
@@ -429,8 +446,14 @@ def verify_remainder(
         for e in stored
         if isinstance(e, MessageEdited) and e.position < rest.erased_before
     }
-    found = verify_conversation(cid, stored, unreadable=frozenset(erased), start_position=rest.erased_before)
-    problems = [
+    found = verify_conversation(
+        cid,
+        stored,
+        unreadable=frozenset(erased),
+        start_position=rest.erased_before,
+        chain_from=inherited,
+    )
+    problems = [*erased_problems] + [
         p
         for p in found[3]
         if not (p.version in inherited_edits and p.problem.startswith("edit of a retracted or unknown"))

@@ -11,6 +11,10 @@ Every event and snapshot of a conversation is encrypted under its data subject's
    the read models delete their rows of those conversations;
 3. evicts the conversations from this process's caches and deletes their snapshots.
 
+Before the key goes, the structure of every record it will make unreadable is taken
+(``erased_structure.py``) and kept in the ``ContentErased`` record, without content,
+for ``verify`` to check the erased part's order, times, ranges and digest chain.
+
 Afterwards reading one of those conversations raises ``ConversationErasedError``
 (with ``erased_at`` and ``reason``); followers go past its records (``ErasedEvent``);
 ``verify`` lists it as erased. A fork of another subject whose inherited history went
@@ -36,6 +40,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from contextledger.application.following.notifications import read_notifications
+from contextledger.application.privacy.erased_structure import erased_structure, take_structure
 from contextledger.application.privacy.receipts import ErasureReceipt, ReceiptCheck, check_receipt, receipt_of
 from contextledger.application.shared.addressing import ConversationRef, resolve
 from contextledger.application.storage.store import store_errors
@@ -269,21 +274,20 @@ class Erasures:
         found = self._record(shard, subject)
         if found is not None:
             return _report(found, already_erased=True)
+        with store_errors():  # while the key is there: the structure verify checks later
+            taken = take_structure(shard, self._conversations_of(shard, keys, subject))
         tomb = keys.tombstone(subject, reason)
-        conversations = list(keys.conversations_of(subject))
-        try:
-            own: UUID | None = UUID(subject)
-        except ValueError:
-            own = None
-        if own is not None and own not in conversations and _has_records(shard, own):
-            conversations.insert(0, own)
+        conversations = self._conversations_of(shard, keys, subject)
         forks = [f for f in self._forks_of(shard, subject) if f not in conversations]
+        with store_errors():
+            structure = erased_structure(shard, taken, [*conversations, *forks])
         erasure = Erasure.record_of(
             subject,
             tuple(conversations),
             tuple(forks),
             at=tomb.erased_at,
             reason=tomb.reason or reason,
+            structure=structure,
         )
         raced = False
         with store_errors():
@@ -306,6 +310,18 @@ class Erasures:
             shard.history_cache.forget(cid)
         self._delete_snapshots()(shard, gone)
         return _report(erasure.record, already_erased=False)  # this call recorded it
+
+    @staticmethod
+    def _conversations_of(shard: Any, keys: SubjectKeyPort, subject: str) -> list[UUID]:
+        """The subject's conversations (the one whose id it is among them)."""
+        conversations = list(keys.conversations_of(subject))
+        try:
+            own: UUID | None = UUID(subject)
+        except ValueError:
+            own = None
+        if own is not None and own not in conversations and _has_records(shard, own):
+            conversations.insert(0, own)
+        return conversations
 
     @staticmethod
     def _record(shard: Any, subject: str) -> ContentErased | None:

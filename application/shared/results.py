@@ -447,9 +447,14 @@ class VerifyReport:
     messages: int
     summaries: int
     problems: tuple[VerifyProblem, ...] = field(default_factory=tuple)
-    #: Conversations whose content was erased (crypto-shredded): not verified, and
-    #: not a problem.
+    #: Conversations whose content was erased (crypto-shredded): their content is not
+    #: verifiable, which is not a problem.
     erased: tuple[UUID, ...] = ()
+    #: Of ``erased``, those whose structure their erasure recorded, and which verify
+    #: checked: the erased records against the store, their order, times, positions and
+    #: summaries' ranges, and the digest chain over their commitments (the others were
+    #: erased before erasures recorded it).
+    erased_checked: tuple[UUID, ...] = ()
     #: Forks whose inherited history was erased with their source's data subject:
     #: their own records are verified where they can be, the rest is in ``unverified``.
     partly_erased: tuple[UUID, ...] = ()

@@ -4,6 +4,8 @@
   prompt, fork; the summaries an edit invalidates;
 - ``edits``: the pure pieces of editing: the history port, the invalidation plan, the
   digest records of edits, the fold of a log into its current messages;
+- ``links``: the digest chain's links as verify recomputes them: each link's
+  structure and committed content, and the link an event should carry;
 - ``summarizing``: ``SummaryCommands``: what the summarizer is given, the recording
   of its result (the quality gate) or of its failure.
 

@@ -31,7 +31,7 @@ from contextledger.domain.events import (
 from contextledger.domain.folding.aggregate import ConversationRoot
 from contextledger.domain.folding.budget import check_budget
 from contextledger.domain.folding.queries import fixed_tokens, is_retracted, layer_of, newest_group_tokens
-from contextledger.domain.values.digests import edit_digest
+from contextledger.domain.values.digests import commit, edit_content, structure
 from contextledger.domain.values.errors import (
     ContextOverflowError,
     InvalidEditError,
@@ -154,7 +154,11 @@ class EditCommands(ConversationRoot):
             placeholder_tokens=placeholder_tokens,
             replaces_version=old.version,
             replaced_tokens=old.tokens,
-            digest=edit_digest(s.digest, edit_record(position, old.version, message)),
+            **commit(
+                s.digest,
+                structure("edit", self.version + 1, at, position, old.version),
+                edit_content(edit_record(position, old.version, message)),
+            ),
         )
         edited = Entry(
             position=position,
@@ -198,7 +202,11 @@ class EditCommands(ConversationRoot):
             at,
             system_prompt=system_prompt,
             system_tokens=tokens,
-            digest=edit_digest(s.digest, system_prompt_record(system_prompt)),
+            **commit(
+                s.digest,
+                structure("system_prompt", self.version + 1, at),
+                edit_content(system_prompt_record(system_prompt)),
+            ),
         )
         if s.policy.counts_prompt:  # the trigger counts the system prompt: look again
             self._maybe_pin_range(at)
@@ -379,7 +387,11 @@ class EditCommands(ConversationRoot):
             command=command,
             reason=reason,
             tokens=sum(e.tokens for e in entries),
-            digest=edit_digest(s.digest, retraction_record(command, positions, reason)),
+            **commit(
+                s.digest,
+                structure("retract", self.version + 1, at, command, ",".join(map(str, positions))),
+                edit_content(retraction_record(command, positions, reason)),
+            ),
         )
         reason_text = {"retract": "retracted", "rewind": "rewound", "pop": "popped", "clear": "cleared"}
         self._invalidate(set(positions), reason_text[command], history=history, at=at)

@@ -1,16 +1,19 @@
 """Erasure on the default store, end to end as a first user meets it: in an empty
 folder with no configuration, ``contextledger demo``, then ``contextledger erase
 --subject <the demo's subject>``: no file the demo left holds any of its conversation's
-text afterwards, and ``contextledger verify`` exits 0 listing the conversation as erased."""
+text afterwards, and ``contextledger verify`` exits 0 listing the conversation as erased,
+its structure and digest chain checked (an erased record altered in the store shows)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from contextledger.infrastructure.demo import DEMO_SUBJECT, DEMO_SYSTEM_PROMPT, synthesize_conversation
 
@@ -94,6 +97,26 @@ def test_the_demos_subject_is_erased_from_every_file_and_verify_lists_it_as_eras
     assert verify.returncode == 0, verify.stderr
     assert f"ERASED conversation {cid}" in verify.stdout
     assert "verify OK: 1 conversation, 1 erased" in verify.stdout
+    # Its structure and digest chain were checked, over what the erasure recorded.
+    assert "its structure and digest chain verified" in verify.stdout
+    as_json = json.loads(run_cli("verify", "--database", url, "--json", cwd=tmp_path).stdout)
+    assert as_json["ok"] and as_json["erased_checked"] == [cid] and as_json["events"] > MESSAGES
+
+    # An erased record altered in the store is found, though nothing of it can be read.
+    path = tmp_path / url.removeprefix("sqlite:///")  # relative to the folder, or absolute
+    with sqlite3.connect(path) as db:
+        (state,) = db.execute(
+            "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = 3",
+            (UUID(cid).hex,),
+        ).fetchone()
+        changed = bytes(state[:-1]) + bytes([state[-1] ^ 1])
+        db.execute(
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 3",
+            (changed, UUID(cid).hex),
+        )
+    tampered = run_cli("verify", "--database", url, cwd=tmp_path)
+    assert tampered.returncode == 1, tampered.stdout
+    assert f"MISMATCH conversation {cid} version 3: the erased record is not the one" in tampered.stdout
 
 
 def test_after_the_demos_erasure_the_demo_refuses_to_keep_the_store_and_recreates_it_otherwise(

@@ -298,12 +298,21 @@ def run_verify(args: argparse.Namespace) -> int:
                         for p in report.problems
                     ],
                     "erased": list(report.erased),
+                    "erased_checked": list(report.erased_checked),
+                    "partly_erased": list(report.partly_erased),
                 }
             )
         )
     else:
         for cid in report.erased:
-            render.out(f"ERASED conversation {cid}: its data subject was erased (not verified)")
+            checked = (
+                "its structure and digest chain verified, its content unreadable"
+                if cid in report.erased_checked
+                else "not verified: erased before erasures recorded its structure"
+            )
+            render.out(f"ERASED conversation {cid}: its data subject was erased ({checked})")
+        for cid in report.partly_erased:
+            render.out(f"PARTLY ERASED conversation {cid}: its inherited history was erased with its source")
         for problem in report.problems:
             render.out(
                 f"MISMATCH conversation {problem.conversation_id} version {problem.version}: "
