@@ -240,7 +240,7 @@ class SubjectMapper(PydanticMapper):
         subjects = _SUBJECTS.get()
         try:
             if subjects is None:
-                keys = [self.keys.key_for_conversation(originator_id)]
+                keys = [self.keys.key_for_conversation(originator_id, first=originator_version == 1)]
             else:
                 keys = [self.keys.key_for(subject) for subject in subjects]
         except ConversationErasedError as exc:
@@ -493,4 +493,7 @@ def _fence_of(keys: SubjectKeys) -> KeyFence:
         row = table.by_id(key_id)
         return row is not None and row.wrapped_key is not None and row.erased_at is None
 
-    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live)
+    fresh = None
+    if isinstance(table, SQLiteKeyTable):  # in the events' own database: new keys ride with them
+        keys.new_keys.insert, fresh = table.new_key_insert, keys
+    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live, fresh)
