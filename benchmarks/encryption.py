@@ -168,11 +168,10 @@ class Contender:
             written += n
             starts, starts_cpu = starts + wall, starts_cpu + cpu_start
         self.sample("start", starts / len(batch) * 1e3, starts_cpu / len(batch) * 1e3)
-        self.sample(
-            "append",
-            (time.perf_counter() - began) / written * 1e6,
-            (time.process_time() - cpu) / written * 1e6,
-        )
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+        self.sample("append", wall / written * 1e6, cpu / written * 1e6)
+        later = max(written - len(batch), 1)  # the appends after the starts
+        self.sample("later", (wall - starts) / later * 1e6, (cpu - starts_cpu) / later * 1e6)
 
     def context(self, calls: int) -> None:
         cids, ledger = self.cids, self.ledger
@@ -491,8 +490,13 @@ def fence_report(
         "per call, the two taking turns at going first. Medians over the rounds, µs per message (the "
         "start counted as one); in brackets, this process's CPU time.",
         "",
-        "| store | append µs/message, fenced | unfenced | fenced / unfenced (per-round median) |",
-        "|---|---:|---:|---:|",
+        "*later appends*: the same without the starts (a start makes the conversation's key: on "
+        "SQLite, fenced, its row rides in the transaction of the first record, which the unfenced "
+        "recorder, with no fence to check it, does not do: the starts favour the fenced side there).",
+        "",
+        "| store | append µs/message, fenced | unfenced | fenced / unfenced (per-round median) "
+        "| later appends µs, fenced | unfenced | fenced / unfenced |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for store, contenders in results.items():
         by = {c.config: c for c in contenders}
@@ -500,7 +504,10 @@ def fence_report(
         lines.append(
             f"| {store} | {median(fenced, 'append'):,.0f} ({median(fenced, 'append cpu'):,.0f}) "
             f"| {median(bare, 'append'):,.0f} ({median(bare, 'append cpu'):,.0f}) "
-            f"| {ratio(fenced, bare, 'append')} ({ratio(fenced, bare, 'append cpu')}) |"
+            f"| {ratio(fenced, bare, 'append')} ({ratio(fenced, bare, 'append cpu')}) "
+            f"| {median(fenced, 'later'):,.0f} ({median(fenced, 'later cpu'):,.0f}) "
+            f"| {median(bare, 'later'):,.0f} ({median(bare, 'later cpu'):,.0f}) "
+            f"| {ratio(fenced, bare, 'later')} ({ratio(fenced, bare, 'later cpu')}) |"
         )
     lines += ["", f"Run time: {seconds:.0f} s."]
     return lines

@@ -8,6 +8,7 @@
 - ``wrapping``: a data key wrapped under the master key, the table's check row;
 - ``key_modes``: a store's key mode (keys wrapped under a master key, or stored as they are);
 - ``key_fence``: the write fence (a record is stored only while its keys live);
+- ``new_keys``: a subject's first key, written in the transaction of its first records;
 - ``aead``: AES-GCM through OpenSSL, in eventsourcing's byte layout;
 - ``erasure_store``: what an erasure deletes beside the key: snapshots.
 
