@@ -99,6 +99,7 @@ class NewKeys:
         #: New conversations whose subject is read from the table (named in this
         #: process, or a first record refused): never taken to be their own subject.
         self.look_up: set[UUID] = set()
+        self._lost: set[bytes] = set()
 
     def of_subject(self, subject: str) -> NewKey | None:
         return self._by_subject.get(subject)
@@ -150,7 +151,16 @@ class NewKeys:
         for new in self.take(key_ids):
             if new.unassigned is not None:
                 self.note_named(new.unassigned)
+        with self._lock:
+            if len(self._lost) > _LOOK_UP_LIMIT:
+                self._lost.clear()
+            self._lost.update(key_ids)
         self.master_checked = False
+
+    def lost(self, key_ids: Sequence[bytes]) -> bool:
+        """Whether one of ``key_ids`` is a new key that was not stored: a record another
+        thread encrypted under it meanwhile is mapped again too."""
+        return any(key_id in self._lost for key_id in key_ids)
 
     def note_named(self, conversation_id: UUID) -> None:
         """The conversation names a subject (or may): read it from the table."""

@@ -64,7 +64,7 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             with deferring():
                 stored = [to_stored(e) for e in events]
             try:
-                self.insert_events(stored)
+                self._insert(stored, remap=True)
                 return
             except _NewKeyLost as lost:
                 assert fresh is not None
@@ -75,6 +75,11 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
         if kwargs.get("tracking") is not None:  # a process application's save: the library's path
             library: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
             return library
+        return self._insert(stored_events, remap=False)
+
+    def _insert(self, stored_events: Sequence[StoredEvent], *, remap: bool) -> list[int]:
+        """Insert the records (and the rows of the new keys they name) in one transaction;
+        ``remap``: a refusal caused by a new key not stored is ``_NewKeyLost``."""
         fence = self.fence
         named = [None if fence is None else fence.key_ids(bytes(e.state)) for e in stored_events]
         fresh = None if fence is None else fence.fresh
@@ -129,7 +134,9 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             pool.put_connection(connection)
         if refused is not None:  # told once the writer connection is back in the pool
             assert fence is not None
-            if new_rows:  # a new key's row was not stored: no tombstone may be the cause
+            named_ids = [k for n in named for k in n or ()]
+            if remap and (new_rows or (fresh is not None and fresh.new_keys.lost(named_ids))):
+                # A new key's row was not stored (here, or by the thread that made it): map again.
                 raise _NewKeyLost([key_id for key_id, _, _ in new_rows])
             raise fence.error([refused])
         if new_rows:
