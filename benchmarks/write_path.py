@@ -863,7 +863,10 @@ FINDINGS = [
     "there: `ON CONFLICT DO NOTHING`, only while the check row names this process's master key (checked "
     "in full once per process), and for a conversation taken to be its own subject only if it names "
     "none; the fence then refuses the record if its key is not in the table, and the save is mapped "
-    "again with the table's key (or refused for its tombstone). See the first-write section.",
+    "again with the table's key (or refused for its tombstone). The SQLite pool's connections now "
+    "keep 128 compiled statements (Python's default) instead of the library's one, so the first "
+    "write's BEGIN and key row no longer evict the append's INSERT, nor a reader's queries one "
+    "another. See the first-write section.",
     "- **A process's footprint**: `import contextledger` loaded the openai SDK (71,000 objects) for "
     "the OpenAI summarizer, so every full garbage collection of a writer walked them too, a pause "
     "its appends wait out now and then (more than twice as long: see benchmarks/footprint.py's "

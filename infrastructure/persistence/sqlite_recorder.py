@@ -22,8 +22,14 @@ from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import Mapper, StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
+from eventsourcing.persistence import InterfaceError, Mapper, StoredEvent
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteFactory,
+)
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
 from contextledger.infrastructure.keys.new_keys import deferring
@@ -166,15 +172,52 @@ class _MostRecentFirst(deque[Any]):
         return self.pop()
 
 
+#: Compiled statements a connection keeps (Python's default; see ``_CachingPool``).
+CACHED_STATEMENTS = 128
+
+
+class _CachingPool(SQLiteConnectionPool):
+    """eventsourcing's SQLite pool, its connections keeping ``CACHED_STATEMENTS``
+    compiled statements: the library opens them with ``cached_statements=True``, a
+    cache of one, so a statement run after another was compiled again (a subject's
+    first write -- BEGIN, its key's row, its record -- evicted the append's INSERT, and
+    a reader's queries one another). The connection is otherwise the library's."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,  # autocommit, as the library's
+                cached_statements=CACHED_STATEMENTS,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:  # the library's WAL switch
+            cursor = c.cursor()
+            cursor.execute("PRAGMA journal_mode;")
+            if cursor.fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
 class SQLiteConversationFactory(SQLiteFactory):
     """eventsourcing's SQLite factory with ``SQLiteConversationRecorder``, and a pool
-    that hands out its most recently used connection first (``_MostRecentFirst``)."""
+    that hands out its most recently used connection first (``_MostRecentFirst``),
+    whose connections keep their compiled statements (``_CachingPool``)."""
 
     application_recorder_class = SQLiteConversationRecorder
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         pool: Any = self.datastore.pool
+        if type(pool) is SQLiteConnectionPool:  # the library's, as this version makes it
+            pool.__class__ = _CachingPool
         idle = getattr(pool, "_pool", None)
         if isinstance(idle, deque):  # the library's pool as this version knows it
             pool._pool = _MostRecentFirst(idle)
