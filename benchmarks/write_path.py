@@ -846,7 +846,7 @@ FINDINGS = [
     "with colder caches beside heavier client processes. Without snapshots and without the policy "
     "thread the server still spent 107 µs per append and the writers 209 µs.",
     "- **Where a SQLite append's time goes now** (counted with callgrind, an append after 60, policy "
-    "thread off, per-subject keys and the write fence on, as by default): 764,767 instructions per "
+    "thread off, per-subject keys and the write fence on, as by default): 746,158 instructions per "
     "append (821,940 before this round) against the plain INSERT + commit's 76,936, with the same "
     "system calls per append (strace: one `fdatasync`, six `fcntl` locks, 5.4 `pwrite` against "
     "4.6: the record is larger). By library (counted before this round): the interpreter 476k, "
