@@ -78,7 +78,19 @@ def with_default_cap(policy: ReductionPolicy, model: str) -> ReductionPolicy:
     (it reduces nothing, the cap included)."""
     if policy.max_context_tokens is not None or policy.strategy == "off":
         return policy
+    hit = _CAPPED.get((id(policy), model))
+    if hit is not None and hit[0] is policy:  # frozen: the same policy caps the same way
+        return hit[1]
     try:
-        return ReductionPolicy(**{**policy.model_dump(), "max_context_tokens": default_context_cap(model)})
+        capped = ReductionPolicy(**{**policy.model_dump(), "max_context_tokens": default_context_cap(model)})
     except InvalidPolicyError:
-        return policy
+        capped = policy
+    if len(_CAPPED) >= 256:
+        _CAPPED.clear()
+    _CAPPED[(id(policy), model)] = (policy, capped)
+    return capped
+
+
+#: ``with_default_cap``'s answers, by the policy's id and the model (the policy held,
+#: so that its id names it while it is here).
+_CAPPED: dict[tuple[int, str], tuple[ReductionPolicy, ReductionPolicy]] = {}

@@ -3,7 +3,9 @@
 ``ConversationApplication`` is eventsourcing's ``Application`` with a leaner save for
 ``Conversation`` aggregates: the conversation store saves through
 ``save_conversations`` on every command, which writes the events as ``save`` writes
-them without building what only eventsourcing's hooks use.
+them without building what only eventsourcing's hooks use. A recorder with a
+``map_and_insert`` maps the events itself (the SQLite store's: a subject's first
+data key is then written in the transaction of its first records).
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ class ConversationApplication(Application[UUID]):
         for conversation in objs:
             events += conversation.collect_events()
         store = self.events
-        to_stored = store.mapper.to_stored_event
-        store.recorder.insert_events([to_stored(event) for event in events])
+        recorder: Any = store.recorder
+        insert = getattr(recorder, "map_and_insert", None)
+        if insert is not None:  # a recorder that stores a subject's new key with its records
+            insert(store.mapper, events)
+        else:
+            to_stored = store.mapper.to_stored_event
+            recorder.insert_events([to_stored(event) for event in events])
         return events

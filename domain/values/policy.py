@@ -18,6 +18,13 @@ from contextledger.domain.values.validation import check_unicode_fields
 
 __all__ = ["ReductionPolicy"]
 
+#: Policies checked already, by id: pydantic runs a model's "after" validator again
+#: whenever an instance is given as another model's field (every event and state that
+#: holds it), and a frozen policy checked once stays valid. Held strongly (the id of a
+#: policy collected could name another), a few hundred at most.
+_CHECKED: dict[int, ReductionPolicy] = {}
+_CHECKED_LIMIT = 256
+
 
 class ReductionPolicy(BaseModel):
     """How a conversation is reduced. Validated on construction; stored with the conversation.
@@ -145,6 +152,8 @@ class ReductionPolicy(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ReductionPolicy:
+        if _CHECKED.get(id(self)) is self:  # this very policy, given again as a field
+            return self
         check_unicode_fields(self)
         self._check_options()
         for name in ("trigger_messages", "trigger_tokens", "max_context_tokens"):
@@ -175,6 +184,9 @@ class ReductionPolicy(BaseModel):
                 )
             if self.keep_tokens is not None and self.keep_tokens + self.max_summary_tokens >= cap:
                 raise ValueError("keep_tokens plus max_summary_tokens must stay below max_context_tokens")
+        if len(_CHECKED) >= _CHECKED_LIMIT:
+            _CHECKED.clear()
+        _CHECKED[id(self)] = self
         return self
 
     def _check_options(self) -> None:

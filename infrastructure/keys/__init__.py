@@ -11,6 +11,7 @@
 - ``key_store``: the key tables in a store of their own (``Settings.key_store``);
 - ``key_factory``: the key table and write fence a store's factory gives its mapper
   and recorder;
+- ``new_keys``: a subject's first key, written in the transaction of its first records;
 - ``aead``: AES-GCM through OpenSSL, in eventsourcing's byte layout;
 - ``erasure_store``: what an erasure deletes beside the key: snapshots.
 

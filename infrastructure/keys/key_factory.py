@@ -213,4 +213,9 @@ def _fence_of(keys: SubjectKeys) -> KeyFence:
         return row is not None and row.wrapped_key is not None and row.erased_at is None
 
     hold = table.held().hold if isinstance(table, KeyDatabaseTable) else None
-    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live, hold)
+    fresh = None
+    # In the events' own database, new keys ride with their first records; a key file
+    # attached beside it commits apart from the events (WAL), so not there.
+    if type(table) is SQLiteKeyTable:
+        keys.new_keys.insert, fresh = table.new_key_insert, keys
+    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live, hold, fresh)

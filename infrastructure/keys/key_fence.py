@@ -23,6 +23,10 @@ acknowledged once its erasure has committed, and every record of an erased subje
 stands in the log before the erasure's ``ContentErased``: read models, which apply
 the log in order, delete the subject's rows after the last of them.
 
+A subject's first key may ride with its first records (``new_keys``): a recorder
+given ``new_keys`` inserts the rows of the new keys its records name in their own
+transaction, before them, and the fence then checks those rows as any other.
+
 ``KeyFence`` is what a recorder is given (by ``SubjectKeysFactory``): the key table's
 name, how to find a record's key ids, and the error of a refused write. With the key
 table in a PostgreSQL database of its own (``key_store``), one statement cannot read
@@ -35,12 +39,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-__all__ = ["KeyFence"]
+from contextledger.infrastructure.keys.new_keys import NewKeys
+
+__all__ = ["FreshKeys", "KeyFence"]
+
+
+class FreshKeys(Protocol):
+    """The data keys whose new keys a recorder writes with their first records
+    (``SubjectKeys``): the new keys held, and ``settle`` once they are stored."""
+
+    master_id: str
+    new_keys: NewKeys
+
+    def settle(self, key_ids: Sequence[bytes]) -> None: ...
 
 T = TypeVar("T")
 
@@ -55,13 +71,16 @@ class KeyFence:
     of a write refused, given the conversation and the key ids it named; ``live``:
     whether the key table holds the key unerased (the in-memory store's check);
     ``hold``: the key rows held in the key database across a write (None: the key
-    table is in the event store, checked by the insert itself)."""
+    table is in the event store, checked by the insert itself); ``fresh``: the keys
+    whose new keys a recorder may store with their first records (None: every key is
+    stored before its records)."""
 
     table: str
     key_ids: Callable[[bytes], list[bytes] | None]
     refused: Callable[[UUID, Sequence[bytes]], Exception]
     live: Callable[[bytes], bool]
     hold: Callable[[Sequence[bytes]], AbstractContextManager[bool]] | None = None
+    fresh: FreshKeys | None = None
 
     def held(self, stored_events: Sequence[StoredEvent], write: Callable[[], T]) -> T:
         """``write()`` run while the keys the records name are held (``hold``); the

@@ -381,6 +381,22 @@ class SQLiteKeyTable(_SQLKeyTable):
     def _conversation(self, conversation_id: UUID) -> Any:
         return conversation_id.hex
 
+    def new_key_insert(
+        self, row: KeyRow, check: str, master_id: str, unassigned: UUID | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The insert of a subject's new key row in the transaction of its first records
+        (``new_keys``), and its parameters: it inserts nothing if the subject has a row
+        (its key, or its tombstone), unless the check row (subject ``check``) is under
+        ``master_id``, or if ``unassigned`` (a conversation taken to be its own
+        subject) names a subject."""
+        return (
+            f"INSERT INTO {self.keys} (key_id, subject, wrapped_key, master_id, created_at) "
+            f"SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM {self.keys} WHERE subject = ? AND "
+            f"master_id = ?) AND NOT EXISTS (SELECT 1 FROM {self.subjects} WHERE conversation_id = ?) "
+            "ON CONFLICT (subject) DO NOTHING",
+            (*self._params(row)[:5], check, master_id, None if unassigned is None else unassigned.hex),
+        )
+
     def _before_tombstone(self, cursor: Any, subject: str) -> None:
         cursor.execute("PRAGMA secure_delete = ON")
 

@@ -58,6 +58,7 @@ from contextledger.domain.values.errors import (
 from contextledger.domain.values.validation import check_reason, check_subject
 from contextledger.infrastructure.keys.aead import AESGCMCipher, decode_key
 from contextledger.infrastructure.keys.key_tables import KeyRow, KeyTable
+from contextledger.infrastructure.keys.new_keys import NewKeys, is_deferring, made
 from contextledger.infrastructure.keys.wrapping import (
     CHECK_SUBJECT,
     KEY_ID_SIZE,
@@ -69,7 +70,6 @@ from contextledger.infrastructure.keys.wrapping import (
     new_check_row,
     opens,
     wrap_aad,
-    wrap_key,
 )
 
 __all__ = [
@@ -117,6 +117,7 @@ class SubjectKeys:
         self._by_subject: dict[str, tuple[DataKey, float]] = {}
         #: The write path: a conversation's key, cached.
         self._by_conversation: dict[UUID, tuple[DataKey, float]] = {}
+        self.new_keys = NewKeys()  # keys made for records not stored yet
         #: Counts the erasures this process has learned of (``SubjectMapper.erased_subjects``
         #: looks again when it moves).
         self.erasures_seen = 0
@@ -133,24 +134,31 @@ class SubjectKeys:
         if hit is not None and hit[1] > time.monotonic():
             return hit[0]
         check_subject(subject)
-        row = self.table.by_subject(subject)
+        new = self.new_keys.of_subject(subject)
+        if new is not None and is_deferring():
+            return new.key
+        row, now = self.table.by_subject(subject) if new is None else None, self._clock()
         if row is None:
+            if new is None and is_deferring():  # written with the records (``new_keys``)
+                return self.new_keys.make(self.check_master, made(self._master, self.master_id, subject, now))
             self.check_master()  # never a key under a master key the table no longer uses
-            key = os.urandom(32)
-            key_id = os.urandom(KEY_ID_SIZE)
-            row = self.table.insert(
-                KeyRow(
-                    key_id=key_id,
-                    subject=subject,
-                    wrapped_key=wrap_key(self._master, key, key_id, subject),
-                    master_id=self.master_id,
-                    created_at=self._clock(),
-                )
-            )
+            new = new or made(self._master, self.master_id, subject, now)
+            row = self.table.insert(new.row)
+            self.new_keys.take([new.key.key_id])
         entry = self._entry(row)
         if isinstance(entry, Tombstone):
             raise self._erased(entry)
         return entry
+
+    def settle(self, key_ids: Sequence[bytes]) -> None:
+        """The new keys of ``key_ids`` are stored: cached as keys read from the table."""
+        expires = time.monotonic() + self.cache_seconds
+        with self._lock:
+            for new in self.new_keys.take(key_ids):
+                key, held = new.key, self._by_id.get(new.key.key_id)
+                if held is None or not isinstance(held[0], Tombstone):  # not erased here since
+                    self._by_id[key.key_id] = self._by_subject[key.subject] = (key, expires)
+                    self._by_conversation.update((cid, (key, expires)) for cid in new.conversations)
 
     def key_by_id(self, key_id: bytes) -> DataKey | Tombstone | None:
         """The key a record names: its data key, its tombstone, or None (not in the table)."""
@@ -266,16 +274,24 @@ class SubjectKeys:
         subject has no row: it is not among them)."""
         return self.table.conversations_of(check_subject(subject))
 
-    def key_for_conversation(self, conversation_id: UUID) -> DataKey:
-        """The data key a record of the conversation is written under (cached)."""
+    def key_for_conversation(self, conversation_id: UUID, *, first: bool = False) -> DataKey:
+        """The data key a record of the conversation is written under (cached); its ``first``
+        record written with new keys: its own subject's new key, checked by the insert (``new_keys``)."""
         hit = self._by_conversation.get(conversation_id)
         if hit is not None and hit[1] > time.monotonic():
             return hit[0]
-        try:
-            key = self.key_for(self.subject_of(conversation_id))
-        except ConversationErasedError as exc:
-            exc.conversation_id = conversation_id
-            raise
+        if first and is_deferring() and conversation_id not in self.new_keys.look_up:
+            own = made(self._master, self.master_id, str(conversation_id), self._clock(), conversation_id)
+            key = self.new_keys.make(self.check_master, own)
+        else:
+            try:
+                key = self.key_for(self.subject_of(conversation_id))
+            except ConversationErasedError as exc:
+                exc.conversation_id = conversation_id
+                raise
+        if is_deferring() and (new := self.new_keys.of_id(key.key_id)) is not None:
+            new.conversations.add(conversation_id)  # cached once stored (``settle``)
+            return key
         with self._lock:
             self._by_conversation[conversation_id] = (key, time.monotonic() + self.cache_seconds)
         return key
@@ -289,6 +305,7 @@ class SubjectKeys:
         own = str(conversation_id)
         if subject == own:
             return
+        self.new_keys.note_named(conversation_id)
         named = self.table.subject_of(conversation_id)
         if named is None:
             if self.table.by_subject(own) is not None:
@@ -324,6 +341,7 @@ class SubjectKeys:
         if reason is not None:
             check_reason(reason)
         now = self._clock()
+        self.new_keys.drop_subject(subject)
         row = self.table.tombstone(
             KeyRow(
                 key_id=os.urandom(KEY_ID_SIZE),

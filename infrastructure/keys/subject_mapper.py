@@ -226,7 +226,7 @@ class SubjectMapper(PydanticMapper):
         subjects = _SUBJECTS.get()
         try:
             if subjects is None:
-                keys = [self.keys.key_for_conversation(originator_id)]
+                keys = [self.keys.key_for_conversation(originator_id, first=originator_version == 1)]
             else:
                 keys = [self.keys.key_for(subject) for subject in subjects]
         except ConversationErasedError as exc:

@@ -10,6 +10,8 @@ own transaction. sqlite3's errors become eventsourcing's (``dbapi_errors``).
 A record under data keys is inserted only if the key table holds each of them
 unerased, checked by its ``INSERT`` itself, under the write lock (``key_fence``): a
 write refused so raises ``ConversationErasedError`` and stores nothing of the save.
+A subject's first key is inserted in the transaction of its first records
+(``map_and_insert``, ``keys.new_keys``), not in one of its own.
 """
 
 from __future__ import annotations
@@ -20,10 +22,17 @@ from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
+from eventsourcing.persistence import InterfaceError, Mapper, StoredEvent
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteFactory,
+)
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.new_keys import deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 
 __all__ = ["SQLiteConversationFactory", "SQLiteConversationRecorder"]
@@ -50,10 +59,41 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             )
         return found
 
+    def map_and_insert(self, mapper: Mapper[Any], events: Sequence[Any]) -> None:
+        """Map ``events`` and insert them, the rows of their subjects' new data keys in
+        the same transaction (``new_keys``); mapped again when a new key was not stored
+        (its subject got a key or a tombstone meanwhile, or the master key changed)."""
+        fence = self.fence
+        fresh = None if fence is None else fence.fresh
+        to_stored = mapper.to_stored_event
+        for _ in range(3 if fresh is not None else 0):
+            with deferring():
+                stored = [to_stored(e) for e in events]
+            try:
+                self._insert(stored, remap=True)
+                return
+            except _NewKeyLost as lost:
+                assert fresh is not None
+                fresh.new_keys.lose(lost.key_ids)
+        self.insert_events([to_stored(e) for e in events])  # keys stored first, on their own
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if kwargs.get("tracking") is not None:  # a process application's save: the library's path
             library: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
             return library
+        return self._insert(stored_events, remap=False)
+
+    def _insert(self, stored_events: Sequence[StoredEvent], *, remap: bool) -> list[int]:
+        """Insert the records (and the rows of the new keys they name) in one transaction;
+        ``remap``: a refusal caused by a new key not stored is ``_NewKeyLost``."""
+        fence = self.fence
+        named = [None if fence is None else fence.key_ids(bytes(e.state)) for e in stored_events]
+        fresh = None if fence is None else fence.fresh
+        new_rows = (
+            []
+            if fresh is None
+            else fresh.new_keys.inserts([k for n in named for k in n or ()], fresh.master_id)
+        )
         pool = self.datastore.pool
         connection = pool.get_connection(is_writer=True)
         try:
@@ -63,24 +103,24 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
                 # library's connections cache one compiled statement, so a BEGIN before
                 # it would evict it and every save would compile it again. (commit()
                 # and rollback() do nothing where no transaction is open.)
-                if len(stored_events) != 1 or cursor.connection.in_transaction:
+                if len(stored_events) != 1 or new_rows or cursor.connection.in_transaction:
                     cursor.execute("BEGIN")
                 try:
                     ids: list[int] = []
                     statement = self.insert_events_statement
-                    fence = self.fence
                     refused: StoredEvent | None = None
-                    for e in stored_events:
+                    for _, key_sql, key_params in new_rows:  # a subject's new key, before its records
+                        cursor.execute(key_sql, key_params)
+                    for e, keys in zip(stored_events, named, strict=True):
                         oid = e.originator_id
                         key = oid.hex if isinstance(oid, UUID) else oid
-                        named = None if fence is None else fence.key_ids(bytes(e.state))
-                        if named is None:
+                        if keys is None:
                             cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
                         else:
                             assert fence is not None
                             cursor.execute(
-                                self._fenced_statement(fence, len(named)),
-                                (key, e.originator_version, e.topic, e.state, *named),
+                                self._fenced_statement(fence, len(keys)),
+                                (key, e.originator_version, e.topic, e.state, *keys),
                             )
                             if cursor.rowcount != 1:  # a key is erased: none of the save
                                 cursor.connection.rollback()
@@ -100,8 +140,23 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             pool.put_connection(connection)
         if refused is not None:  # told once the writer connection is back in the pool
             assert fence is not None
+            named_ids = [k for n in named for k in n or ()]
+            if remap and (new_rows or (fresh is not None and fresh.new_keys.lost(named_ids))):
+                # A new key's row was not stored (here, or by the thread that made it): map again.
+                raise _NewKeyLost([key_id for key_id, _, _ in new_rows])
             raise fence.error([refused])
+        if new_rows:
+            assert fresh is not None
+            fresh.settle([key_id for key_id, _, _ in new_rows])
         return ids
+
+
+class _NewKeyLost(Exception):
+    """A subject's new key was not stored with the save's records (``new_keys``)."""
+
+    def __init__(self, key_ids: list[bytes]) -> None:
+        super().__init__("a new data key was not stored")
+        self.key_ids = key_ids
 
 
 class _MostRecentFirst(deque[Any]):
@@ -117,15 +172,52 @@ class _MostRecentFirst(deque[Any]):
         return self.pop()
 
 
+#: Compiled statements a connection keeps (Python's default; see ``_CachingPool``).
+CACHED_STATEMENTS = 128
+
+
+class _CachingPool(SQLiteConnectionPool):
+    """eventsourcing's SQLite pool, its connections keeping ``CACHED_STATEMENTS``
+    compiled statements: the library opens them with ``cached_statements=True``, a
+    cache of one, so a statement run after another was compiled again (a subject's
+    first write -- BEGIN, its key's row, its record -- evicted the append's INSERT, and
+    a reader's queries one another). The connection is otherwise the library's."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,  # autocommit, as the library's
+                cached_statements=CACHED_STATEMENTS,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:  # the library's WAL switch
+            cursor = c.cursor()
+            cursor.execute("PRAGMA journal_mode;")
+            if cursor.fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
 class SQLiteConversationFactory(SQLiteFactory):
     """eventsourcing's SQLite factory with ``SQLiteConversationRecorder``, and a pool
-    that hands out its most recently used connection first (``_MostRecentFirst``)."""
+    that hands out its most recently used connection first (``_MostRecentFirst``),
+    whose connections keep their compiled statements (``_CachingPool``)."""
 
     application_recorder_class = SQLiteConversationRecorder
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         pool: Any = self.datastore.pool
+        if type(pool) is SQLiteConnectionPool:  # the library's, as this version makes it
+            pool.__class__ = _CachingPool
         idle = getattr(pool, "_pool", None)
         if isinstance(idle, deque):  # the library's pool as this version knows it
             pool._pool = _MostRecentFirst(idle)
