@@ -18,8 +18,10 @@ settings.register_profile("ci", max_examples=60)
 settings.register_profile("nightly", max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# The fake OpenAI server fixture (``fake_openai``) ships with the package.
-pytest_plugins = ["contextledger.testing.pytest_plugin"]
+# The fake OpenAI server fixture (``fake_openai``) ships with the package; the suite's
+# order (longest modules first, so that the xdist workers finish together) is
+# tests/support/suite_order.py.
+pytest_plugins = ["contextledger.testing.pytest_plugin", "tests.support.suite_order"]
 
 _REPO = Path(__file__).resolve().parent.parent
 # The tiktoken encodings ship with the package; TIKTOKEN_CACHE_DIR is optional. A
@@ -55,28 +57,39 @@ CORPORA = Path(
 )
 
 
+def _mypy_place(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Where the suite's one mypy run writes its output, and the run's name: the
+    workers' common folder under xdist (the run's id keeps a reused --basetemp from
+    handing out an earlier run's output), else this session's temporary folder."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.getbasetemp().parent, os.environ.get("PYTEST_XDIST_TESTRUNUID", "run")
+    return tmp_path_factory.getbasetemp(), "run"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _strict_mypy_in_background(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Start the suite's one ``mypy --strict`` run as the session starts, if a test of
+    the session reads it: it works beside the tests (tests/support/typecheck.py), and
+    those tests run last (tests/support/suite_order.py)."""
+    if not any("strict_mypy_output" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        return
+    from tests.support.typecheck import start_in_background
+
+    folder, run = _mypy_place(tmp_path_factory)
+    start_in_background(folder, run, tmp_path_factory.mktemp("mypy"))
+
+
 @pytest.fixture(scope="session")
 def strict_mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The output of the suite's one ``mypy --strict`` run (tests/support/typecheck.py):
-    the package and the documented snippets, analysed once per run. Under xdist the
-    first worker to ask runs it; the others wait on a lock and read its output."""
-    from tests.support.typecheck import run_strict_mypy
+    the package and the documented snippets, analysed once per run, started in the
+    background as the session starts; this waits for it to end."""
+    from tests.support.typecheck import strict_output
 
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return run_strict_mypy(tmp_path_factory.mktemp("mypy"))
-    import fcntl
-
-    # The workers' common folder; the run's id keeps a reused --basetemp from handing
-    # out an earlier run's output.
-    shared = tmp_path_factory.getbasetemp().parent
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "run")
-    with open(shared / f"mypy-{run}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = shared / f"mypy-{run}.out"
-        if not done.exists():
-            output = run_strict_mypy(tmp_path_factory.mktemp("mypy"))
-            done.write_text(output, encoding="utf-8")
-        return done.read_text(encoding="utf-8")
+    folder, run = _mypy_place(tmp_path_factory)
+    return strict_output(folder, run, tmp_path_factory.mktemp("mypy"))
 
 
 def _postgres_admin() -> object:

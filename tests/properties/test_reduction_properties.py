@@ -85,16 +85,19 @@ def test_every_context_stays_valid_and_nothing_is_lost_or_summarized_twice(
             assert problems == [], problems
             context = ledger.context(cid)
             summaries = ledger.totals(cid).summaries
+            # One copy of the aggregate per step (each is a deep copy): nothing writes
+            # between these reads (one thread, no policy running).
+            state = ledger.conversation(cid).state
             if previous is not None and previous_summaries == summaries and \
-                    ledger.conversation(cid).state.dropped_before == previous_dropped:
+                    state.dropped_before == previous_dropped:
                 # Between reductions the context only grows at its end, except for a
                 # placeholder batch.
                 changed = context[: len(previous)] != previous
-                placeholder_moved = ledger.conversation(cid).state.placeholder_before != previous_placeholder
+                placeholder_moved = state.placeholder_before != previous_placeholder
                 assert not changed or placeholder_moved
             previous, previous_summaries = context, summaries
-            previous_dropped = ledger.conversation(cid).state.dropped_before
-            previous_placeholder = ledger.conversation(cid).state.placeholder_before
+            previous_dropped = state.dropped_before
+            previous_placeholder = state.placeholder_before
         while summarize_now(ledger, cid, summarizer):
             pass
         assert check(ledger, cid, appended, system=SYSTEM) == []

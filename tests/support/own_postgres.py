@@ -3,7 +3,8 @@ start (the shared server must never be restarted under other tests).
 
 It uses the binaries of the installed PostgreSQL (``/usr/lib/postgresql/*/bin``).
 PostgreSQL refuses to run as root: as root, the cluster belongs to the ``postgres``
-user and its commands run through ``runuser``.
+user and its commands run through ``runuser``. A new server's data folder is a copy of
+one ``initdb`` run per process (``_initdb_template``).
 
 ``OwnPostgres.standby_of(primary)`` makes a hot standby of a running one: a
 ``pg_basebackup -R`` copy of its data folder (streaming replication, the
@@ -20,7 +21,9 @@ server it was taken from.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import glob
 import os
 import shutil
@@ -57,6 +60,31 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@functools.cache
+def _initdb_template(bin_dir: Path) -> Path:
+    """A data folder made by ``initdb`` once per process (removed at exit), that each
+    new server copies: an empty cluster, trust authentication, superuser ``postgres``.
+    Every server made from it is a fresh one of its own; they only share the cluster's
+    system identifier, as a standby shares its primary's."""
+    folder = Path(tempfile.mkdtemp(prefix="cl-own-pg-template-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    command = [
+        str(bin_dir / "initdb"),
+        "-D",
+        str(folder / "data"),
+        "-A",
+        "trust",
+        "-U",
+        "postgres",
+        "--no-sync",
+    ]
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        shutil.chown(folder, "postgres", "postgres")
+        command = ["runuser", "-u", "postgres", "--", *command]
+    subprocess.run(command, check=True, capture_output=True, cwd=folder)
+    return folder / "data"
+
+
 class OwnPostgres:
     """``initdb`` into a temporary folder; ``start``, ``stop``, ``restart``, ``close``."""
 
@@ -76,7 +104,10 @@ class OwnPostgres:
         if self.as_root:
             shutil.chown(self.folder, "postgres", "postgres")
         if initdb:
-            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+            # A copy of this process's one initdb (``cp -a`` keeps the postgres user's
+            # ownership and the folder's modes): the same empty cluster in a tenth of
+            # the time.
+            subprocess.run(["cp", "-a", str(_initdb_template(bin_dir)), str(self.data)], check=True)
 
     @classmethod
     def standby_of(cls, primary: OwnPostgres, *, synchronous: bool = False) -> OwnPostgres:

@@ -9,18 +9,28 @@ time on a cold cache. So they share one mypy invocation over all their targets: 
 package's layers and the testing package as ``-p`` targets, the snippets as files.
 Each test reads the output for its own files.
 
-Under pytest-xdist each worker has its own session: the first worker to ask runs mypy
-and writes the output next to the workers' temporary folders; the others wait for it
-on a file lock and read it.
+The run starts in the background as the session starts (``start_in_background``,
+from an autouse fixture of tests/conftest.py, when the session has a test that reads
+it): mypy is one process apart from the tests, working while they run and wait. Under
+pytest-xdist each worker has its own session: the first worker to take the file lock
+runs mypy and writes its output next to the workers' temporary folders, holding the
+lock until the output is written; a test that reads it (``strict_output``) takes the
+lock, so it waits for a run in progress, and reads the output (or runs mypy itself if
+no output came, say the worker running it died).
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
+from typing import IO
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -153,3 +163,48 @@ def lines_outside(output: str, names: list[str]) -> list[str]:
         for line in output.splitlines()
         if re.match(r"[^ ]+\.pyi?:\d+: ", line) and not line.startswith(tuple(f"{n}:" for n in names))
     ]
+
+
+def _write_output(folder: Path, name: str, work: Path) -> str:
+    """Run mypy (snippets in ``work``) and write its output to ``folder/name`` whole
+    (written aside, then renamed: a reader never sees a part of it)."""
+    output = run_strict_mypy(work)
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, encoding="utf-8") as part:
+        part.write(output)
+    os.replace(part.name, folder / name)
+    return output
+
+
+def start_in_background(folder: Path, run: str, work: Path) -> threading.Thread | None:
+    """Start the run in a thread of this process unless another process holds (or
+    held) it: the lock ``folder/mypy-RUN.lock`` stays taken until the output
+    ``folder/mypy-RUN.out`` is written. The thread, or None when nothing was started."""
+    lock: IO[str] = open(folder / f"mypy-{run}.lock", "w")  # noqa: SIM115 (closed by the thread)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another worker runs it
+        lock.close()
+        return None
+    if (folder / f"mypy-{run}.out").exists():
+        lock.close()
+        return None
+
+    def run_and_release() -> None:
+        try:
+            _write_output(folder, f"mypy-{run}.out", work)
+        finally:
+            lock.close()  # releases the lock
+
+    thread = threading.Thread(target=run_and_release, name="strict-mypy", daemon=False)
+    thread.start()
+    return thread
+
+
+def strict_output(folder: Path, run: str, work: Path) -> str:
+    """The run's output: waits for a run in progress (the lock), else runs mypy."""
+    with open(folder / f"mypy-{run}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / f"mypy-{run}.out"
+        if done.exists():
+            return done.read_text(encoding="utf-8")
+        return _write_output(folder, done.name, work)
