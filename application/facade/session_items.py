@@ -36,17 +36,24 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from contextledger.application.formats.items import (
+    ItemsView,
     SummaryRole,
     append_grouped,
     grouped_items,
-    items_of_conversation,
+    private_items,
+    shared_items,
 )
 from contextledger.application.formats.native import NativeCompaction, readable_text, record_native
 from contextledger.application.shared.limits import check_message_bytes, check_message_tokens
 from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError
-from contextledger.domain.values.items import Item, items_from_messages, messages_from_items
+from contextledger.domain.values.items import (
+    Item,
+    items_from_message,
+    items_from_messages,
+    messages_from_items,
+)
 from contextledger.domain.values.messages import Message
 from contextledger.domain.values.reduction import Entry, placeholder_text
 
@@ -162,19 +169,32 @@ def pop_session_item(ledger: Ledger, conversation_id: UUID) -> Item | None:
     return ledger.store.execute(conversation_id, command)
 
 
+def _session_shared(conversation: Conversation, summary_role: SummaryRole) -> list[Item]:
+    """``session_items``' items, sharing the conversation's own item dicts."""
+    s = conversation.state
+    out = shared_items(conversation, summary_role=summary_role)
+    if s.open_group_index is not None:
+        for e in s.window[s.open_group_index :]:
+            out.extend(e.items if e.items else items_from_message(e.message))
+    return out
+
+
 def session_items(
-    ledger: Ledger, conversation_id: UUID, *, summary_role: SummaryRole = "system"
+    ledger: Ledger,
+    conversation_id: UUID,
+    *,
+    summary_role: SummaryRole = "system",
+    view: ItemsView | None = None,
 ) -> list[Item]:
     """The working memory as items, then the items of the open tool-call group (the
-    calls not answered yet), verbatim."""
+    calls not answered yet), verbatim: the caller's own copy. With ``view`` (one per
+    session), a conversation unchanged since the view's last rendering is not
+    rendered again."""
 
     def read(conversation: Conversation) -> list[Item]:
-        s = conversation.state
-        out = items_of_conversation(conversation, summary_role=summary_role)
-        if s.open_group_index is not None:
-            waiting = s.window[s.open_group_index :]
-            out.extend(items_from_messages([(e.message, e.items or ()) for e in waiting]))
-        return out
+        if view is None:
+            return private_items(_session_shared(conversation, summary_role))
+        return view.items(conversation, summary_role, lambda c: _session_shared(c, summary_role))
 
     return ledger.store.read(conversation_id, read)
 
