@@ -82,8 +82,8 @@ def append_grouped(
     hidden_call_ids: Collection[str] = (),
 ) -> int:
     """Append one grouped message with its items to ``conversation`` (in a command); a
-    tool result answering one of ``hidden_call_ids`` is hidden from the model."""
-    conversation.check_message(message)
+    tool result answering one of ``hidden_call_ids`` is hidden from the model. The
+    aggregate's ``append`` checks that the message can come next (no check here too)."""
     tokens, placeholder_tokens = ledger.counters.message_cost(conversation, message)
     return conversation.append(
         message,
