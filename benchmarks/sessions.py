@@ -302,6 +302,16 @@ def main() -> None:
         f"(policy: trigger 100, keep 20, keep_tool_results 10). {os.cpu_count()} cores, shared: load "
         f"average {load_avg:.1f} at the end of the run.",
         "",
+        "What a `LedgerSession` turn still does per call: `add_items` hops to a worker thread once, "
+        "checks and copies the items as the log gives them back (one JSON round trip for the list), "
+        "groups them into chat messages, counts their tokens and appends them in one transaction "
+        "(the ledger's append path: the lifecycle gate, the conversation's lock, the digest chain, "
+        "encryption under the subject's key, one commit); `get_items()` hops once, brings the "
+        "cached conversation up to date from the store (one query for events after its version, "
+        "under its lock), renders the working memory again only if the conversation changed since "
+        "the session's last rendering, and hands out a private copy of it (one `marshal` round "
+        "trip). The policy's thread is woken only by a save that reaches a threshold.",
+        "",
         "| stored items | session | ms per turn | tokens handed to the model | cold load ms "
         "| fill s | fill s per 1,000 items |",
         "|---:|---|---:|---:|---:|---:|---:|",
