@@ -305,7 +305,7 @@ def main() -> None:
         "What a `LedgerSession` turn still does per call: `add_items` hops to a worker thread once, "
         "checks and copies the items as the log gives them back (one JSON round trip for the list), "
         "groups them into chat messages, counts their tokens and appends them in one transaction "
-        "(the ledger's append path: the lifecycle gate, the conversation's lock, the digest chain, "
+        "(the ledger's append path: the conversation's lock, the digest chain, "
         "encryption under the subject's key, one commit); `get_items()` hops once, brings the "
         "cached conversation up to date from the store (one query for events after its version, "
         "under its lock), renders the working memory again only if the conversation changed since "
