@@ -40,6 +40,7 @@ from contextledger.application.formats.items import (
     SummaryRole,
     append_grouped,
     grouped_items,
+    open_group_items,
     private_items,
     shared_items,
 )
@@ -48,12 +49,7 @@ from contextledger.application.shared.limits import check_message_bytes, check_m
 from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError
-from contextledger.domain.values.items import (
-    Item,
-    items_from_message,
-    items_from_messages,
-    messages_from_items,
-)
+from contextledger.domain.values.items import Item, items_from_messages, messages_from_items
 from contextledger.domain.values.messages import Message
 from contextledger.domain.values.reduction import Entry, placeholder_text
 
@@ -169,16 +165,6 @@ def pop_session_item(ledger: Ledger, conversation_id: UUID) -> Item | None:
     return ledger.store.execute(conversation_id, command)
 
 
-def _session_shared(conversation: Conversation, summary_role: SummaryRole) -> list[Item]:
-    """``session_items``' items, sharing the conversation's own item dicts."""
-    s = conversation.state
-    out = shared_items(conversation, summary_role=summary_role)
-    if s.open_group_index is not None:
-        for e in s.window[s.open_group_index :]:
-            out.extend(e.items if e.items else items_from_message(e.message))
-    return out
-
-
 def session_items(
     ledger: Ledger,
     conversation_id: UUID,
@@ -188,13 +174,14 @@ def session_items(
 ) -> list[Item]:
     """The working memory as items, then the items of the open tool-call group (the
     calls not answered yet), verbatim: the caller's own copy. With ``view`` (one per
-    session), a conversation unchanged since the view's last rendering is not
-    rendered again."""
+    session), what did not change since the view's last rendering is not rendered
+    again."""
 
     def read(conversation: Conversation) -> list[Item]:
         if view is None:
-            return private_items(_session_shared(conversation, summary_role))
-        return view.items(conversation, summary_role, lambda c: _session_shared(c, summary_role))
+            shared = shared_items(conversation, summary_role=summary_role)
+            return private_items(shared + open_group_items(conversation))
+        return view.items(conversation, summary_role, open_group=True)
 
     return ledger.store.read(conversation_id, read)
 

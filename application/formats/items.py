@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import copy
 import marshal
+import operator
 import weakref
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 from uuid import UUID
@@ -47,6 +49,7 @@ __all__ = [
     "entry_items",
     "grouped_items",
     "items_of_conversation",
+    "open_group_items",
     "private_items",
     "shared_items",
     "transcript_items",
@@ -131,6 +134,11 @@ def entry_items(conversation: Conversation, entry: Entry) -> list[Item]:
 def shared_items(conversation: Conversation, *, summary_role: SummaryRole = "system") -> list[Item]:
     """The working memory of ``conversation`` as Responses items that share the
     conversation's own item dicts: for ``private_items`` to copy, never to hand out."""
+    return _head_items(conversation, summary_role, conversation.visible_entries())
+
+
+def _head_items(conversation: Conversation, summary_role: str, visible: list[Entry]) -> list[Item]:
+    """``shared_items`` of these visible entries."""
     s = conversation.state
     out: list[Item] = []
     if s.system_prompt is not None:
@@ -141,7 +149,7 @@ def shared_items(conversation: Conversation, *, summary_role: SummaryRole = "sys
             continue
         text = summary_message(layer.from_position, layer.through_position, layer.text).text
         out.append({"type": "message", "role": summary_role, "content": text})
-    for entry in conversation.visible_entries():
+    for entry in visible:
         out.extend(_entry_shared(conversation, entry))
     return out
 
@@ -173,38 +181,108 @@ def items_of_conversation(conversation: Conversation, *, summary_role: SummaryRo
     return private_items(shared_items(conversation, summary_role=summary_role))
 
 
+def open_group_items(conversation: Conversation) -> list[Item]:
+    """The items of the open tool-call group (the calls not answered yet), sharing the
+    conversation's own item dicts (the working memory leaves the group out)."""
+    s = conversation.state
+    if s.open_group_index is None:
+        return []
+    out: list[Item] = []
+    for entry in s.window[s.open_group_index :]:
+        out.extend(entry.items if entry.items else items_from_message(entry.message))
+    return out
+
+
+@dataclass(frozen=True)
+class _Rendering:
+    """One rendering of an ``ItemsView``: what it was rendered from, and the result."""
+
+    conversation: weakref.ref[Conversation]
+    version: int
+    summary_role: str
+    open_group: bool
+    system_prompt: str | None
+    summaries: tuple[Any, ...]
+    placeholder_before: int
+    #: The visible entries rendered, and the shared items of the system prompt, the
+    #: summaries and those entries (without the open group's).
+    entries: tuple[Entry, ...]
+    head: list[Item]
+    #: The whole rendering, marshalled (None: it holds what ``marshal`` refuses).
+    blob: bytes | None
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
 class ItemsView:
-    """The last rendering of one conversation's items, handed out again (a fresh copy
-    each time) while the conversation has not changed: the same cached ``Conversation``
-    object at the same version, rendered with the same ``key`` (e.g. the summary
-    role). A conversation loaded afresh (evicted, erased since, reloaded) is another
-    object, so it is rendered again. Safe across threads: the rendering is replaced
-    as a whole."""
+    """A conversation's working memory as items, kept between calls: the same cached
+    ``Conversation`` object at the same version is handed out again (a fresh copy each
+    time, one ``marshal`` round trip); when only entries were appended since (the
+    entries rendered before are still there, the same objects, with the same system
+    prompt, summaries and placeholder boundary), just the new entries are rendered.
+    A conversation loaded afresh (evicted, erased since, reloaded) is another object,
+    rendered in full. Call it under the conversation's lock (a store read); it
+    replaces its rendering as a whole. ``renders`` and ``extensions`` count full
+    renderings and those that added to the last one."""
 
     def __init__(self) -> None:
-        self._last: tuple[weakref.ref[Conversation], int, object, bytes] | None = None
+        self._last: _Rendering | None = None
+        self.renders = 0
+        self.extensions = 0
 
     def items(
-        self, conversation: Conversation, key: object, render: Callable[[Conversation], list[Item]]
+        self, conversation: Conversation, summary_role: SummaryRole = "system", *, open_group: bool = False
     ) -> list[Item]:
-        """``render(conversation)`` (items that may share the conversation's own
-        dicts), as a private copy: from the last rendering when it still holds.
-        Call it under the conversation's lock (a store read)."""
+        """The working memory as items (the caller's own copy), then, with
+        ``open_group``, the items of the calls still waiting for their outputs."""
+        s = conversation.state
         last = self._last
+        head: list[Item] | None = None
+        visible = None
         if (
             last is not None
-            and last[0]() is conversation
-            and last[1] == conversation.version
-            and last[2] == key
+            and last.conversation() is conversation
+            and last.summary_role == summary_role
+            and last.open_group == open_group
         ):
-            copied: list[Item] = marshal.loads(last[3])
-            return copied
-        shared = render(conversation)
-        blob = _marshalled(shared)
+            if last.version == conversation.version and last.blob is not None:
+                unchanged: list[Item] = marshal.loads(last.blob)
+                return unchanged
+            if (
+                s.system_prompt == last.system_prompt
+                and s.placeholder_before == last.placeholder_before
+                and _same(s.summaries, last.summaries)
+            ):
+                visible = conversation.visible_entries()
+                done = len(last.entries)
+                if _same(visible[:done], last.entries):
+                    head = list(last.head)
+                    for entry in visible[done:]:
+                        head.extend(_entry_shared(conversation, entry))
+                    self.extensions += 1
+        if head is None:
+            visible = conversation.visible_entries()
+            head = _head_items(conversation, summary_role, visible)
+            self.renders += 1
+        assert visible is not None
+        out = head + open_group_items(conversation) if open_group else list(head)
+        blob = _marshalled(out)
+        self._last = _Rendering(
+            weakref.ref(conversation),
+            conversation.version,
+            summary_role,
+            open_group,
+            s.system_prompt,
+            tuple(s.summaries),
+            s.placeholder_before,
+            tuple(visible),
+            head,
+            blob,
+        )
         if blob is None:
-            self._last = None
-            return copy.deepcopy(shared)
-        self._last = (weakref.ref(conversation), conversation.version, key, blob)
+            return copy.deepcopy(out)
         fresh: list[Item] = marshal.loads(blob)
         return fresh
 

@@ -139,24 +139,40 @@ def test_pending_calls_a_summary_and_placeholders_render_as_a_fresh_rendering_do
     asyncio.run(scenario())
 
 
-def test_a_view_renders_once_per_version_and_key(ledger: cl.Ledger) -> None:
-    cid = ledger.start(system_prompt="be brief")
-    view, renders = ItemsView(), []
+def test_a_view_renders_once_then_adds_what_was_appended_and_renders_again_after_a_summary(
+    ledger: cl.Ledger,
+) -> None:
+    cid = ledger.start(
+        system_prompt="be brief", policy=cl.ReductionPolicy(trigger_messages=6, keep_messages=2)
+    )
+    view = ItemsView()
 
-    def render(conversation: Any) -> list[dict[str, Any]]:
-        renders.append(conversation.version)
-        return [{"type": "message", "role": "system", "content": ["shared", {"deep": [1]}]}]
+    def read(role: Any = "system") -> list[dict[str, Any]]:
+        items = ledger.store.read(cid, lambda c: view.items(c, role, open_group=True))
+        assert items == ledger.store.read(
+            cid, lambda c: ItemsView().items(c, role, open_group=True)
+        )  # what a rendering afresh gives
+        return items
 
-    def read(key: str) -> list[dict[str, Any]]:
-        return ledger.store.read(cid, lambda c: view.items(c, key, render))
-
-    first = read("system")
-    first[0]["content"][1]["deep"].append(2)
-    assert read("system") == [{"type": "message", "role": "system", "content": ["shared", {"deep": [1]}]}]
-    assert len(renders) == 1
+    ledger.append_items(cid, copy.deepcopy(TURN))
+    first = read()
+    first[-1]["content"][0]["text"] = "changed"
+    assert read()[1:] == TURN
+    assert (view.renders, view.extensions) == (1, 0)
     read("developer")
-    assert len(renders) == 2
-    ledger.append(cid, {"role": "user", "content": "hi"})
-    read("developer")
-    assert len(renders) == 3
-    assert renders[-1] == renders[0] + 1
+    assert (view.renders, view.extensions) == (2, 0)
+    ledger.append_items(cid, [{"role": "user", "content": "more"}])
+    assert read("developer")[-1] == {"role": "user", "content": "more"}
+    assert (view.renders, view.extensions) == (2, 1)
+    ledger.append_items(cid, [{"type": "function_call", "call_id": "w", "name": "f", "arguments": "{}"}])
+    assert read("developer")[-1]["call_id"] == "w"  # the open group's call, after the working memory
+    ledger.append_items(cid, [{"type": "function_call_output", "call_id": "w", "output": "done"}])
+    assert read("developer")[-1]["output"] == "done"
+    summary = ledger.pending_summary(cid)
+    assert summary is not None
+    ledger.record_summary(summary, cl.SummaryResult("so far", "scripted", "v1"))
+    renders = view.renders
+    items = read("developer")
+    assert view.renders == renders + 1
+    assert items[1] == {"type": "message", "role": "developer", "content": items[1]["content"]}
+    assert "so far" in items[1]["content"]
