@@ -15,6 +15,11 @@ overhead), the *cold load* (open the store afresh, as a new process would, and t
 first ``get_items()``; median of ``--runs``) and the *fill* (adding the history in
 ``add_items`` batches of 400, the bulk path every session has; for ``LedgerSession``
 up to idle, i.e. including the background summaries the policy makes on the way).
+A turn of ``LedgerSession`` on SQLite is split into *the append* -- ``Ledger.extend`` of
+the same two messages in one transaction, timed in a twin conversation of the same
+history and policy in the same ledger, right after each of its turns -- and *the rest*
+(the turn less that: items to messages, ``get_items()``'s read and rendering, the
+hops to a worker thread and back).
 Writes its section of docs/benchmarks.md (``sessions``) and prints it.
 """
 
@@ -50,8 +55,22 @@ POSTGRES = os.environ.get("CONTEXTLEDGER_BENCH_POSTGRES_URL", "postgresql://post
 ASYNC_POSTGRES = POSTGRES.replace("postgresql://", "postgresql+psycopg://", 1)
 COUNTER = cl.TiktokenCounter("gpt-4o-mini")
 POLICY = cl.ReductionPolicy(trigger_messages=100, keep_messages=20, keep_tool_results=10)
-WORDS = ("the", "customer", "asked", "about", "the", "order", "status", "and", "the", "delivery",
-         "window", "for", "the", "parcel")
+WORDS = (
+    "the",
+    "customer",
+    "asked",
+    "about",
+    "the",
+    "order",
+    "status",
+    "and",
+    "the",
+    "delivery",
+    "window",
+    "for",
+    "the",
+    "parcel",
+)
 
 
 def block(n: int) -> list[dict[str, Any]]:
@@ -65,6 +84,11 @@ def block(n: int) -> list[dict[str, Any]]:
     ]
 
 
+def turn_items(n: int) -> list[dict[str, Any]]:
+    """What a turn adds: a user item and the answer."""
+    return [{"role": "user", "content": f"new question {n}"}, {"role": "assistant", "content": f"reply {n}"}]
+
+
 def tokens(items: list[Any]) -> int:
     counter = COUNTER
     return counter.reply_priming + sum(counter.count_message(m) for m, _ in messages_from_items(items))
@@ -74,7 +98,10 @@ class Contender:
     """One session kind at one history size."""
 
     def __init__(
-        self, name: str, session: Any, after_fill: Callable[[], None] | None = None,
+        self,
+        name: str,
+        session: Any,
+        after_fill: Callable[[], None] | None = None,
         cold: Callable[[], Awaitable[float]] | None = None,
     ) -> None:
         self.name, self.session, self.after_fill, self.cold = name, session, after_fill, cold
@@ -84,6 +111,12 @@ class Contender:
         self.fill_seconds = 0.0
         #: Seconds per 2,000 items added, block by block (is the cost flat as it grows?).
         self.block_seconds: list[float] = []
+        #: The append alone (``Ledger.extend`` of a turn's two messages in a twin
+        #: conversation), timed after each turn; its median per run.
+        self.append_only: Callable[[list[dict[str, Any]]], Any] | None = None
+        self.append_medians: list[float] = []
+        #: CPU seconds per turn (``time.process_time``: every thread of the process), per run.
+        self.cpu_medians: list[float] = []
 
     async def fill(self, size: int) -> None:
         started = block_started = time.perf_counter()
@@ -99,16 +132,21 @@ class Contender:
         self.fill_seconds = time.perf_counter() - started
 
     async def turns(self, count: int, offset: int) -> None:
-        times = []
+        times, appends, cpu = [], [], []
         for n in range(offset, offset + count):
-            started = time.perf_counter()
-            await self.session.add_items(
-                [{"role": "user", "content": f"new question {n}"},
-                 {"role": "assistant", "content": f"reply {n}"}]
-            )
+            started, cpu_started = time.perf_counter(), time.process_time()
+            await self.session.add_items(turn_items(n))
             sent = await self.session.get_items()
             times.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
+            if self.append_only is not None:
+                started = time.perf_counter()
+                self.append_only(turn_items(n))
+                appends.append(time.perf_counter() - started)
         self.run_medians.append(statistics.median(times))
+        self.cpu_medians.append(statistics.median(cpu))
+        if appends:
+            self.append_medians.append(statistics.median(appends))
         self.sent_tokens = tokens(sent)
 
 
@@ -130,6 +168,7 @@ async def measure(
             with cl.Ledger.open(urls[kind], run_policy=False) as fresh:
                 await first_get(LedgerSession(names[kind], fresh, policy=POLICY))
                 return time.perf_counter() - started
+
         return load
 
     async def sqlite_cold() -> float:
@@ -149,24 +188,41 @@ async def measure(
         return took
 
     contenders = [
-        Contender("LedgerSession (SQLite)",
-                  LedgerSession(names["sqlite"], ledgers["sqlite"], policy=POLICY),
-                  lambda: ledgers["sqlite"].wait_idle(timeout=1200), ledger_cold("sqlite")),
-        Contender("LedgerSession (PostgreSQL)",
-                  LedgerSession(names["postgres"], ledgers["postgres"], policy=POLICY),
-                  lambda: ledgers["postgres"].wait_idle(timeout=1200), ledger_cold("postgres")),
-        Contender("SQLiteSession (SQLite file)", SQLiteSession(f"s{size}", work / f"sdk-{size}.db"),
-                  cold=sqlite_cold),
+        Contender(
+            "LedgerSession (SQLite)",
+            LedgerSession(names["sqlite"], ledgers["sqlite"], policy=POLICY),
+            lambda: ledgers["sqlite"].wait_idle(timeout=1200),
+            ledger_cold("sqlite"),
+        ),
+        Contender(
+            "LedgerSession (PostgreSQL)",
+            LedgerSession(names["postgres"], ledgers["postgres"], policy=POLICY),
+            lambda: ledgers["postgres"].wait_idle(timeout=1200),
+            ledger_cold("postgres"),
+        ),
+        Contender(
+            "SQLiteSession (SQLite file)",
+            SQLiteSession(f"s{size}", work / f"sdk-{size}.db"),
+            cold=sqlite_cold,
+        ),
         Contender(
             "SQLAlchemySession (PostgreSQL)",
             SQLAlchemySession(f"a{size}-{tag}", engine=engine, create_tables=True, **tables),
             cold=alchemy_cold,
         ),
     ]
+    twin = ledgers["sqlite"].start(policy=POLICY)  # the append alone, beside the SQLite session's turns
+    contenders[0].append_only = lambda items: ledgers["sqlite"].extend(twin, items)
+    history = [i for n in range(size // 4) for i in block(n)]
+    for start in range(0, len(history), 400):
+        ledgers["sqlite"].extend(twin, history[start : start + 400])
     for contender in contenders:
         await contender.fill(size)
-        print(f"  filled {contender.name} with {size} items in {contender.fill_seconds:.1f}s",
-              file=sys.stderr, flush=True)
+        print(
+            f"  filled {contender.name} with {size} items in {contender.fill_seconds:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
     for run in range(runs):
         for contender in contenders:  # interleaved: each run visits every session once
             await contender.turns(turns, offset=run * turns)
@@ -189,6 +245,8 @@ def main() -> None:
     admin = psycopg.connect(POSTGRES, autocommit=True)
     admin.execute(f'CREATE SCHEMA "{schema}"')
     rows = []
+    splits: list[tuple[int, float, float]] = []
+    cpu: dict[tuple[int, str], float] = {}
     blocks: dict[str, list[float]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -200,21 +258,39 @@ def main() -> None:
                     ledgers = {"sqlite": lite, "postgres": pg}
                     done = asyncio.run(measure(size, args.runs, args.turns, work, urls, ledgers))
                     for c in done:
-                        rows.append((size, c.name, statistics.median(c.run_medians) * 1000, c.sent_tokens,
-                                     statistics.median(c.cold_loads) * 1000, c.fill_seconds))
+                        rows.append(
+                            (
+                                size,
+                                c.name,
+                                statistics.median(c.run_medians) * 1000,
+                                c.sent_tokens,
+                                statistics.median(c.cold_loads) * 1000,
+                                c.fill_seconds,
+                            )
+                        )
+                        cpu[(size, c.name)] = statistics.median(c.cpu_medians) * 1e6
+                        if c.append_medians:
+                            splits.append((size, rows[-1][2], statistics.median(c.append_medians) * 1000))
                         if size >= 20000 and c.name.startswith("LedgerSession"):
                             blocks[c.name] = c.block_seconds
-                        print(f"| {size:,} | {c.name} | {rows[-1][2]:.1f} | {c.sent_tokens:,} | "
-                              f"{rows[-1][4]:.0f} | {c.fill_seconds:.1f} |", file=sys.stderr, flush=True)
+                        print(
+                            f"| {size:,} | {c.name} | {rows[-1][2]:.1f} | {c.sent_tokens:,} | "
+                            f"{rows[-1][4]:.0f} | {c.fill_seconds:.1f} |",
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         admin.close()
     load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        "## Agents SDK sessions: LedgerSession, SQLiteSession, SQLAlchemySession", "",
-        f"Written by `benchmarks/sessions.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:", "",
+        "## Agents SDK sessions: LedgerSession, SQLiteSession, SQLAlchemySession",
+        "",
+        f"Written by `benchmarks/sessions.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
         f"    .venv/bin/python benchmarks/sessions.py "
-        f"--sizes {args.sizes} --runs {args.runs} --turns {args.turns}", "",
+        f"--sizes {args.sizes} --runs {args.runs} --turns {args.turns}",
+        "",
         "Each session is filled with the same history (blocks of a user question, a function call, "
         "its output and an answer), then timed in interleaved runs. *Per turn*: `add_items` of 2 items "
         f"then `get_items()`, as the Runner does each turn (median of {args.runs} runs x {args.turns} "
@@ -224,27 +300,62 @@ def main() -> None:
         "batches of 400 (the bulk path of every session); for `LedgerSession` the time runs until the "
         "ledger is idle, so it includes the offline summarizer's background summaries "
         f"(policy: trigger 100, keep 20, keep_tool_results 10). {os.cpu_count()} cores, shared: load "
-        f"average {load_avg:.1f} at the end of the run.", "",
+        f"average {load_avg:.1f} at the end of the run.",
+        "",
+        "What a `LedgerSession` turn still does per call: `add_items` hops to a worker thread once, "
+        "checks and copies the items as the log gives them back (one JSON round trip for the list), "
+        "groups them into chat messages, counts their tokens and appends them in one transaction "
+        "(the ledger's append path: the conversation's lock, the digest chain, "
+        "encryption under the subject's key, one commit); `get_items()` hops once, brings the "
+        "cached conversation up to date from the store (one query for events after its version, "
+        "under its lock), renders the working memory again only if the conversation changed since "
+        "the session's last rendering, and hands out a private copy of it (one `marshal` round "
+        "trip). The policy's thread is woken only by a save that reaches a threshold.",
+        "",
         "| stored items | session | ms per turn | tokens handed to the model | cold load ms "
         "| fill s | fill s per 1,000 items |",
         "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for size, name, ms, sent, cold, fill in rows:
-        lines.append(f"| {size:,} | {name} | {ms:.1f} | {sent:,} | {cold:.0f} | {fill:.1f} "
-                     f"| {fill / size * 1000:.2f} |")
+        lines.append(
+            f"| {size:,} | {name} | {ms:.1f} | {sent:,} | {cold:.0f} | {fill:.1f} "
+            f"| {fill / size * 1000:.2f} |"
+        )
     per_k = {(size, name): fill / size * 1000 for size, name, _, _, _, fill in rows}
     lines.append("")
     for name in dict.fromkeys(name for _, name, *_ in rows):
         if name.startswith("LedgerSession") and (2000, name) in per_k and (20000, name) in per_k:
-            lines.append(f"- {name}: filling costs {per_k[(2000, name)]:.2f} s per 1,000 items at 2,000 "
-                         f"and {per_k[(20000, name)]:.2f} s at 20,000 (ratio "
-                         f"{per_k[(20000, name)] / per_k[(2000, name)]:.2f}; 1.0 is linear).")
+            lines.append(
+                f"- {name}: filling costs {per_k[(2000, name)]:.2f} s per 1,000 items at 2,000 "
+                f"and {per_k[(20000, name)]:.2f} s at 20,000 (ratio "
+                f"{per_k[(20000, name)] / per_k[(2000, name)]:.2f}; 1.0 is linear)."
+            )
+    for size, turn_ms, append_ms in splits:
+        turn_us, append_us = turn_ms * 1000, append_ms * 1000
+        lines.append(
+            f"- LedgerSession (SQLite) at {size:,} items, a turn of {turn_us:.0f} µs: the append of its 2 "
+            f"items {append_us:.0f} µs (`Ledger.extend` of the same 2 messages in a twin conversation, "
+            f"median of the runs' medians), the rest {turn_us - append_us:.0f} µs (items to messages, "
+            "`get_items()`'s read and rendering, the hops to a worker thread and back)."
+        )
+    for size in dict.fromkeys(size for size, *_ in rows):
+        mine = cpu.get((size, "LedgerSession (SQLite)"))
+        theirs = cpu.get((size, "SQLiteSession (SQLite file)"))
+        if mine is not None and theirs is not None:
+            lines.append(
+                f"- CPU per turn at {size:,} items (`time.process_time`, every thread of the process, "
+                f"median of the runs' medians): LedgerSession (SQLite) {mine:.0f} µs, SQLiteSession "
+                f"{theirs:.0f} µs ({mine / theirs:.2f}x)."
+            )
     for name, seconds in blocks.items():
         tenth = max(1, len(seconds) // 5)
-        lines.append(f"- {name}, block by block while filling to 20,000: the first {tenth * 2000:,} items "
-                     f"took {statistics.median(seconds[:tenth]):.1f} s per 2,000, the last {tenth * 2000:,} "
-                     f"{statistics.median(seconds[-tenth:]):.1f} s per 2,000 (median per block; all: "
-                     + ", ".join(f"{x:.1f}" for x in seconds) + ").")
+        lines.append(
+            f"- {name}, block by block while filling to 20,000: the first {tenth * 2000:,} items "
+            f"took {statistics.median(seconds[:tenth]):.1f} s per 2,000, the last {tenth * 2000:,} "
+            f"{statistics.median(seconds[-tenth:]):.1f} s per 2,000 (median per block; all: "
+            + ", ".join(f"{x:.1f}" for x in seconds)
+            + ")."
+        )
     lines.append("")
     write_section("sessions", lines)
     print("\n".join(lines))

@@ -36,10 +36,13 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from contextledger.application.formats.items import (
+    ItemsView,
     SummaryRole,
     append_grouped,
     grouped_items,
-    items_of_conversation,
+    open_group_items,
+    private_items,
+    shared_items,
 )
 from contextledger.application.formats.native import NativeCompaction, readable_text, record_native
 from contextledger.application.shared.limits import check_message_bytes, check_message_tokens
@@ -163,18 +166,22 @@ def pop_session_item(ledger: Ledger, conversation_id: UUID) -> Item | None:
 
 
 def session_items(
-    ledger: Ledger, conversation_id: UUID, *, summary_role: SummaryRole = "system"
+    ledger: Ledger,
+    conversation_id: UUID,
+    *,
+    summary_role: SummaryRole = "system",
+    view: ItemsView | None = None,
 ) -> list[Item]:
     """The working memory as items, then the items of the open tool-call group (the
-    calls not answered yet), verbatim."""
+    calls not answered yet), verbatim: the caller's own copy. With ``view`` (one per
+    session), what did not change since the view's last rendering is not rendered
+    again."""
 
     def read(conversation: Conversation) -> list[Item]:
-        s = conversation.state
-        out = items_of_conversation(conversation, summary_role=summary_role)
-        if s.open_group_index is not None:
-            waiting = s.window[s.open_group_index :]
-            out.extend(items_from_messages([(e.message, e.items or ()) for e in waiting]))
-        return out
+        if view is None:
+            shared = shared_items(conversation, summary_role=summary_role)
+            return private_items(shared + open_group_items(conversation))
+        return view.items(conversation, summary_role, open_group=True)
 
     return ledger.store.read(conversation_id, read)
 

@@ -58,14 +58,30 @@ def _check_keys(value: Any) -> None:
             _check_keys(inner)
 
 
-def _as_logged(item: Item) -> Item:
+#: ``json.dumps(..., allow_nan=False, ensure_ascii=False)``, its encoder built once.
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
+
+def _as_logged(item: Any) -> Any:
     """A private copy of ``item`` as the log gives it back (JSON: tuples are lists).
     A key that is not a string is refused: JSON would turn it into one (``1`` and
     ``"1"`` would even collapse into one key), so the item read back would differ."""
-    text = json.dumps(item, allow_nan=False, ensure_ascii=False)  # refuses cycles first
+    text = _encode(item)  # refuses cycles first
     text.encode("utf-8")  # no lone surrogates
     _check_keys(item)
-    copied: Item = json.loads(text)
+    return json.loads(text)
+
+
+def _all_logged(items: list[Any]) -> list[Item] | None:
+    """Every item as the log gives it back, in one round trip for the whole list; None
+    when one of them is not a JSON object of valid text (``_checked`` then finds the
+    first, in order, as the grouping asks for the items)."""
+    if not all(isinstance(item, dict) for item in items):
+        return None
+    try:
+        copied: list[Item] = _as_logged(items)
+    except (TypeError, ValueError):
+        return None
     return copied
 
 
@@ -89,6 +105,10 @@ def grouped_items(items: Iterable[Item]) -> list[ItemMessage]:
         raise InvalidArgumentError(
             "items must be a list of Responses items", argument="items", value=shown(items)
         )
+    if isinstance(items, list):  # checked and copied at once when every item is sound
+        logged = _all_logged(items)
+        if logged is not None:
+            return messages_from_items(logged)
     return messages_from_items(_checked(items))
 
 

@@ -36,7 +36,7 @@ from contextledger.application.facade.session_items import (
     pop_session_item,
     session_items,
 )
-from contextledger.application.formats.items import SummaryRole
+from contextledger.application.formats.items import ItemsView, SummaryRole
 from contextledger.domain.values.errors import InvalidArgumentError, InvalidArgumentTypeError
 from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.domain.values.validation import shown
@@ -193,6 +193,9 @@ class LedgerSession(SessionBinding):
         #: Which ``function_call_output`` items were hidden from the model (the test a
         #: ``RunConfig(call_model_input_filter=...)`` applies): stored hidden.
         self.hide_output = hide_output
+        #: The last rendering of ``get_items()``, handed out again while the
+        #: conversation stays as it was.
+        self._view = ItemsView()
 
     # --------------------------------------------------------- Session protocol
 
@@ -202,9 +205,7 @@ class LedgerSession(SessionBinding):
         (default ``session_settings.limit``), the newest ``limit`` of those items."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = await asyncio.to_thread(
-            session_items, self.ledger, self.conversation_id, summary_role=self.summary_role
-        )
+        items = await asyncio.to_thread(self._items)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return cast("list[TResponseInputItem]", items)
@@ -274,6 +275,10 @@ class LedgerSession(SessionBinding):
             abandoned_output=self.abandoned_call_output,
             hidden_call_ids=hidden,
         )
+
+    def _items(self) -> list[dict[str, Any]]:
+        cid = self.conversation_id
+        return session_items(self.ledger, cid, summary_role=self.summary_role, view=self._view)
 
     def _pop_item(self) -> dict[str, Any] | None:
         return pop_session_item(self.ledger, self.conversation_id)
