@@ -86,7 +86,7 @@ from contextledger.infrastructure.keys.key_tables import (
     SQLiteKeyTable,
 )
 from contextledger.infrastructure.keys.lineage import FirstRecord, Lineage
-from contextledger.infrastructure.keys.mapper import PydanticMapper
+from contextledger.infrastructure.keys.mapper import PydanticMapper, describe
 from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
 from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, DataKey, SubjectKeys, Tombstone
 
@@ -278,23 +278,37 @@ class SubjectMapper(PydanticMapper):
             if self.keys is not None:  # erased here or elsewhere: no cached key outlives it
                 self.keys.forget_subject(record.subject)
             return record
-        if self.keys is not None:
-            named = self._named_keys(bytes(stored_event.state))
-            tombs = [k for k in named[2] if isinstance(k, Tombstone)] if named else []
+        state = bytes(stored_event.state)
+        # The record's keys looked up once: a tombstone makes it a placeholder, live
+        # keys decrypt it.
+        named = None if self.keys is None else self._named_keys(state)
+        if named is not None:
+            tombs = [k for k in named[2] if isinstance(k, Tombstone)]
             if tombs:
                 return _erased(stored_event, tombs)
-        return super().to_domain_event(stored_event)
+        elif self.cipher is None:  # in clear: written without a cipher before per-subject keys
+            return self.decode_state(stored_event, state)
+        return self.decode_state(stored_event, self._decrypt(stored_event, state, named))
 
-    def decrypt_state(self, stored_event: StoredEvent, where: str, context: dict[str, Any]) -> bytes:
+    def decrypt_state(self, stored_event: StoredEvent) -> bytes:
         state = bytes(stored_event.state)
-        named = self._named_keys(state)
+        return self._decrypt(stored_event, state, self._named_keys(state))
+
+    def _decrypt(
+        self,
+        stored_event: StoredEvent,
+        state: bytes,
+        named: tuple[int, list[bytes], list[DataKey | Tombstone | None]] | None,
+    ) -> bytes:
+        """The state of ``stored_event`` (its bytes ``state``, naming the keys ``named``
+        as ``_named_keys`` found them) decrypted."""
         if named is None:
             if self.cipher is None:  # a record written before per-subject keys, in clear
                 return state
-            return super().decrypt_state(stored_event, where, context)
+            return super().decrypt_state(stored_event)
         size, ids, keys = named
         tombs = [k for k in keys if isinstance(k, Tombstone)]
-        if tombs:  # erased between the two looks
+        if tombs:  # erased since the keys were looked up
             raise _erased(stored_event, tombs).error()
         found = [k for k in keys if isinstance(k, DataKey)]
         if len(found) == len(keys):
@@ -304,6 +318,7 @@ class SubjectMapper(PydanticMapper):
                 for key in reversed(found):
                     data = key.cipher.decrypt(data, aad)
             except ValueError as exc:
+                where, context = describe(stored_event)
                 raise StoreError(
                     f"cannot decode stored event ({where}): it does not decrypt under its data "
                     "keys (damaged, or moved from another place in the log)",
@@ -318,6 +333,7 @@ class SubjectMapper(PydanticMapper):
             except ValueError:
                 pass
         missing = next(i for i, k in zip(ids, keys, strict=True) if k is None).hex()
+        where, context = describe(stored_event)
         raise KeyMissingError(
             f"cannot decode stored event ({where}): it names data key {missing}, "
             "which the store's key table does not hold (and no tombstone says it was erased)",
