@@ -125,7 +125,8 @@ class ReadModelRunner(LogFollower):
         self.batch_events = max(1, batch_events)
         self.batch_seconds = batch_seconds
         #: The same bounds for a rebuild, which nothing waits on batch by batch: fewer,
-        #: larger transactions (an interrupted rebuild resumes after its last one).
+        #: larger transactions (an interrupted rebuild resumes after its last one); also
+        #: those of a step that starts more than ``rebuild_batch_events`` behind the log.
         self.rebuild_batch_events = max(1, rebuild_batch_events)
         self.rebuild_batch_seconds = rebuild_batch_seconds
         #: Notifications read per query of the log (a section; above the log's own
@@ -240,10 +241,25 @@ class ReadModelRunner(LogFollower):
                     "project", after_notification=start, through_notification=head
                 ) as span:
                     while (start := min(self._scanned.values(), default=head)) < head:
-                        applied += self._replay(self.projections, after=start, head=head, topics=self._topics)
+                        applied += self._replay(
+                            self.projections,
+                            after=start,
+                            head=head,
+                            topics=self._topics,
+                            limits=self._limits(head - start),
+                        )
                     span.set("events", applied)
         self._progressed()
         return applied
+
+    def _limits(self, lag: int) -> tuple[int, float] | None:
+        """The batch bounds for applying ``lag`` notifications: a follower that is far
+        behind (a worker started after a while down, one that fell behind a burst)
+        applies them in a rebuild's larger batches, as nothing waits on its batches
+        one by one; close to the log's end, the usual ones (None)."""
+        if lag > self.rebuild_batch_events:
+            return (self.rebuild_batch_events, self.rebuild_batch_seconds)
+        return None
 
     def _replay(
         self,

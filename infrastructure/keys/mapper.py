@@ -79,12 +79,13 @@ class PydanticMapper(Mapper[UUID]):
         assert self.cipher is not None
         return self.cipher.encrypt(data)
 
-    def decrypt_state(self, stored_event: StoredEvent, where: str, context: dict[str, Any]) -> bytes:
+    def decrypt_state(self, stored_event: StoredEvent) -> bytes:
         """The (compressed) state of a stored event; ``StoreError`` if it does not decrypt."""
         assert self.cipher is not None
         try:
             return self.cipher.decrypt(stored_event.state)
         except Exception as exc:  # a damaged event, or the wrong key
+            where, context = describe(stored_event)
             raise StoreError(
                 f"cannot decode stored event ({where}): it does not decrypt (damaged, or "
                 f"the wrong key): {exc}",
@@ -92,22 +93,41 @@ class PydanticMapper(Mapper[UUID]):
             ) from exc
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
-        where = (
-            f"topic {stored_event.topic!r}, conversation {stored_event.originator_id}, "
-            f"version {stored_event.originator_version}"
-        )
-        context: dict[str, Any] = {
-            "topic": stored_event.topic,
-            "conversation_id": stored_event.originator_id,
-            "version": stored_event.originator_version,
-        }
-        try:
-            cls = resolve_topic(stored_event.topic)
-        except Exception as exc:  # TopicError and import errors alike
-            raise LogDamagedError(f"unknown event topic ({where})", **context) from exc
         data = stored_event.state
         if self.decrypts():
-            data = self.decrypt_state(stored_event, where, context)
+            data = self.decrypt_state(stored_event)
+        return self.decode_state(stored_event, data)
+
+    def decode_state(self, stored_event: StoredEvent, data: bytes) -> DomainEventProtocol[UUID]:
+        """The domain event of ``stored_event`` whose state, decrypted, is ``data``.
+
+        A record of a class at its first version, in this mapper's JSON, is validated
+        from its JSON in one pass (pydantic-core, the envelope's two fields put in front
+        of the state's own); anything that pass does not take -- a record to upcast, a
+        string JSON cannot hold (a lone surrogate), a damaged record -- goes the general
+        way (``json.loads``, upcasting, ``model_validate``), which gives the same event
+        or the error that says what is wrong."""
+        cls = _TOPICS.get(stored_event.topic)
+        if cls is None:
+            try:
+                cls = resolve_topic(stored_event.topic)
+            except Exception as exc:  # TopicError and import errors alike
+                where, context = describe(stored_event)
+                raise LogDamagedError(f"unknown event topic ({where})", **context) from exc
+            if len(_TOPICS) < _TOPICS_LIMIT:
+                _TOPICS[stored_event.topic] = cls
+        if (
+            not self.compressor
+            and type(self.transcoder) is JSONBytesTranscoder
+            and getattr(cls, "class_version", 1) == 1
+            and hasattr(cls, "model_validate_json")
+        ):
+            event = _from_json(cls, stored_event, bytes(data))
+            if event is not None:
+                return event
+        return self._decode_general(cls, stored_event, data)
+
+    def _decode_general(self, cls: Any, stored_event: StoredEvent, data: bytes) -> DomainEventProtocol[UUID]:
         try:
             if self.compressor:
                 data = self.compressor.decompress(data)
@@ -120,6 +140,7 @@ class PydanticMapper(Mapper[UUID]):
                 getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
                 from_version += 1
         except Exception as exc:  # zlib, JSON and upcasting errors all mean "undecodable"
+            where, context = describe(stored_event)
             raise LogDamagedError(f"cannot decode stored event ({where}): {exc}", **context) from exc
         originator_id = stored_event.originator_id
         state["originator_id"] = (
@@ -129,4 +150,42 @@ class PydanticMapper(Mapper[UUID]):
         try:
             return cast(DomainEventProtocol[UUID], cls.model_validate(state))
         except (ValidationError, ContextLedgerError) as exc:  # a field's own check, e.g. a policy's
+            where, context = describe(stored_event)
             raise LogDamagedError(f"stored event does not fit its class ({where}): {exc}", **context) from exc
+
+
+#: Event classes by topic (``resolve_topic`` looks a topic up under a lock each call).
+_TOPICS: dict[str, Any] = {}
+_TOPICS_LIMIT = 4096
+
+
+def _from_json(cls: Any, stored_event: StoredEvent, data: bytes) -> DomainEventProtocol[UUID] | None:
+    """The event validated from its JSON in one pass (``decode_state``); None when that
+    pass does not take it (the general way then decodes it, or says why it cannot)."""
+    if data[:1] != b"{" or b'"class_version"' in data or b'"originator_' in data:
+        return None  # to upcast, or a state that names the envelope's fields itself
+    originator_id = stored_event.originator_id
+    head = b'{"originator_id":"%s","originator_version":%d' % (
+        str(originator_id).encode("ascii"),
+        stored_event.originator_version,
+    )
+    body = data[1:].lstrip()
+    document = head + (b"}" if body[:1] == b"}" else b"," + body)
+    try:
+        return cast(DomainEventProtocol[UUID], cls.model_validate_json(document))
+    except Exception:  # the general way decodes it, or names the fault
+        return None
+
+
+def describe(stored_event: StoredEvent) -> tuple[str, dict[str, Any]]:
+    """How errors name a stored event: a phrase, and their context fields."""
+    where = (
+        f"topic {stored_event.topic!r}, conversation {stored_event.originator_id}, "
+        f"version {stored_event.originator_version}"
+    )
+    context: dict[str, Any] = {
+        "topic": stored_event.topic,
+        "conversation_id": stored_event.originator_id,
+        "version": stored_event.originator_version,
+    }
+    return where, context

@@ -37,8 +37,8 @@ whose window reaches back into the inherited part, a summary invalidation and a
 snapshot. Every other record is format 1 under its conversation's subject's key (a
 fork of its source's subject, inheriting nothing else, included).
 
-``ContentErased``, the record of an erasure (no content),
-is stored in clear: ``b"CLC\x01"`` and its JSON, readable after the key is gone.
+``ContentErased``, the record of an erasure (no content), is stored in clear:
+``b"CLC\x01"`` and its JSON, readable after the key is gone.
 
 A record whose key is tombstoned reads as an ``ErasedEvent`` (never an error: a
 follower reading a batch must go past it); a key id the table lacks, with no
@@ -74,7 +74,7 @@ from contextledger.domain.values.errors import (
 )
 from contextledger.infrastructure.keys.aead import OVERHEAD
 from contextledger.infrastructure.keys.lineage import FirstRecord, Lineage
-from contextledger.infrastructure.keys.mapper import PydanticMapper
+from contextledger.infrastructure.keys.mapper import PydanticMapper, describe
 from contextledger.infrastructure.keys.subject_keys import KEY_ID_SIZE, DataKey, SubjectKeys, Tombstone
 
 __all__ = [
@@ -105,6 +105,7 @@ _LIVE_LIMIT = 65536
 #: The subjects whose keys the record being written goes under, when they are not
 #: its conversation's subject alone (see ``lineage.py``).
 _SUBJECTS: ContextVar[tuple[str, ...] | None] = ContextVar("contextledger_record_subjects", default=None)
+_Named = tuple[int, list[bytes], list[DataKey | Tombstone | None]]  # ``_named_keys``
 
 
 def _record_aad(header: bytes, originator_id: UUID | str, version: int) -> bytes:
@@ -249,7 +250,7 @@ class SubjectMapper(PydanticMapper):
 
     # -- reading ----------------------------------------------------------------------
 
-    def _named_keys(self, state: bytes) -> tuple[int, list[bytes], list[DataKey | Tombstone | None]] | None:
+    def _named_keys(self, state: bytes) -> _Named | None:
         """The header's size of a record under data keys, the key ids it names and their
         keys (None where the table lacks one); None: no such header."""
         ids = None if self.keys is None else key_ids_of(state)
@@ -264,23 +265,24 @@ class SubjectMapper(PydanticMapper):
             if self.keys is not None:  # erased here or elsewhere: no cached key outlives it
                 self.keys.forget_subject(record.subject)
             return record
-        if self.keys is not None:
-            named = self._named_keys(bytes(stored_event.state))
-            tombs = [k for k in named[2] if isinstance(k, Tombstone)] if named else []
+        named = None if self.keys is None else self._named_keys(bytes(stored_event.state))
+        if named is not None:  # its keys looked up once: a tombstone, or they decrypt it
+            tombs = [k for k in named[2] if isinstance(k, Tombstone)]
             if tombs:
                 return _erased(stored_event, tombs)
-        return super().to_domain_event(stored_event)
+        elif self.cipher is None:  # in clear: written without a cipher before per-subject keys
+            return self.decode_state(stored_event, bytes(stored_event.state))
+        return self.decode_state(stored_event, self.decrypt_state(stored_event, named))
 
-    def decrypt_state(self, stored_event: StoredEvent, where: str, context: dict[str, Any]) -> bytes:
+    def decrypt_state(self, stored_event: StoredEvent, named: _Named | bool | None = True) -> bytes:
+        """The state decrypted; ``named``: its keys as ``_named_keys`` found them (True: look)."""
         state = bytes(stored_event.state)
-        named = self._named_keys(state)
-        if named is None:
-            if self.cipher is None:  # a record written before per-subject keys, in clear
-                return state
-            return super().decrypt_state(stored_event, where, context)
+        named = self._named_keys(state) if named is True else named
+        if not isinstance(named, tuple):  # under the master key, or in clear (written before subject keys)
+            return state if self.cipher is None else super().decrypt_state(stored_event)
         size, ids, keys = named
         tombs = [k for k in keys if isinstance(k, Tombstone)]
-        if tombs:  # erased between the two looks
+        if tombs:  # erased since the keys were looked up
             raise _erased(stored_event, tombs).error()
         found = [k for k in keys if isinstance(k, DataKey)]
         if len(found) == len(keys):
@@ -290,20 +292,21 @@ class SubjectMapper(PydanticMapper):
                 for key in reversed(found):
                     data = key.cipher.decrypt(data, aad)
             except ValueError as exc:
+                where, context = describe(stored_event)
                 raise StoreError(
                     f"cannot decode stored event ({where}): it does not decrypt under its data "
                     "keys (damaged, or moved from another place in the log)",
                     **context,
                 ) from exc
             return data
-        # No such key: a record of the master key whose nonce starts with the mark, or
-        # a key the table has lost (a record in clear never starts with the mark).
+        # No such key: a master-key record whose nonce starts with the mark, or a lost key.
         if self.cipher is not None:
             try:
                 return self.cipher.decrypt(state)
             except ValueError:
                 pass
         missing = next(i for i, k in zip(ids, keys, strict=True) if k is None).hex()
+        where, context = describe(stored_event)
         raise KeyMissingError(
             f"cannot decode stored event ({where}): it names data key {missing}, "
             "which the store's key table does not hold (and no tombstone says it was erased)",

@@ -1,4 +1,5 @@
-"""Many rows of one table in one statement: what a batch of events adds at once.
+"""Many rows of one table in one statement: what a batch of events adds at once, and
+what a view holds of its batch (``ViewBatch``: the rows to add, the row updates to make).
 
 SQLAlchemy's ``conn.execute(insert(table), rows)`` builds and binds every row through
 its generic machinery (a dictionary of parameters per row, each value through its
@@ -15,7 +16,7 @@ any other (and the batch's transaction rolls back whole).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -24,7 +25,7 @@ from contextledger.application.storage.store import failure_cause
 from contextledger.domain.values.errors import StoreError
 from contextledger.infrastructure.readmodels.storage import reason
 
-__all__ = ["BulkPlan", "insert_rows", "plan_for"]
+__all__ = ["BulkPlan", "RowUpdate", "ViewBatch", "insert_rows", "plan_for"]
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,49 @@ def insert_rows(conn: Connection, plan: BulkPlan, rows: Sequence[dict[str, Any]]
     except conn.dialect.loaded_dbapi.Error as exc:
         cause = failure_cause(exc)
         raise StoreError(f"cannot insert rows into {plan.table}: {reason(exc)}", cause=cause) from exc
+
+
+@dataclass
+class RowUpdate:
+    """What a batch will change in one row (``SQLView._update_row``)."""
+
+    sets: dict[str, Any]
+    adds: dict[str, int]
+    on_missing: Callable[[Connection, dict[str, int]], None] | None
+
+
+@dataclass
+class ViewBatch:
+    """A view's part of a batch: its tracking as locked, and as applied so far."""
+
+    conn: Connection
+    application_name: str
+    thread: int
+    start: int
+    tracked: int
+    #: Rows to insert, in order, written together before any other statement of the
+    #: view runs and at the batch's end (one ``executemany`` per run of one table).
+    pending: list[tuple[Table, dict[str, Any]]] = field(default_factory=list)
+    #: Per row (its key): columns to set (the last value wins) and counters to add
+    #: to (summed), written after the pending rows, one UPDATE per row.
+    updates: dict[Any, RowUpdate] = field(default_factory=dict)
+    #: The view's bulk-insert plans, by table and columns (``bulk.plan_for``).
+    plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = field(default_factory=dict)
+
+    def flush_rows(self) -> None:
+        """Insert the pending rows: each run of rows of one table and the same columns
+        in one driver call (``bulk.insert_rows``)."""
+        pending, self.pending = self.pending, []
+        start = 0
+        while start < len(pending):
+            table, first = pending[start]
+            keys = first.keys()
+            end = start + 1
+            while end < len(pending) and pending[end][0] is table and pending[end][1].keys() == keys:
+                end += 1
+            columns = tuple(keys)
+            plan = self.plans.get((table.name, columns))
+            if plan is None:
+                plan = self.plans[(table.name, columns)] = plan_for(self.conn, table, columns)
+            insert_rows(self.conn, plan, [values for _, values in pending[start:end]])
+            start = end

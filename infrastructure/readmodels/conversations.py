@@ -81,6 +81,8 @@ class SQLConversationsView(SQLView):
             given["policy_version"] = policy_version
         if system_prompt_version is not None:
             given["system_prompt_version"] = system_prompt_version
+        if self._merge_in_batch(tracking, conversation_id, sets=given, adds=added):
+            return
 
         def change(conn: Connection) -> None:
             self._update_row(conn, conversation_id, sets=given, adds=added)

@@ -102,7 +102,10 @@ class SubjectSealer:
     def seal(self, conversation_id: UUID, text: str) -> str:
         """``text`` sealed under the key of the conversation's subject;
         ``ConversationErasedError`` if the subject was erased."""
-        return self.seal_under([self.keys.key_for_conversation(conversation_id)], text)
+        key = self.keys.key_for_conversation(conversation_id)  # cached
+        header = MARK + key.key_id  # ``seal_under`` of one key, as every message's value is
+        data = key.cipher.encrypt(text.encode("utf-8", "surrogatepass"), header)
+        return SUBJECT_SEALED_PREFIX + base64.b64encode(header + data).decode("ascii")
 
     def seal_inherited(self, conversation_id: UUID, text: str, *, covers_from: int | None = None) -> str:
         """``text`` of a value that holds what the conversation inherited (from

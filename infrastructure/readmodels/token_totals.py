@@ -79,8 +79,10 @@ class SQLTokenTotalsView(SQLView):
         unknown = increments.keys() - _COUNTER_NAMES
         if unknown:
             raise ValueError(f"unknown token counters: {sorted(unknown)}")
-        table = self.table
         deltas = {k: int(v) for k, v in increments.items() if v}
+        if self._merge_in_batch(tracking, conversation_id, adds=deltas):
+            return
+        table = self.table
 
         def missing(conn: Connection, adds: dict[str, int]) -> None:  # a row the log never started
             conn.execute(insert(table).values({**_new_row(conversation_id, base_tokens=0), **adds}))

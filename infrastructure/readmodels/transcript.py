@@ -36,6 +36,12 @@ class SQLTranscriptView(SQLView):
 
     def add_message(self, entry: TranscriptEntry, *, conversation_id: UUID, tracking: Tracking) -> None:
         table = self.table
+        batch = self._batched(tracking)
+        if batch is not None:  # in a batch: the row goes with its other rows
+            if tracking.notification_id > batch.tracked:
+                self._insert_message(batch.conn, table, entry, conversation_id)
+                batch.tracked = tracking.notification_id
+            return
 
         def change(conn: Connection) -> None:
             self._insert_message(conn, table, entry, conversation_id)

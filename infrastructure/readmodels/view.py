@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from uuid import UUID
 
@@ -38,7 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.application.storage.store import failure_cause
 from contextledger.domain.values.errors import StoreError, TrackingRewoundError
-from contextledger.infrastructure.readmodels.bulk import BulkPlan, insert_rows, plan_for
+from contextledger.infrastructure.readmodels.bulk import BulkPlan, RowUpdate, ViewBatch
 from contextledger.infrastructure.readmodels.host import ReadModelHost, SharedTransaction
 from contextledger.infrastructure.readmodels.sealing import is_subject_sealed
 from contextledger.infrastructure.readmodels.storage import reason
@@ -65,52 +65,6 @@ def columns_of(record: DataclassInstance) -> dict[str, Any]:
     return {name: getattr(record, name) for name in names}
 
 
-@dataclass
-class _RowUpdate:
-    """What a batch will change in one row (``SQLView._update_row``)."""
-
-    sets: dict[str, Any]
-    adds: dict[str, int]
-    on_missing: Callable[[Connection, dict[str, int]], None] | None
-
-
-@dataclass
-class _Batch:
-    """A view's part of a batch: its tracking as locked, and as applied so far."""
-
-    conn: Connection
-    application_name: str
-    thread: int
-    start: int
-    tracked: int
-    #: Rows to insert, in order, written together before any other statement of the
-    #: view runs and at the batch's end (one ``executemany`` per run of one table).
-    pending: list[tuple[Table, dict[str, Any]]] = field(default_factory=list)
-    #: Per row (its key): columns to set (the last value wins) and counters to add
-    #: to (summed), written after the pending rows, one UPDATE per row.
-    updates: dict[Any, _RowUpdate] = field(default_factory=dict)
-    #: The view's bulk-insert plans, by table and columns (``bulk.plan_for``).
-    plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = field(default_factory=dict)
-
-    def flush_rows(self) -> None:
-        """Insert the pending rows: each run of rows of one table and the same columns
-        in one driver call (``bulk.insert_rows``)."""
-        pending, self.pending = self.pending, []
-        start = 0
-        while start < len(pending):
-            table, first = pending[start]
-            keys = first.keys()
-            end = start + 1
-            while end < len(pending) and pending[end][0] is table and pending[end][1].keys() == keys:
-                end += 1
-            columns = tuple(keys)
-            plan = self.plans.get((table.name, columns))
-            if plan is None:
-                plan = self.plans[(table.name, columns)] = plan_for(self.conn, table, columns)
-            insert_rows(self.conn, plan, [values for _, values in pending[start:end]])
-            start = end
-
-
 class SQLView(TrackingRecorder):
     """A view on SQL tables: each change is written with its tracking row, atomically."""
 
@@ -126,10 +80,10 @@ class SQLView(TrackingRecorder):
         #: Per application: the last notification id this view applied or saw applied.
         self._seen: dict[str, int] = {}
         #: The batch this view applies events in now (``batch()``), if any.
-        self._batch: _Batch | None = None
+        self._batch: ViewBatch | None = None
         #: Statements built once and run with parameters (``_statement``).
         self._statements: dict[Any, Any] = {}
-        #: Bulk-insert plans of the batches (``_Batch.plans``), kept from batch to batch.
+        #: Bulk-insert plans of the batches (``ViewBatch.plans``), kept from batch to batch.
         self._plans: dict[tuple[str, tuple[str, ...]], BulkPlan] = {}
 
     def __repr__(self) -> str:
@@ -245,7 +199,7 @@ class SQLView(TrackingRecorder):
                     projection=self.name,
                     tracked=tracked,
                 )
-            state = _Batch(shared.conn, app, shared.thread, tracked, tracked, plans=self._plans)
+            state = ViewBatch(shared.conn, app, shared.thread, tracked, tracked, plans=self._plans)
             self._batch = state
             try:
                 yield
@@ -316,6 +270,49 @@ class SQLView(TrackingRecorder):
         self._seen[app] = nid
         return True
 
+    def _batched(self, tracking: Tracking) -> ViewBatch | None:
+        """The batch ``tracking``'s event is applied in (this view's open batch, of the
+        same application, in this thread), None if it is applied on its own."""
+        batch = self._batch
+        if (
+            batch is not None
+            and batch.application_name == tracking.application_name
+            and batch.thread == threading.get_ident()
+        ):
+            return batch
+        return None
+
+    def _merge_in_batch(
+        self,
+        tracking: Tracking,
+        key: Any,
+        sets: dict[str, Any] | None = None,
+        adds: dict[str, int] | None = None,
+    ) -> bool:
+        """``_write`` of ``_update_row(key, sets=..., adds=...)`` for an event of a batch
+        that holds a change of the row already (most events of a batch change a row an
+        earlier one did): merged into it in place, the batch's tracking moved on, or
+        nothing if the event was applied already. False (nothing done) otherwise: the
+        caller takes the general way."""
+        batch = self._batched(tracking)
+        if batch is None:
+            return False
+        nid = tracking.notification_id
+        if nid <= batch.tracked:
+            return True
+        held = batch.updates.get(key)
+        if held is None:
+            return False
+        if sets:
+            held.sets.update(sets)
+        if adds:
+            counters = held.adds
+            for name, amount in adds.items():
+                if amount:
+                    counters[name] = counters.get(name, 0) + amount
+        batch.tracked = nid
+        return True
+
     def erase_conversations(self, conversation_ids: Sequence[UUID], *, tracking: Tracking) -> None:
         """Delete every row of this view's tables that belongs to one of
         ``conversation_ids`` (their data subject was erased). On SQLite the freed
@@ -358,7 +355,7 @@ class SQLView(TrackingRecorder):
 
         self._write(tracking, change, deferrable=True)
 
-    def _flush(self, batch: _Batch) -> None:
+    def _flush(self, batch: ViewBatch) -> None:
         """Write what ``batch`` holds back: the pending rows, then the row updates."""
         batch.flush_rows()
         updates, batch.updates = batch.updates, {}
@@ -380,7 +377,7 @@ class SQLView(TrackingRecorder):
         batch = self._batch
         held = None if batch is None or batch.conn is not conn else batch.updates.get(key)
         if held is None:
-            change = _RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
+            change = RowUpdate(dict(sets or {}), {k: v for k, v in (adds or {}).items() if v}, on_missing)
             if batch is None or batch.conn is not conn:
                 self._run_update(conn, key, change)
             else:
@@ -397,7 +394,7 @@ class SQLView(TrackingRecorder):
         if held.on_missing is None:
             held.on_missing = on_missing
 
-    def _run_update(self, conn: Connection, key: Any, change: _RowUpdate) -> None:
+    def _run_update(self, conn: Connection, key: Any, change: RowUpdate) -> None:
         if not change.sets and not change.adds:
             return
         table = self.table

@@ -221,6 +221,32 @@ def test_a_follower_far_behind_catches_up_in_batches_then_applies_one_event_at_o
         runner.stop()
 
 
+def test_a_follower_far_behind_takes_a_rebuilds_batches_and_near_the_end_the_usual_ones(
+    ledger: Ledger, url: str
+) -> None:
+    cid = ledger.start("s", policy=POLICY)
+    converse(ledger, cid, 40)  # 200 messages and the summaries they trigger
+    head = ledger.recorder.max_notification_id() or 0
+    models = SQLReadModels.for_url(url)
+    runner = models.runner(
+        ledger, batch_events=10, batch_seconds=3600.0, rebuild_batch_events=100, rebuild_batch_seconds=3600.0
+    )
+    try:
+        with counting_batches(models) as opened:
+            assert runner.catch_up() > 200
+        # Far behind: batches of up to 100 events (10 each would take more than 20).
+        assert len(opened) <= head // 100 + 3
+        assert models.transcript.transcript(cid) == ledger.transcript(cid)
+        converse(ledger, cid, 6)  # 30 more messages: less than a rebuild batch behind
+        with counting_batches(models) as opened:
+            assert runner.catch_up() >= 30
+        assert len(opened) >= 3  # the usual batches of 10
+        assert models.transcript.transcript(cid) == ledger.transcript(cid)
+        assert_read_models_equal_ledger(models, ledger)
+    finally:
+        models.close()
+
+
 @pytest.fixture
 def encrypted_shards(url: str, tmp_path: Path) -> Iterator[Settings]:
     """Settings of two stores of ``url``'s kind under one cipher key."""
