@@ -22,6 +22,10 @@ VARYING = [
     (re.compile(r"[\d,]+ event/s"), "<rate>"),
     (re.compile(r"in \d+\.\d s"), "in <seconds> s"),
     (re.compile(r'"seal": "[0-9a-f]{64}"'), '"seal": "<seal>"'),
+    # A link's salt is random, and so are its commitment and every digest after it.
+    (re.compile(r'"salt": "[0-9a-f]{32}"'), '"salt": "<salt>"'),
+    (re.compile(r'"commitment": "[0-9a-f]{64}"'), '"commitment": "<commitment>"'),
+    (re.compile(r'"digest": "[0-9a-f]{64}"'), '"digest": "<digest>"'),
 ]
 #: A progress line (on stderr: its count of lines depends on the machine's speed).
 PROGRESS = re.compile(r"\[[#-]{30}\]")
