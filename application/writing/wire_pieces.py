@@ -54,6 +54,11 @@ def wire_adapter(obj: Any) -> InboundAdapter | None:
     come with originals or items, maybe several to one object); None for what
     ``inbound`` takes. Asked once per object: the answer travels with it to the
     decoding."""
+    if type(obj) is dict and len(obj) == 2 and type(obj.get("content")) is str and "role" in obj:
+        # The usual turn, ``{"role": ..., "content": "..."}``: no adapter claims it (an
+        # Anthropic param with text content reads as the chat message; Gemini needs
+        # "parts", the Responses format a "type", a reply other keys).
+        return None
     if ANTHROPIC.accepts(obj):
         return ANTHROPIC
     if GEMINI.accepts(obj):

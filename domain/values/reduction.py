@@ -6,10 +6,12 @@ Nothing here does I/O or counts tokens: token counts arrive as values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from inspect import signature
+from operator import not_
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from contextledger.domain.values.messages import Message
 from contextledger.domain.values.policy import ReductionPolicy
@@ -30,6 +32,11 @@ __all__ = [
 ]
 
 
+#: pydantic-core can leave a field out by its value (``Field(exclude_if=...)``, 2.11+).
+_EXCLUDE_IF = "exclude_if" in signature(Field).parameters
+_HIDDEN: Any = Field(default=False, exclude_if=not_) if _EXCLUDE_IF else False
+
+
 class Entry(BaseModel):
     """One unsummarized message as the aggregate keeps it."""
 
@@ -48,12 +55,17 @@ class Entry(BaseModel):
     #: The framework's own form of the message (``MessageAppended.original``).
     original: dict[str, Any] | None = None
     #: A tool result a framework filtered from the model (``MessageAppended.hidden``):
-    #: always shown as its placeholder.
-    hidden: bool = False
+    #: always shown as its placeholder. Left out of dumps when False (as ``omit_unhidden``
+    #: leaves it out of the events'), by pydantic-core itself where it can: a snapshot
+    #: then dumps its whole window without a wrap serializer's round trip through Python
+    #: values per entry.
+    hidden: bool = _HIDDEN
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return omit_unhidden(self.hidden, handler(self))
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic before 2.11
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+            return omit_unhidden(self.hidden, handler(self))
 
     @property
     def starts_group(self) -> bool:

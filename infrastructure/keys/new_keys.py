@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,15 +54,22 @@ _LOOK_UP_LIMIT = 65536
 _DEFERRING: ContextVar[bool] = ContextVar("contextledger_defer_new_keys", default=False)
 
 
-@contextmanager
-def deferring() -> Iterator[None]:
+class _Deferring:
+    """``deferring()``'s context manager: a class, not a generator (every save enters one)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _DEFERRING.set(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _DEFERRING.reset(self._token)
+
+
+def deferring() -> _Deferring:
     """Within: a subject's new key is held (``NewKeys``), its row written by the
     recorder with the records (see the module doc)."""
-    token = _DEFERRING.set(True)
-    try:
-        yield
-    finally:
-        _DEFERRING.reset(token)
+    return _Deferring()
 
 
 def is_deferring() -> bool:

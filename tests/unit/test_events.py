@@ -230,3 +230,28 @@ def test_every_domain_model_keeps_non_finite_floats_as_json_constants() -> None:
     models |= {sub for cls in list(models) for sub in cls.__subclasses__()}
     assert len(models) > 15
     assert {m.__name__ for m in models if m.model_config.get("ser_json_inf_nan") != "constants"} == set()
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_a_window_entry_dumps_hidden_only_when_set(hidden: bool) -> None:
+    # Snapshots store entries as they always did: no "hidden" key unless it is True.
+    message = Message(role="tool", tool_call_id="c1", content="é \u2028 result")
+    entry = Entry(position=3, version=4, message=message, tokens=7, placeholder_tokens=2, hidden=hidden)
+    expected: dict[str, Any] = {
+        "position": 3,
+        "version": 4,
+        "message": message.model_dump(),
+        "tokens": 7,
+        "placeholder_tokens": 2,
+        "tool_name": None,
+        "items": None,
+        "original": None,
+    }
+    if hidden:
+        expected["hidden"] = True
+    assert entry.model_dump() == expected
+    assert list(entry.model_dump(mode="json")) == list(expected)
+    assert entry.model_dump_json() == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)
+    state = ConversationState(system_prompt=None, system_tokens=0, model="m", policy=POLICY, digest="d")
+    state.window = [entry]
+    assert ('"hidden":true' in state.model_dump_json()) is hidden

@@ -8,7 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
+from contextledger.application.formats.inbound import ANTHROPIC, GEMINI
+from contextledger.application.formats.responses import RESPONSES
 from contextledger.application.writing.inbound import ALWAYS_DROPPED, DROPPED_WHEN_NONE, inbound
+from contextledger.application.writing.wire_pieces import wire_adapter
 from contextledger.domain.values.errors import InvalidMessageError
 from contextledger.domain.values.messages import Message
 
@@ -72,3 +75,16 @@ def test_a_role_and_text_dict_becomes_what_the_general_path_makes_of_it(role: ob
     data = {"role": role, "content": content}
     general = _outcome(lambda: Message.from_openai(dict(data)))
     assert _outcome(lambda: inbound(data).message) == general
+
+
+@settings(deadline=None)
+@given(
+    role=st.sampled_from(["system", "developer", "user", "assistant", "tool", "model", "robot", ""]),
+    content=st.text() | st.sampled_from(["", "parts", '{"type": "message"}', "é" * 50]),
+    first=st.booleans(),
+)
+def test_no_wire_adapter_claims_a_role_and_text_dict(role: str, content: str, first: bool) -> None:
+    # wire_adapter answers None for such a dict without asking the adapters: each must refuse it.
+    data = {"role": role, "content": content} if first else {"content": content, "role": role}
+    assert wire_adapter(data) is None
+    assert not any(adapter.accepts(dict(data)) for adapter in (ANTHROPIC, GEMINI, RESPONSES))
