@@ -335,6 +335,7 @@ def _write(table: Any, role: str, key_store_id: str, location: str) -> tuple[str
     text = "TEXT" if isinstance(table, SQLiteKeyTable) else "text"
 
     def work(cursor: Any) -> None:
+        table._creating(cursor)
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {name} (role {text} PRIMARY KEY, key_store_id {text} "
             f"NOT NULL, location {text} NOT NULL)"

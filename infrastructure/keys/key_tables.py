@@ -141,6 +141,9 @@ class _SQLKeyTable:
     def _sql(self, text: str) -> Any:
         return text
 
+    def _creating(self, cursor: Any) -> None:
+        """Before the tables are made (PostgreSQL: one creating process at a time)."""
+
     def _create_statements(self) -> list[str]:
         raise NotImplementedError
 
@@ -193,6 +196,7 @@ class _SQLKeyTable:
 
     def create_tables(self) -> None:
         def work(cursor: Any) -> None:
+            self._creating(cursor)
             for statement in self._create_statements():
                 cursor.execute(self._sql(statement))
 
@@ -440,6 +444,11 @@ class PostgresKeyTable(_SQLKeyTable):
 
     def _sql(self, text: str) -> Any:
         return text.replace("?", "%s")
+
+    def _creating(self, cursor: Any) -> None:
+        # Processes opening a new store at once: CREATE TABLE IF NOT EXISTS is not safe
+        # against itself in PostgreSQL (a duplicate pg_type row), so one at a time.
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.keys,))
 
     def _create_statements(self) -> list[str]:
         return [
