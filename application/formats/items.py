@@ -208,8 +208,15 @@ class _Rendering:
     #: summaries and those entries (without the open group's).
     entries: tuple[Entry, ...]
     head: list[Item]
-    #: The whole rendering, marshalled (None: it holds what ``marshal`` refuses).
-    blob: bytes | None
+    #: The whole rendering, marshalled in pieces: the head's (one per extension, up to
+    #: ``MAX_PIECES``, then one again), then the open group's (None: it holds what
+    #: ``marshal`` refuses).
+    blobs: tuple[bytes, ...] | None
+
+
+#: Marshalled pieces of a rendering's head before they are marshalled as one again: a
+#: change marshals only what it added, and the whole head once in ``MAX_PIECES`` turns.
+MAX_PIECES = 16
 
 
 def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
@@ -219,7 +226,7 @@ def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
 class ItemsView:
     """A conversation's working memory as items, kept between calls: the same cached
     ``Conversation`` object at the same version is handed out again (a fresh copy each
-    time, one ``marshal`` round trip); when only entries were appended since (the
+    time, from its ``marshal`` pieces); when only entries were appended since (the
     entries rendered before are still there, the same objects, with the same system
     prompt, summaries and placeholder boundary), just the new entries are rendered.
     A conversation loaded afresh (evicted, erased since, reloaded) is another object,
@@ -247,9 +254,8 @@ class ItemsView:
             and last.summary_role == summary_role
             and last.open_group == open_group
         ):
-            if last.version == conversation.version and last.blob is not None:
-                unchanged: list[Item] = marshal.loads(last.blob)
-                return unchanged
+            if last.version == conversation.version and last.blobs is not None:
+                return _loaded(last.blobs)
             if (
                 s.system_prompt == last.system_prompt
                 and s.placeholder_before == last.placeholder_before
@@ -262,13 +268,22 @@ class ItemsView:
                     for entry in visible[done:]:
                         head.extend(_entry_shared(conversation, entry))
                     self.extensions += 1
+        pieces: tuple[bytes, ...] | None = None
         if head is None:
             visible = conversation.visible_entries()
             head = _head_items(conversation, summary_role, visible)
             self.renders += 1
+        elif last is not None and last.blobs is not None:  # only the new items marshalled
+            piece = _marshalled(head[len(last.head) :])
+            if piece is not None and len(last.blobs) <= MAX_PIECES:
+                pieces = (*last.blobs[:-1], piece)
         assert visible is not None
-        out = head + open_group_items(conversation) if open_group else list(head)
-        blob = _marshalled(out)
+        if pieces is None:  # the whole head in one piece
+            whole = _marshalled(head)
+            pieces = None if whole is None else (whole,)
+        group = open_group_items(conversation) if open_group else []
+        group_blob = _marshalled(group)
+        blobs = None if pieces is None or group_blob is None else (*pieces, group_blob)
         self._last = _Rendering(
             weakref.ref(conversation),
             conversation.version,
@@ -279,12 +294,19 @@ class ItemsView:
             s.placeholder_before,
             tuple(visible),
             head,
-            blob,
+            blobs,
         )
-        if blob is None:
-            return copy.deepcopy(out)
-        fresh: list[Item] = marshal.loads(blob)
-        return fresh
+        if blobs is None:
+            return copy.deepcopy(head + group)
+        return _loaded(blobs)
+
+
+def _loaded(blobs: tuple[bytes, ...]) -> list[Item]:
+    """The items of marshalled pieces, in order: a fresh copy."""
+    out: list[Item] = marshal.loads(blobs[0])
+    for blob in blobs[1:]:
+        out.extend(marshal.loads(blob))
+    return out
 
 
 def context_items(

@@ -12,6 +12,11 @@ unerased, checked by its ``INSERT`` itself, under the write lock (``key_fence``)
 write refused so raises ``ConversationErasedError`` and stores nothing of the save.
 A subject's first key is inserted in the transaction of its first records
 (``map_and_insert``, ``keys.new_keys``), not in one of its own.
+
+A conversation's events (``select_events``: all of them, or those after a version, as a
+query asks whether the cached copy is still current) are read the same way: one
+``SELECT`` on a reader connection of the pool, in autocommit (a statement alone is its
+own read transaction), without the library's ``BEGIN`` and wrappers.
 """
 
 from __future__ import annotations
@@ -76,6 +81,65 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
                 assert fresh is not None
                 fresh.new_keys.lose(lost.key_ids)
         self.insert_events([to_stored(e) for e in events])  # keys stored first, on their own
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """The events of ``originator_id`` in version order (the library's query and
+        result), read in one ``SELECT`` on a reader connection in autocommit."""
+        statement = self._select_statement(gt is not None, lte is not None, desc, limit is not None)
+        oid = originator_id.hex if isinstance(originator_id, UUID) else originator_id
+        params: list[Any] = [oid]
+        if gt is not None:
+            params.append(gt)
+        if lte is not None:
+            params.append(lte)
+        if limit is not None:
+            params.append(limit)
+        pool = self.datastore.pool
+        connection = pool.get_connection(is_writer=False)
+        try:
+            cursor = connection.cursor().sqlite_cursor
+            try:
+                cursor.row_factory = None  # plain tuples
+                rows = cursor.execute(statement, params).fetchall()
+            finally:
+                cursor.close()
+        except sqlite3.Error as exc:
+            raise persistence_error(exc, sqlite3) from exc
+        finally:
+            pool.put_connection(connection)
+        if not rows:
+            return []
+        as_uuid = self.datastore.originator_id_type == "uuid"
+        same = UUID(rows[0][0]) if as_uuid else rows[0][0]  # one originator: converted once
+        return [
+            StoredEvent(originator_id=same, originator_version=version, topic=topic, state=state)
+            for _, version, topic, state in rows
+        ]
+
+    def _select_statement(self, gt: bool, lte: bool, desc: bool, limit: bool) -> str:
+        """The library's query for these conditions, built once each."""
+        statements: dict[tuple[bool, bool, bool, bool], str] = self.__dict__.setdefault("_selects", {})
+        shape = (gt, lte, desc, limit)
+        found = statements.get(shape)
+        if found is None:
+            found = (
+                "SELECT originator_id, originator_version, topic, state "
+                f"FROM {self.events_table_name} WHERE originator_id=? "
+                + ("AND originator_version>? " if gt else "")
+                + ("AND originator_version<=? " if lte else "")
+                + ("ORDER BY originator_version " + ("DESC " if desc else "ASC "))
+                + ("LIMIT ? " if limit else "")
+            )
+            statements[shape] = found
+        return found
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if kwargs.get("tracking") is not None:  # a process application's save: the library's path

@@ -176,3 +176,29 @@ def test_a_view_renders_once_then_adds_what_was_appended_and_renders_again_after
     assert view.renders == renders + 1
     assert items[1] == {"type": "message", "role": "developer", "content": items[1]["content"]}
     assert "so far" in items[1]["content"]
+
+
+def test_many_extensions_in_a_row_equal_fresh_renderings_and_stay_private(ledger: cl.Ledger) -> None:
+    from contextledger.application.formats.items import MAX_PIECES
+
+    cid = ledger.start(system_prompt="be brief")
+    view = ItemsView()
+    ledger.append_items(cid, copy.deepcopy(TURN))
+    ledger.store.read(cid, lambda c: view.items(c, open_group=True))
+    for n in range(2 * MAX_PIECES + 3):
+        if n % 5 == 1:  # the call left open by the last round answered
+            ledger.append_items(
+                cid, [{"type": "function_call_output", "call_id": f"o{n - 1}", "output": "ok"}]
+            )
+        ledger.append_items(cid, [{"role": "user", "content": f"q{n}"}])
+        if n % 5 == 0:  # an open call at the end (rendered after the working memory)
+            ledger.append_items(
+                cid, [{"type": "function_call", "call_id": f"o{n}", "name": "f", "arguments": "{}"}]
+            )
+        items = ledger.store.read(cid, lambda c: view.items(c, open_group=True))
+        again = ledger.store.read(cid, lambda c: view.items(c, open_group=True))
+        assert items == again == ledger.store.read(cid, lambda c: ItemsView().items(c, open_group=True))
+        items[1]["content"] = "changed"  # a caller's change reaches neither the next call...
+        again.clear()
+        assert ledger.store.read(cid, lambda c: view.items(c, open_group=True))[1:5] == TURN
+    assert (view.renders, view.extensions) == (1, 2 * MAX_PIECES + 3)

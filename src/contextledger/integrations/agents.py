@@ -16,15 +16,25 @@ stays in the ledger's log (``ledger.transcript_items``), and what any run was se
 be re-derived with ``ledger.context_items(cid, version=v)``. Summaries run in the
 background, as everywhere in contextledger.
 
+The session's calls run on a thread of its own (``_Worker``: one long-lived thread
+per session, fed by a plain queue, answering through ``loop.call_soon_threadsafe``),
+in the order they were made, as ``asyncio.to_thread`` would run them but without an
+executor's bookkeeping per call. Each passes the ledger's gate: after
+``Ledger.close()`` a call is refused (``LedgerClosedError``).
+
 Needs the ``agents`` extra (``pip install contextledger[agents]``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import os
+import queue
+import threading
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_args
 
 from agents.memory.session_settings import SessionSettings
 
@@ -46,6 +56,69 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
 __all__ = ["ABANDONED_CALL_OUTPUT", "LedgerSession"]
+
+T = TypeVar("T")
+
+#: Seconds a session's worker thread waits for the next call before it ends (the
+#: next call starts another).
+WORKER_IDLE_SECONDS = 5.0
+
+
+def _deliver(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """On the loop: hand the call's outcome to its awaiting task (unless cancelled)."""
+    if future.cancelled():
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+
+
+class _Worker:
+    """One thread running a session's blocking calls in order. A call is a plain queue
+    entry; its outcome reaches the awaiting task through ``call_soon_threadsafe``. As
+    with ``asyncio.to_thread``: the call runs in a copy of the caller's context; a
+    call cancelled before the thread takes it up does not run, one already running
+    finishes (its outcome is dropped). The thread ends after ``WORKER_IDLE_SECONDS``
+    without calls."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._running = False
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        call = (loop, future, contextvars.copy_context(), fn, args)
+        with self._lock:
+            self._calls.put(call)
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._serve, name="contextledger-session", daemon=True).start()
+        return await future
+
+    def _serve(self) -> None:
+        calls = self._calls
+        while True:
+            try:
+                loop, future, context, fn, args = calls.get(timeout=WORKER_IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if calls.empty():
+                        self._running = False
+                        return
+                continue
+            if future.cancelled():  # cancelled while it waited: not run
+                continue
+            result, error = None, None
+            try:
+                result = context.run(fn, *args)
+            except BaseException as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
+                loop.call_soon_threadsafe(_deliver, future, result, error)
+            del loop, future, context, fn, args, result, error
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -196,6 +269,7 @@ class LedgerSession(SessionBinding):
         #: The last rendering of ``get_items()``, handed out again while the
         #: conversation stays as it was.
         self._view = ItemsView()
+        self._worker = _Worker()
 
     # --------------------------------------------------------- Session protocol
 
@@ -205,7 +279,7 @@ class LedgerSession(SessionBinding):
         (default ``session_settings.limit``), the newest ``limit`` of those items."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = await asyncio.to_thread(self._items)
+        items = await self._worker.run(self._gated, self._items)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return cast("list[TResponseInputItem]", items)
@@ -220,15 +294,15 @@ class LedgerSession(SessionBinding):
         the model: the context shows their placeholder, the summarizer too."""
         plain = [_plain(i) for i in items]
         if plain:
-            await asyncio.to_thread(self._add, plain, hidden_call_ids)
+            await self._worker.run(self._gated, self._add, plain, hidden_call_ids)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it (None when the session is empty)."""
-        return cast("TResponseInputItem | None", await asyncio.to_thread(self._pop_item))
+        return cast("TResponseInputItem | None", await self._worker.run(self._gated, self._pop_item))
 
     async def clear_session(self) -> None:
         """Forget every item of this session (the log keeps them for audits)."""
-        await asyncio.to_thread(self._clear)
+        await self._worker.run(self._gated, self._clear)
 
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
         """The hook ``OpenAIResponsesCompactionSession`` replaces the whole history
@@ -238,7 +312,7 @@ class LedgerSession(SessionBinding):
         then gives the compacted items and what follows them. False (nothing written,
         the SDK clears and re-adds instead) for items that are not such an output."""
         plain = [_plain(i) for i in items]
-        return await asyncio.to_thread(compact_session, self.ledger, self.conversation_id, plain)
+        return await self._worker.run(self._gated, self._compact, plain)
 
     # -------------------------------------------------------------- sync side
 
@@ -259,6 +333,19 @@ class LedgerSession(SessionBinding):
     # The edit commands keep the log whole: ``pop`` and ``clear`` retract, they never
     # delete. ``pop_item`` takes exactly one item: when it belongs to a tool-call group,
     # the rest of the group is appended again (contextledger.application.facade.session_items).
+
+    def _gated(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` through the ledger's gate: refused once the ledger is closing,
+        counted in flight until it returns (``close()`` waits for it)."""
+        gate = self.ledger._lifecycle
+        gate.enter()
+        try:
+            return fn(*args)
+        finally:
+            gate.leave()
+
+    def _compact(self, items: list[dict[str, Any]]) -> bool:
+        return compact_session(self.ledger, self.conversation_id, items)
 
     def _add(self, items: list[dict[str, Any]], hidden_call_ids: Collection[str] = ()) -> None:
         hidden = set(hidden_call_ids)
