@@ -72,12 +72,14 @@ class TestSQLiteConversationRecorderContract(ApplicationRecorderTestCase[SQLiteC
     def setUp(self) -> None:
         self.folder = tempfile.TemporaryDirectory()
         self.datastore = SQLiteDatastore(str(Path(self.folder.name) / "contract.db"))
+        self.threads_before = set(threading.enumerate())
 
     def tearDown(self) -> None:
         # The library's concurrency test stops its reader threads without joining them;
-        # closing SQLite connections under a running query crashes the interpreter.
+        # closing SQLite connections under a running query crashes the interpreter. Only
+        # the test's own threads: not one the process ran before it (the suite's mypy run).
         for thread in threading.enumerate():
-            if thread is not threading.main_thread() and not thread.daemon:
+            if thread not in self.threads_before and not thread.daemon:
                 thread.join(10)
         self.datastore.close()
         self.folder.cleanup()
