@@ -88,6 +88,16 @@ class RowUpdate:
     adds: dict[str, int]
     on_missing: Callable[[Connection, dict[str, int]], None] | None
 
+    def merge(self, sets: dict[str, Any] | None, adds: dict[str, int] | None) -> None:
+        """Another change of the same row in the batch: its values set, its counts added."""
+        if sets:
+            self.sets.update(sets)
+        if adds:
+            counters = self.adds
+            for name, amount in adds.items():
+                if amount:
+                    counters[name] = counters.get(name, 0) + amount
+
 
 @dataclass
 class ViewBatch:

@@ -303,13 +303,7 @@ class SQLView(TrackingRecorder):
         held = batch.updates.get(key)
         if held is None:
             return False
-        if sets:
-            held.sets.update(sets)
-        if adds:
-            counters = held.adds
-            for name, amount in adds.items():
-                if amount:
-                    counters[name] = counters.get(name, 0) + amount
+        held.merge(sets, adds)
         batch.tracked = nid
         return True
 
@@ -384,13 +378,7 @@ class SQLView(TrackingRecorder):
                 batch.updates[key] = change
             return
         # The row changes again in this batch (most events do): merge in place.
-        if sets:
-            held.sets.update(sets)
-        if adds:
-            counters = held.adds
-            for name, amount in adds.items():
-                if amount:
-                    counters[name] = counters.get(name, 0) + amount
+        held.merge(sets, adds)
         if held.on_missing is None:
             held.on_missing = on_missing
 
