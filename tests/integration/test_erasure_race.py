@@ -18,13 +18,15 @@ write records when it was called, when it returned and how. Afterwards:
 Each store runs the race twice: with the key table in the store, and in a key store of
 its own (``Settings.key_store``: another SQLite file, another PostgreSQL database),
 whose write fence works otherwise (``infrastructure/keys/key_store.py``).
+
+The processes come from a forkserver that imported the package once
+(tests/support/processes.py); each is still a process of its own, with its own ledger.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import multiprocessing
 import os
 import time
 from pathlib import Path
@@ -39,6 +41,7 @@ from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.following.notifications import read_notifications
 from contextledger.domain.erasure import ContentErased, ErasedEvent
 from contextledger.infrastructure.readmodels import SQLReadModels
+from tests.support.processes import process_context
 
 APPENDERS = 3
 VICTIM = "victim"
@@ -48,12 +51,12 @@ POLICY = ReductionPolicy(trigger_messages=8, keep_messages=3, max_summary_tokens
 BEFORE, AFTER = 2.5, 1.5
 
 
-#: The key store the race runs with (the environment reaches the spawned processes).
-KEY_STORE = "CL_TEST_RACE_KEY_STORE"
+#: Where a race keeps its keys: the store (``None``), or a key store of its own.
+Stores = tuple[str, str | None]
 
 
-def _settings(url: str, key: str, **more: Any) -> Settings:
-    key_store = os.environ.get(KEY_STORE) or None
+def _settings(stores: Stores, key: str, **more: Any) -> Settings:
+    url, key_store = stores
     return Settings(
         database_url=url, cipher_key=key, key_store=key_store, write_deadline=60, poll_interval=0.05, **more
     )
@@ -64,10 +67,10 @@ def _text(subject: str, tag: str) -> str:
 
 
 def _appender(
-    url: str, key: str, targets: list[tuple[str, str]], name: str, barrier: Any, stop: Any, out: str
+    stores: Stores, key: str, targets: list[tuple[str, str]], name: str, barrier: Any, stop: Any, out: str
 ) -> None:
     ops: list[dict[str, Any]] = []
-    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+    with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
         for _, cid in targets:  # every key in this process's cache before the race
             ledger.context(UUID(cid))
         warm = ledger.start("warm-up", subject=f"warm-{name}")  # the token counter loaded
@@ -116,8 +119,8 @@ def _appender(
     Path(out).write_text(json.dumps(ops))
 
 
-def _worker(url: str, key: str, barrier: Any, stop: Any) -> None:
-    with Ledger.open(settings=_settings(url, key, run_policy=True)) as ledger:
+def _worker(stores: Stores, key: str, barrier: Any, stop: Any) -> None:
+    with Ledger.open(settings=_settings(stores, key, run_policy=True)) as ledger:
         models = SQLReadModels.for_ledger(ledger)
         ledger.attach(models.runner(ledger, close_with_runner=False))
         barrier.wait(120)
@@ -126,8 +129,8 @@ def _worker(url: str, key: str, barrier: Any, stop: Any) -> None:
         models.close()
 
 
-def _eraser(url: str, key: str, barrier: Any, out: str) -> None:
-    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+def _eraser(stores: Stores, key: str, barrier: Any, out: str) -> None:
+    with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
         barrier.wait(120)
         time.sleep(BEFORE)
         called = time.monotonic()
@@ -140,8 +143,8 @@ def _eraser(url: str, key: str, barrier: Any, out: str) -> None:
     )
 
 
-def _setup(url: str, key: str) -> tuple[dict[str, list[UUID]], UUID]:
-    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+def _setup(stores: Stores, key: str) -> tuple[dict[str, list[UUID]], UUID]:
+    with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
         by_subject = {
             subject: [
                 ledger.start(f"assistant of {_text(subject, 'system')}", subject=subject, policy=POLICY)
@@ -158,11 +161,11 @@ def _setup(url: str, key: str) -> tuple[dict[str, list[UUID]], UUID]:
     return by_subject, fork
 
 
-def _race(url: str, tmp: Path) -> None:
+def _race(stores: Stores, tmp: Path) -> None:
     key = base64.b64encode(os.urandom(32)).decode()
-    by_subject, fork = _setup(url, key)
+    by_subject, fork = _setup(stores, key)
     targets = [(s, str(c)) for s, cids in by_subject.items() for c in cids] + [("s1", str(fork))]
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     barrier, stop = ctx.Barrier(APPENDERS + 3), ctx.Event()
     outs = [str(tmp / f"appender-{n}.json") for n in range(APPENDERS)]
     erased_out = str(tmp / "eraser.json")
@@ -170,12 +173,12 @@ def _race(url: str, tmp: Path) -> None:
     procs = [
         ctx.Process(
             target=_appender,
-            args=(url, key, targets[2 * n :] + targets[: 2 * n], f"p{n}", barrier, stop, outs[n]),
+            args=(stores, key, targets[2 * n :] + targets[: 2 * n], f"p{n}", barrier, stop, outs[n]),
         )
         for n in range(APPENDERS)
     ]
-    worker = ctx.Process(target=_worker, args=(url, key, barrier, stop))
-    eraser = ctx.Process(target=_eraser, args=(url, key, barrier, erased_out))
+    worker = ctx.Process(target=_worker, args=(stores, key, barrier, stop))
+    eraser = ctx.Process(target=_eraser, args=(stores, key, barrier, erased_out))
     everyone = [*procs, worker, eraser]
     try:
         for p in everyone:
@@ -194,11 +197,11 @@ def _race(url: str, tmp: Path) -> None:
     assert [p.exitcode for p in everyone] == [0] * len(everyone)
     erasure = json.loads(Path(erased_out).read_text())
     ops = [op for out in outs for op in json.loads(Path(out).read_text())]
-    check(url, key, by_subject, fork, erasure, ops)
+    check(stores, key, by_subject, fork, erasure, ops)
 
 
 def check(
-    url: str,
+    stores: Stores,
     key: str,
     by_subject: dict[str, list[UUID]],
     fork: UUID,
@@ -216,7 +219,7 @@ def check(
     erased = {UUID(c) for c in erasure["conversations"]}
     assert set(by_subject[VICTIM]) <= erased
 
-    with Ledger.open(settings=_settings(url, key, run_policy=False)) as ledger:
+    with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
         models = SQLReadModels.for_ledger(ledger)
         ledger.attach(models.runner(ledger, close_with_runner=False))
         assert ledger.wait_idle(120)
@@ -294,12 +297,9 @@ def check(
 
 
 @pytest.mark.parametrize("apart", [False, True], ids=["keys-in-store", "key-store"])
-def test_an_erasure_raced_by_writers_and_a_worker_on_a_sqlite_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: bool
-) -> None:
-    if apart:
-        monkeypatch.setenv(KEY_STORE, f"sqlite:///{tmp_path / 'keys.db'}")
-    _race(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path)
+def test_an_erasure_raced_by_writers_and_a_worker_on_a_sqlite_file(tmp_path: Path, apart: bool) -> None:
+    key_store = f"sqlite:///{tmp_path / 'keys.db'}" if apart else None
+    _race((f"sqlite:///{tmp_path / 'ledger.db'}", key_store), tmp_path)
 
 
 @pytest.mark.postgres
@@ -307,10 +307,8 @@ def test_an_erasure_raced_by_writers_and_a_worker_on_a_sqlite_file(
 def test_an_erasure_raced_by_writers_and_a_worker_on_postgres(
     postgres_url: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     apart: bool,
     request: pytest.FixtureRequest,
 ) -> None:
-    if apart:
-        monkeypatch.setenv(KEY_STORE, request.getfixturevalue("postgres_key_store_url"))
-    _race(postgres_url, tmp_path)
+    key_store = str(request.getfixturevalue("postgres_key_store_url")) if apart else None
+    _race((postgres_url, key_store), tmp_path)

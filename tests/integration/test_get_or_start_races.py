@@ -3,7 +3,6 @@ on SQLite and PostgreSQL. Exactly one conversation results, and every caller get
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from contextledger.application import Ledger
 from contextledger.application.shared.addressing import id_for_key
+from tests.support.processes import process_context
 
 THREADS = 8
 
@@ -52,7 +52,7 @@ def _process(url: str, barrier: Any, out: Any) -> None:
 
 
 def test_two_processes_racing_on_one_key_start_exactly_one_conversation(shared_url: str) -> None:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_process, args=(shared_url, barrier, out)) for _ in range(2)]
     for p in procs:

@@ -4,7 +4,6 @@ and a new process reads back exactly what was written."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from uuid import UUID
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
+from tests.support.processes import process_context
 
 WRITERS = 4
 PER_WRITER = 30
@@ -26,14 +26,15 @@ def _writer(url: str, cid: str, name: str, barrier: object) -> None:
     with Ledger.open(settings=settings) as ledger:
         barrier.wait(60)  # type: ignore[attr-defined]
         for i in range(PER_WRITER):
-            ledger.append(UUID(cid), {"role": "user", "content": f"{name}-{i}"},
-                          client_message_id=f"{name}-{i}")
+            ledger.append(
+                UUID(cid), {"role": "user", "content": f"{name}-{i}"}, client_message_id=f"{name}-{i}"
+            )
 
 
 def _run_writers(url: str) -> None:
     with Ledger.open(url, run_policy=False) as ledger:
         cid = ledger.start("s", policy=ReductionPolicy(trigger_messages=20, keep_messages=5))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     barrier = ctx.Barrier(WRITERS)
     procs = [ctx.Process(target=_writer, args=(url, str(cid), f"p{n}", barrier)) for n in range(WRITERS)]
     try:
@@ -50,7 +51,8 @@ def _run_writers(url: str) -> None:
         transcript = ledger.transcript(cid)
         assert [e.position for e in transcript] == list(range(WRITERS * PER_WRITER))
         assert sorted(e.message["content"] for e in transcript) == sorted(
-            f"p{n}-{i}" for n in range(WRITERS) for i in range(PER_WRITER))
+            f"p{n}-{i}" for n in range(WRITERS) for i in range(PER_WRITER)
+        )
         # The policy fired along the way, once, and the log verifies.
         assert [e.kind for e in ledger.replay(cid)].count("ThresholdReached") == 1
         assert ledger.verify(cid).ok
@@ -77,8 +79,13 @@ with Ledger.open(sys.argv[1], run_policy=False) as ledger:
 
 
 def read_in_new_process(url: str, cid: UUID) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", READ_BACK, url, str(cid)], capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", READ_BACK, url, str(cid)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 

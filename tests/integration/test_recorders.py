@@ -4,7 +4,6 @@ followers that never miss a notification while writers race."""
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 import tempfile
 import threading
@@ -32,6 +31,7 @@ from contextledger.infrastructure.persistence.recorders import (
     WindowedPOPORecorder,
 )
 from tests.conftest import POSTGRES_URL, _postgres_admin
+from tests.support.processes import process_context
 
 # -- eventsourcing's contract -----------------------------------------------------------
 
@@ -108,7 +108,9 @@ def test_a_sqlite_save_that_conflicts_leaves_nothing_of_itself(tmp_path: Path) -
         datastore.close()
 
 
-def test_a_lone_sqlite_save_is_one_insert_in_autocommit_and_several_share_a_transaction(tmp_path: Path) -> None:
+def test_a_lone_sqlite_save_is_one_insert_in_autocommit_and_several_share_a_transaction(
+    tmp_path: Path,
+) -> None:
     datastore = SQLiteDatastore(str(tmp_path / "c.db"))
     try:
         recorder = SQLiteConversationRecorder(datastore, events_table_name="app_events")
@@ -130,7 +132,11 @@ def test_a_lone_sqlite_save_is_one_insert_in_autocommit_and_several_share_a_tran
         sqlite_conn.set_trace_callback(None)
         # Each save is committed: another connection sees all of them, the conflict none.
         other = sqlite3.connect(tmp_path / "c.db")
-        assert other.execute("SELECT originator_version FROM app_events ORDER BY rowid").fetchall() == [(1,), (2,), (3,)]
+        assert other.execute("SELECT originator_version FROM app_events ORDER BY rowid").fetchall() == [
+            (1,),
+            (2,),
+            (3,),
+        ]
         other.close()
     finally:
         datastore.close()
@@ -242,7 +248,9 @@ def _wait_queued(recorder: PostgresConversationRecorder, n: int) -> None:
     raise AssertionError("the saves did not queue")
 
 
-def _batched(recorder: PostgresConversationRecorder, schema: str, saves: list[list[StoredEvent]]) -> list[Any]:
+def _batched(
+    recorder: PostgresConversationRecorder, schema: str, saves: list[list[StoredEvent]]
+) -> list[Any]:
     """Each save from its own thread while the table is locked, so one is in flight
     and the other five queue behind it; then the lock goes. Returns each save's ids
     or error."""
@@ -284,7 +292,9 @@ def _stored(recorder: PostgresConversationRecorder) -> list[tuple[UUID, int]]:
 
 
 @pytest.mark.postgres
-def test_concurrent_saves_share_one_statement_with_ordered_ids(recorder: PostgresConversationRecorder, schema: str) -> None:
+def test_concurrent_saves_share_one_statement_with_ordered_ids(
+    recorder: PostgresConversationRecorder, schema: str
+) -> None:
     oids = [uuid.uuid4() for _ in range(6)]
     outcomes = _batched(recorder, schema, [[_event(o, 1), _event(o, 2)] for o in oids])
     gc = recorder.group_commit
@@ -333,7 +343,9 @@ class _InFlight:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("commit", [True, False], ids=["commits", "rolls-back"])
-def test_a_reader_never_passes_an_id_whose_transaction_is_still_open(recorder: PostgresConversationRecorder, commit: bool) -> None:
+def test_a_reader_never_passes_an_id_whose_transaction_is_still_open(
+    recorder: PostgresConversationRecorder, commit: bool
+) -> None:
     first = recorder.insert_events([_event(uuid.uuid4(), 1)])
     assert first == [1] and recorder.max_notification_id() == 1
     open_save = _InFlight(recorder, _event(uuid.uuid4(), 1))
@@ -393,12 +405,18 @@ def test_a_subscription_sees_later_saves_without_notify(recorder: PostgresConver
 
 
 @pytest.mark.postgres
-def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(recorder: PostgresConversationRecorder, schema: str) -> None:
+def test_a_conflict_in_a_shared_transaction_fails_only_its_own_save(
+    recorder: PostgresConversationRecorder, schema: str
+) -> None:
     taken = uuid.uuid4()
     recorder.insert_events([_event(taken, 1)])
     oids = [uuid.uuid4() for _ in range(4)]
-    saves = [[_event(uuid.uuid4(), 1)], *[[_event(o, 1)] for o in oids[:2]], [_event(taken, 1)],
-             *[[_event(o, 1)] for o in oids[2:]]]
+    saves = [
+        [_event(uuid.uuid4(), 1)],
+        *[[_event(o, 1)] for o in oids[:2]],
+        [_event(taken, 1)],
+        *[[_event(o, 1)] for o in oids[2:]],
+    ]
     outcomes = _batched(recorder, schema, saves)
     assert isinstance(outcomes[3], IntegrityError)
     assert all(isinstance(o, list) and len(o) == 1 for i, o in enumerate(outcomes) if i != 3)
@@ -438,7 +456,9 @@ def test_a_failing_statement_leaves_nothing_of_the_batch_half_written(
 
 
 @pytest.mark.postgres
-def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(recorder: PostgresConversationRecorder) -> None:
+def test_a_dead_pooled_connection_costs_one_more_try_not_an_error(
+    recorder: PostgresConversationRecorder,
+) -> None:
     recorder.insert_events([_event(uuid.uuid4(), 1)])
     with recorder.datastore.pool.connection() as conn:
         pid = conn.info.backend_pid
@@ -498,10 +518,13 @@ def _threaded_writer(url: str, n: int, barrier: Any, out: Any) -> None:
 def test_followers_miss_no_notification_under_concurrent_writers(postgres_url: str) -> None:
     processes = 2
     with Ledger(Settings(database_url=postgres_url, run_policy=False)) as reader:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = process_context()
         barrier = ctx.Barrier(processes + 1)
         out = ctx.Queue()
-        procs = [ctx.Process(target=_threaded_writer, args=(postgres_url, n, barrier, out)) for n in range(processes)]
+        procs = [
+            ctx.Process(target=_threaded_writer, args=(postgres_url, n, barrier, out))
+            for n in range(processes)
+        ]
         for p in procs:
             p.start()
         seen: list[int] = []
@@ -526,7 +549,9 @@ def test_followers_miss_no_notification_under_concurrent_writers(postgres_url: s
         for _, cids, saves, batches in results:
             assert saves == THREADS * (1 + PER_THREAD) and batches <= saves
             for cid in cids:
-                assert [e.message["content"] for e in reader.transcript(cid)][-1].endswith(f"-{PER_THREAD - 1}")
+                assert [e.message["content"] for e in reader.transcript(cid)][-1].endswith(
+                    f"-{PER_THREAD - 1}"
+                )
                 assert len(reader.transcript(cid)) == PER_THREAD
         assert reader.verify().ok
 
