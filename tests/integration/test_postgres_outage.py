@@ -32,7 +32,11 @@ WRITE_DEADLINE = 3.0
 #: docs/operations.md: a call ends within connect_timeout + write_deadline + 2 s.
 SLACK = 2.0
 BOUND = CONNECT_TIMEOUT + WRITE_DEADLINE + SLACK
-DOWN = 20.0
+#: How long the server stays down: longer than BOUND with room to spare, so that a
+#: call that waited for the server instead of failing within the bound takes more
+#: than BOUND and fails the test; and at least two connect_timeout + write_deadline
+#: rounds, so that each writer fails, retries and fails again while the server is down.
+DOWN = max(BOUND + 5.0, 2 * (CONNECT_TIMEOUT + WRITE_DEADLINE))
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ def test_calls_during_an_outage_end_within_the_bound_with_a_store_error(own_post
             # Back: every kind of call succeeds again (the pool reconnects in the background).
             deadline = up_at + 30
             while time.monotonic() < deadline:
-                time.sleep(0.5)
+                time.sleep(0.1)
                 with load._lock:
                     recent = [c for c in load.calls if c.started > up_at + 0.5]
                 if {c.what for c in recent if c.error is None} >= {"append", "context", "context at version 1",
