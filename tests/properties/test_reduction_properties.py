@@ -30,38 +30,76 @@ def turns(draw: st.DrawFn) -> list[dict[str, Any]]:
             out.append({"role": kind, "content": text(size, t)})
             continue
         ids = [f"c{t}_{k}" for k in range(draw(st.integers(1, 3)))]
-        out.append({"role": "assistant", "content": draw(st.sampled_from([None, "checking"])),
-                    "tool_calls": [{"id": i, "type": "function",
-                                    "function": {"name": "lookup", "arguments": "{}"}} for i in ids]})
+        out.append(
+            {
+                "role": "assistant",
+                "content": draw(st.sampled_from([None, "checking"])),
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+                    for i in ids
+                ],
+            }
+        )
         for i in ids:
-            out.append({"role": "tool", "tool_call_id": i,
-                        "content": text(draw(st.integers(1, 200)), t)})
+            out.append({"role": "tool", "tool_call_id": i, "content": text(draw(st.integers(1, 200)), t)})
     return out
 
 
 POLICIES = st.one_of(
-    st.builds(lambda t, k: ReductionPolicy(trigger_messages=t, keep_messages=k),
-              st.integers(4, 20), st.integers(0, 3)),
-    st.builds(lambda t, k: ReductionPolicy(trigger_tokens=t, keep_tokens=k, max_summary_tokens=64),
-              st.integers(300, 1500), st.integers(0, 250)),
-    st.builds(lambda t, k, tt: ReductionPolicy(trigger_messages=t, keep_messages=k, trigger_tokens=tt,
-                                                keep_tokens=tt // 4, max_summary_tokens=64),
-              st.integers(6, 20), st.integers(1, 4), st.integers(400, 1500)),
-    st.builds(lambda t, k, n: ReductionPolicy(trigger_messages=t, keep_messages=k, summary_mode="layered",
-                                               layered_max_tokens=80, max_summary_tokens=40,
-                                               keep_tool_results=n),
-              st.integers(4, 12), st.integers(0, 3), st.integers(1, 3)),
-    st.builds(lambda cap, n: ReductionPolicy(trigger_messages=12, keep_messages=3, keep_tool_results=n,
-                                              max_context_tokens=cap, max_summary_tokens=64),
-              st.integers(800, 2000), st.integers(1, 3)),
-    st.builds(lambda cap: ReductionPolicy(max_context_tokens=cap, max_summary_tokens=64),
-              st.integers(700, 1500)),
+    st.builds(
+        lambda t, k: ReductionPolicy(trigger_messages=t, keep_messages=k),
+        st.integers(4, 20),
+        st.integers(0, 3),
+    ),
+    st.builds(
+        lambda t, k: ReductionPolicy(trigger_tokens=t, keep_tokens=k, max_summary_tokens=64),
+        st.integers(300, 1500),
+        st.integers(0, 250),
+    ),
+    st.builds(
+        lambda t, k, tt: ReductionPolicy(
+            trigger_messages=t, keep_messages=k, trigger_tokens=tt, keep_tokens=tt // 4, max_summary_tokens=64
+        ),
+        st.integers(6, 20),
+        st.integers(1, 4),
+        st.integers(400, 1500),
+    ),
+    st.builds(
+        lambda t, k, n: ReductionPolicy(
+            trigger_messages=t,
+            keep_messages=k,
+            summary_mode="layered",
+            layered_max_tokens=80,
+            max_summary_tokens=40,
+            keep_tool_results=n,
+        ),
+        st.integers(4, 12),
+        st.integers(0, 3),
+        st.integers(1, 3),
+    ),
+    st.builds(
+        lambda cap, n: ReductionPolicy(
+            trigger_messages=12,
+            keep_messages=3,
+            keep_tool_results=n,
+            max_context_tokens=cap,
+            max_summary_tokens=64,
+        ),
+        st.integers(800, 2000),
+        st.integers(1, 3),
+    ),
+    st.builds(
+        lambda cap: ReductionPolicy(max_context_tokens=cap, max_summary_tokens=64), st.integers(700, 1500)
+    ),
 )
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=turns(), policy=POLICIES,
-       timing=st.lists(st.sampled_from(["now", "later", "fail"]), min_size=1, max_size=20))
+@given(
+    messages=turns(),
+    policy=POLICIES,
+    timing=st.lists(st.sampled_from(["now", "later", "fail"]), min_size=1, max_size=20),
+)
 def test_every_context_stays_valid_and_nothing_is_lost_or_summarized_twice(
     messages: list[dict[str, Any]], policy: ReductionPolicy, timing: list[str]
 ) -> None:
@@ -77,19 +115,27 @@ def test_every_context_stays_valid_and_nothing_is_lost_or_summarized_twice(
             when = timing[index % len(timing)]
             request = ledger.pending_summary(cid)
             if request is not None and when == "fail":
-                ledger.record_summary_failure(request, SummaryFailure(
-                    kind="SummarizerUnavailableError", error="503", retryable=True, called_provider=True))
+                ledger.record_summary_failure(
+                    request,
+                    SummaryFailure(
+                        kind="SummarizerUnavailableError", error="503", retryable=True, called_provider=True
+                    ),
+                )
             elif when == "now":
                 summarize_now(ledger, cid, summarizer)
-            problems = check(ledger, cid, appended, system=SYSTEM)
+            # One copy of the aggregate per step (each is a deep copy), checked and read
+            # here: nothing writes between these reads (one thread, no policy running).
+            conversation = ledger.conversation(cid)
+            problems = check(ledger, cid, appended, system=SYSTEM, conversation=conversation)
             assert problems == [], problems
             context = ledger.context(cid)
             summaries = ledger.totals(cid).summaries
-            # One copy of the aggregate per step (each is a deep copy): nothing writes
-            # between these reads (one thread, no policy running).
-            state = ledger.conversation(cid).state
-            if previous is not None and previous_summaries == summaries and \
-                    state.dropped_before == previous_dropped:
+            state = conversation.state
+            if (
+                previous is not None
+                and previous_summaries == summaries
+                and state.dropped_before == previous_dropped
+            ):
                 # Between reductions the context only grows at its end, except for a
                 # placeholder batch.
                 changed = context[: len(previous)] != previous

@@ -7,17 +7,27 @@ from uuid import UUID
 
 from contextledger.application import Ledger, SummaryRequest, SummaryResult
 from contextledger.domain import SummaryQualityError
-from contextledger.domain.conversation import SummaryFailure
+from contextledger.domain.conversation import Conversation, SummaryFailure
 from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.testing import openai_context_violations
 
 _COUNTER = TiktokenCounter("gpt-4o-mini")
 
 
-def check(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, system: str | None) -> list[str]:
-    """Every invariant broken right now (empty when all hold)."""
+def check(
+    ledger: Ledger,
+    cid: UUID,
+    appended: list[dict[str, Any]],
+    *,
+    system: str | None,
+    conversation: Conversation | None = None,
+) -> list[str]:
+    """Every invariant broken right now (empty when all hold). ``conversation``: the
+    copy of the conversation to check, if the caller took one just now (each copy is
+    a deep copy of the aggregate) and nothing wrote since; else one is taken here."""
     problems: list[str] = []
-    conversation = ledger.conversation(cid)  # one consistent copy
+    if conversation is None:
+        conversation = ledger.conversation(cid)  # one consistent copy
     messages, context_tokens = conversation.working_memory()
     context = [m.to_openai() for m in messages]
     state = conversation.state
@@ -42,8 +52,11 @@ def check(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, system: 
     memory = ledger.working_memory(cid)
     if memory.version == conversation.version and memory.tokens != context_tokens:
         problems.append("working_memory() disagrees with the aggregate")
-    if memory.version == conversation.version and ledger.totals(cid).context_tokens != memory.tokens \
-            and ledger.working_memory(cid).version == memory.version:
+    if (
+        memory.version == conversation.version
+        and ledger.totals(cid).context_tokens != memory.tokens
+        and ledger.working_memory(cid).version == memory.version
+    ):
         problems.append("totals().context_tokens disagrees with working_memory()")
     return problems
 
@@ -95,7 +108,8 @@ def summarize_now(ledger: Ledger, cid: UUID, summarizer: RecordingSummarizer) ->
     try:
         ledger.record_summary(request, summarizer.summarize(request))
     except SummaryQualityError as exc:
-        ledger.record_summary_failure(request, SummaryFailure(
-            kind="quality", error=exc.message, retryable=True, called_provider=True))
+        ledger.record_summary_failure(
+            request, SummaryFailure(kind="quality", error=exc.message, retryable=True, called_provider=True)
+        )
         return False
     return True
