@@ -47,8 +47,18 @@ APPENDERS = 3
 VICTIM = "victim"
 MARK = "qx-victim-text-77f1"
 POLICY = ReductionPolicy(trigger_messages=8, keep_messages=3, max_summary_tokens=200)
-#: Seconds the appenders run before the erasure, and after it.
-BEFORE, AFTER = 2.5, 1.5
+#: Rounds (once over all of its conversations) the appenders complete before the
+#: erasure starts, and after it returned: that many per appender on average, at least
+#: one each (every appender is in the race before it, and meets the erased
+#: conversations after it). Before: by then the fastest appender has made every kind
+#: of write on every conversation (an edit in round 2, a retraction in 3, a fork in 4,
+#: an extension in 5) and the conversations are past the policy's trigger, so the
+#: worker is summarizing while the erasure runs. After: the fastest goes through the
+#: erased conversations nine times or more, a fork among them (every ninth round
+#: forks). Counted, not timed: the race is the same on a busy machine.
+ROUNDS_BEFORE, ROUNDS_AFTER = 10, 9
+#: The longest wait for the appenders to get that far (a hung run fails).
+ROUNDS_WITHIN = 180.0
 
 
 #: Where a race keeps its keys: the store (``None``), or a key store of its own.
@@ -66,9 +76,33 @@ def _text(subject: str, tag: str) -> str:
     return f"{MARK} {tag}" if subject == VICTIM else f"{subject} {tag}"
 
 
+def _wait_for_rounds(rounds: Any, each: list[int], total: int) -> None:
+    """Wait until appender ``n`` has completed ``each[n]`` rounds, for every ``n``, and
+    all of them ``total`` rounds together."""
+
+    def short() -> bool:
+        done = rounds[:]
+        return sum(done) < total or any(d < wanted for d, wanted in zip(done, each, strict=True))
+
+    deadline = time.monotonic() + ROUNDS_WITHIN
+    while short():
+        assert time.monotonic() < deadline, (
+            f"the appenders stalled: rounds {rounds[:]}, wanted {each}, {total}"
+        )
+        time.sleep(0.01)
+
+
 def _appender(
-    stores: Stores, key: str, targets: list[tuple[str, str]], name: str, barrier: Any, stop: Any, out: str
+    stores: Stores,
+    key: str,
+    targets: list[tuple[str, str]],
+    n: int,
+    barrier: Any,
+    stop: Any,
+    rounds: Any,
+    out: str,
 ) -> None:
+    name = f"p{n}"
     ops: list[dict[str, Any]] = []
     with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
         for _, cid in targets:  # every key in this process's cache before the race
@@ -116,6 +150,7 @@ def _appender(
                     }
                 )
             i += 1
+            rounds[n] = i
     Path(out).write_text(json.dumps(ops))
 
 
@@ -129,10 +164,10 @@ def _worker(stores: Stores, key: str, barrier: Any, stop: Any) -> None:
         models.close()
 
 
-def _eraser(stores: Stores, key: str, barrier: Any, out: str) -> None:
+def _eraser(stores: Stores, key: str, barrier: Any, rounds: Any, out: str) -> None:
     with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
         barrier.wait(120)
-        time.sleep(BEFORE)
+        _wait_for_rounds(rounds, [1] * APPENDERS, APPENDERS * ROUNDS_BEFORE)
         called = time.monotonic()
         report = ledger.erase(VICTIM, "race")
         returned = time.monotonic()
@@ -167,25 +202,29 @@ def _race(stores: Stores, tmp: Path) -> None:
     targets = [(s, str(c)) for s, cids in by_subject.items() for c in cids] + [("s1", str(fork))]
     ctx = process_context()
     barrier, stop = ctx.Barrier(APPENDERS + 3), ctx.Event()
+    rounds = ctx.Array("i", APPENDERS)  # rounds completed, per appender
     outs = [str(tmp / f"appender-{n}.json") for n in range(APPENDERS)]
     erased_out = str(tmp / "eraser.json")
     # Each appender goes round the conversations from another one (fewer conflicts).
     procs = [
         ctx.Process(
             target=_appender,
-            args=(stores, key, targets[2 * n :] + targets[: 2 * n], f"p{n}", barrier, stop, outs[n]),
+            args=(stores, key, targets[2 * n :] + targets[: 2 * n], n, barrier, stop, rounds, outs[n]),
         )
         for n in range(APPENDERS)
     ]
     worker = ctx.Process(target=_worker, args=(stores, key, barrier, stop))
-    eraser = ctx.Process(target=_eraser, args=(stores, key, barrier, erased_out))
+    eraser = ctx.Process(target=_eraser, args=(stores, key, barrier, rounds, erased_out))
     everyone = [*procs, worker, eraser]
     try:
         for p in everyone:
             p.start()
         barrier.wait(120)
         eraser.join(120)
-        time.sleep(AFTER)
+        # A round under way when the erasure returned may have started before it: the
+        # rounds after it are counted from the next one.
+        done = [n + 1 for n in rounds[:]]
+        _wait_for_rounds(rounds, [n + 1 for n in done], sum(done) + APPENDERS * ROUNDS_AFTER)
         stop.set()
         for p in [*procs, worker]:
             p.join(180)
