@@ -46,6 +46,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"cannot count tokens, no test can run: {exc}", returncode=3)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The forkserver of the tests' processes ends with the session that started it
+    (tests/support/processes.py)."""
+    from tests.support.processes import stop_forkserver
+
+    stop_forkserver()
+
+
 POSTGRES_URL = os.environ.get("CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 #: The conversation corpora: the folder CONTEXTLEDGER_CORPORA names, else the full set
 #: next to the checkout (../shared/corpora), else the licensed subset the repository

@@ -36,3 +36,14 @@ def process_context() -> BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def stop_forkserver() -> None:
+    """Stop the forkserver if this process started one, and wait for it: it would
+    otherwise outlive the session by a moment, and its CPU time (and its processes')
+    would count for nobody's ``time``."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None) is not None and hasattr(server, "_stop"):
+        server._stop()
