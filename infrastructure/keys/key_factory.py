@@ -215,7 +215,16 @@ def _fence_of(keys: SubjectKeys) -> KeyFence:
     hold = table.held().hold if isinstance(table, KeyDatabaseTable) else None
     fresh = None
     # In the events' own database, new keys ride with their first records; a key file
-    # attached beside it commits apart from the events (WAL), so not there.
-    if type(table) is SQLiteKeyTable:
+    # attached beside it commits apart from the events (WAL), and a key database of its
+    # own apart from the event database, so not there.
+    if type(table) is SQLiteKeyTable or type(table) is PostgresKeyTable:
         keys.new_keys.insert, fresh = table.new_key_insert, keys
-    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live, hold, fresh)
+    return KeyFence(
+        getattr(table, "keys", ""),
+        key_ids_of,
+        keys.refused_write,
+        live,
+        hold,
+        fresh,
+        getattr(table, "subjects", ""),
+    )

@@ -463,6 +463,21 @@ class PostgresKeyTable(_SQLKeyTable):
         cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
         return isinstance(cause, psycopg.errors.UndefinedTable)
 
+    def new_key_insert(
+        self, row: KeyRow, check: str, master_id: str, unassigned: UUID | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The insert of a subject's new key row with its first records (``new_keys``),
+        as ``SQLiteKeyTable.new_key_insert``'s (the recorder's one-statement form of it
+        is ``persistence.pgfirst``)."""
+        return (
+            f"INSERT INTO {self.keys} (key_id, subject, wrapped_key, master_id, created_at) "
+            "SELECT %s::bytea, %s::text, %s::bytea, %s::text, %s::timestamptz WHERE EXISTS "
+            f"(SELECT 1 FROM {self.keys} WHERE subject = %s AND master_id = %s) AND NOT EXISTS "
+            f"(SELECT 1 FROM {self.subjects} WHERE conversation_id = %s::uuid) "
+            "ON CONFLICT (subject) DO NOTHING",
+            (*self._params(row)[:5], check, master_id, unassigned),
+        )
+
     def _before_tombstone(self, cursor: Any, subject: str) -> None:
         # The row exclusively: a write holding it (FOR KEY SHARE, key_fence) commits first;
         # a write after this sees the tombstone.

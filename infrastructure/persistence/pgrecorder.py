@@ -37,7 +37,8 @@ unerased (``key_fence``): the statement takes a shared lock (``FOR KEY SHARE``) 
 those key rows and inserts nothing unless all are live; erasure takes the row
 exclusively (``FOR UPDATE``) before it destroys the key. A refused save raises
 ``ConversationErasedError``, in a group commit after the batch is run again save by
-save.
+save. A subject's first key is inserted with its first record, in the same statement
+(``map_and_insert``, ``pgfirst``), not in a transaction of its own.
 
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
@@ -57,6 +58,7 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     InterfaceError,
     ListenNotifySubscription,
+    Mapper,
     OperationalError,
     StoredEvent,
     Subscription,
@@ -66,8 +68,10 @@ from psycopg import generators, pq
 from psycopg.sql import SQL, Composed, Identifier
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.new_keys import NewKeyLost, deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 from contextledger.infrastructure.persistence.group_commit import GroupCommit
+from contextledger.infrastructure.persistence.pgfirst import FirstWrites
 from contextledger.infrastructure.persistence.pgreads import FinalMark, once_more
 from contextledger.infrastructure.persistence.pgstandby import StandbyState, standby_state
 from contextledger.infrastructure.persistence.pgstore import (
@@ -149,6 +153,8 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         #: and whether the save connection has its lone-event statement prepared.
         self.fence: KeyFence | None = None
         self._fence_prepared = False
+        #: The saves whose records name new keys (``pgfirst``), once there was one.
+        self._firsts: FirstWrites | None = None
 
     # -- writing ----------------------------------------------------------------------
 
@@ -158,7 +164,29 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             return ids
         if not stored_events:
             return []
-        return self.group_commit.submit(stored_events)
+        try:
+            return self.group_commit.submit(stored_events)
+        except NewKeyLost:  # a key it names was not stored (mapped elsewhere): refused
+            assert self.fence is not None
+            raise self.fence.error(stored_events) from None
+
+    def map_and_insert(self, mapper: Mapper[Any], events: Sequence[Any]) -> None:
+        """Map ``events`` and insert them, the rows of their subjects' new data keys with
+        them (``pgfirst``); mapped again when a new key was not stored (its subject got
+        a key or a tombstone meanwhile, or the master key changed)."""
+        fence = self.fence
+        fresh = None if fence is None else fence.fresh
+        to_stored = mapper.to_stored_event
+        for _ in range(3 if fresh is not None and events else 0):
+            with deferring():
+                stored = [to_stored(e) for e in events]
+            try:
+                self.group_commit.submit(stored)
+                return
+            except NewKeyLost as lost:
+                assert fresh is not None
+                fresh.new_keys.lose(lost.key_ids)
+        self.insert_events([to_stored(e) for e in events])  # keys stored first, on their own
 
     def _write(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         """Write ``stored_events`` in one statement on the save connection; their ids.
@@ -181,7 +209,16 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             if not held:
                 return fence.held(stored_events, lambda: self._write_on(conn, stored_events, True))
             fence = None
-        named = b"".join(fence.named(stored_events)) if fence is not None else b""
+        named_ids = fence.named(stored_events) if fence is not None else []
+        named = b"".join(named_ids)
+        fresh = None if fence is None else fence.fresh
+        if fresh is not None and named_ids and (new := fresh.new_keys.held(named_ids)):
+            assert fence is not None
+            firsts = self._firsts
+            if firsts is None:
+                firsts = self._firsts = FirstWrites(self.datastore.schema, self.events_table_name, fence)
+            with _MAPPED:
+                return firsts.write(conn, stored_events, named_ids, new, self._fenced_batch)
         with _MAPPED:
             if len(stored_events) == 1:
                 e = stored_events[0]
@@ -205,8 +242,7 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 if res.status != pq.ExecStatus.TUPLES_OK:
                     raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
                 if res.ntuples == 0:  # fenced: a key it names is erased
-                    assert fence is not None
-                    raise fence.error(stored_events)
+                    raise self._refused(stored_events, named_ids)
                 value = res.get_value(0, 0)
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
@@ -220,9 +256,17 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                     curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
                 ids = [row["id"] for row in curs.fetchall()]
         if len(ids) != len(stored_events):  # fenced: none of the batch was inserted
-            assert fence is not None
-            raise fence.error(stored_events)
+            raise self._refused(stored_events, named_ids)
         return ids
+
+    def _refused(self, stored_events: Sequence[StoredEvent], named_ids: list[bytes]) -> Exception:
+        """The error of a fenced save: ``NewKeyLost`` if a key it names is a new key
+        that was not stored (the events are mapped again), else the fence's."""
+        fence = self.fence
+        assert fence is not None
+        if fence.fresh is not None and fence.fresh.new_keys.lost(named_ids):
+            return NewKeyLost([])
+        return fence.error(stored_events)
 
     def _keys_table(self) -> SQL:
         assert self.fence is not None

@@ -1,7 +1,8 @@
 """A subject's first data key written in the transaction of its first records, on a
-SQLite file (``infrastructure/keys/new_keys.py``).
+SQLite file and on PostgreSQL (``infrastructure/keys/new_keys.py``,
+``infrastructure/persistence/pgfirst.py``).
 
-Two ledgers on one file are two processes. What each test pins: the key and the
+Two ledgers on one store are two processes. What each test pins: the key and the
 records commit together or not at all; a new key that loses its place (another
 process made the subject's key, erased the subject, named the conversation's subject,
 or rotated the master key) stores nothing of itself, and the save lands under the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import uuid
 from typing import Any
 
@@ -46,12 +48,12 @@ def _first_key_id(ledger: Ledger, cid: uuid.UUID) -> bytes:
 
 
 @pytest.mark.parametrize("master", [True, False], ids=["wrapped", "unwrapped"])
-def test_a_start_refused_as_a_duplicate_leaves_no_key_behind(sqlite_url: str, master: bool) -> None:
+def test_a_start_refused_as_a_duplicate_leaves_no_key_behind(shared_url: str, master: bool) -> None:
     key = _key() if master else None
     cid = uuid.uuid4()
-    with _open(sqlite_url, key, key_scope="store") as plain:  # its Started names no data key
+    with _open(shared_url, key, key_scope="store") as plain:  # its Started names no data key
         plain.start("s", conversation_id=cid)
-    with _open(sqlite_url, key) as ledger:
+    with _open(shared_url, key) as ledger:
         with pytest.raises(cl.DuplicateConversationError):
             ledger.start("s", conversation_id=cid)
         assert _keys(ledger).table.by_subject(str(cid)) is None
@@ -61,9 +63,9 @@ def test_a_start_refused_as_a_duplicate_leaves_no_key_behind(sqlite_url: str, ma
         assert row is not None and row.key_id == _first_key_id(ledger, other)
 
 
-def test_a_new_key_another_process_made_first_gives_way_to_the_stored_one(sqlite_url: str) -> None:
+def test_a_new_key_another_process_made_first_gives_way_to_the_stored_one(shared_url: str) -> None:
     key = _key()
-    with _open(sqlite_url, key) as slow, _open(sqlite_url, key) as fast:
+    with _open(shared_url, key) as slow, _open(shared_url, key) as fast:
         slow.start("s")  # its master key checked
         with deferring():  # as if a save of alice's first record were being mapped
             held = _keys(slow).key_for("alice")
@@ -77,10 +79,10 @@ def test_a_new_key_another_process_made_first_gives_way_to_the_stored_one(sqlite
         assert [m["content"] for m in fast.context(cid) if m["role"] == "user"] == ["hi"]
 
 
-def test_a_conversation_whose_own_subject_was_erased_before_it_started_is_refused(sqlite_url: str) -> None:
+def test_a_conversation_whose_own_subject_was_erased_before_it_started_is_refused(shared_url: str) -> None:
     key = _key()
     cid = uuid.uuid4()
-    with _open(sqlite_url, key) as ledger, _open(sqlite_url, key) as eraser:
+    with _open(shared_url, key) as ledger, _open(shared_url, key) as eraser:
         ledger.start("s")
         eraser.erase(subject=str(cid), reason="asked first", force=True)
         with pytest.raises(cl.ConversationErasedError) as refused:
@@ -89,10 +91,10 @@ def test_a_conversation_whose_own_subject_was_erased_before_it_started_is_refuse
         assert ledger.recorder.select_events(cid) == []
 
 
-def test_a_subject_another_process_named_is_the_one_the_first_record_is_under(sqlite_url: str) -> None:
+def test_a_subject_another_process_named_is_the_one_the_first_record_is_under(shared_url: str) -> None:
     key = _key()
     cid = uuid.uuid4()
-    with _open(sqlite_url, key) as ledger, _open(sqlite_url, key) as other:
+    with _open(shared_url, key) as ledger, _open(shared_url, key) as other:
         ledger.start("s")
         _keys(other).assign(cid, "carol")  # named there; this process does not know it
         ledger.start("s", conversation_id=cid)
@@ -100,21 +102,103 @@ def test_a_subject_another_process_named_is_the_one_the_first_record_is_under(sq
         carol = _keys(other).table.by_subject("carol")
         assert carol is not None and _first_key_id(ledger, cid) == carol.key_id
         other.erase(subject="carol", reason="asked")
-        with _open(sqlite_url, key) as fresh, pytest.raises(cl.ConversationErasedError):
+        with _open(shared_url, key) as fresh, pytest.raises(cl.ConversationErasedError):
             fresh.context(cid)
 
 
-def test_no_new_key_is_made_under_a_master_key_rotated_away(sqlite_url: str) -> None:
+def test_no_new_key_is_made_under_a_master_key_rotated_away(shared_url: str) -> None:
     old, new = _key(), _key()
-    with _open(sqlite_url, old) as ledger:
+    with _open(shared_url, old) as ledger:
         ledger.start("s")  # its master key checked
-        with _open(sqlite_url, old) as rotator:
+        with _open(shared_url, old) as rotator:
             assert _keys(rotator).rewrap(old, new) >= 1
         before = _keys(ledger).table.wrapped()
         with pytest.raises(cl.ConfigurationError):
             ledger.start("s")
         assert _keys(ledger).table.wrapped() == before
-    with _open(sqlite_url, new) as ledger:
+    with _open(shared_url, new) as ledger:
         cid = ledger.start("s")
         ledger.append(cid, {"role": "user", "content": "under the new key"})
         assert ledger.context(cid)[-1]["content"] == "under the new key"
+
+
+def test_two_processes_starting_one_subject_at_once_converge_on_one_key(shared_url: str) -> None:
+    key = _key()
+    with _open(shared_url, key) as one, _open(shared_url, key) as two:
+        one.start("s"), two.start("s")  # their master keys checked
+        for ledger in (one, two):  # each holds a new key of its own for alice, not stored
+            with deferring():
+                _keys(ledger).key_for("alice")
+        started: dict[str, uuid.UUID] = {}
+        errors: list[BaseException] = []
+        gate = threading.Barrier(2)
+
+        def start(name: str, ledger: Ledger) -> None:
+            try:
+                gate.wait()
+                started[name] = ledger.start("s", subject="alice")
+            except BaseException as exc:  # pragma: no cover - told below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=start, args=item) for item in (("one", one), ("two", two))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        row = _keys(one).table.by_subject("alice")
+        assert row is not None
+        assert _first_key_id(one, started["one"]) == _first_key_id(two, started["two"]) == row.key_id
+        with _open(shared_url, key) as fresh:
+            assert [m["content"] for m in fresh.context(started["one"])] == ["s"]
+            assert [m["content"] for m in fresh.context(started["two"])] == ["s"]
+
+
+def test_first_records_batched_together_commit_with_their_keys_or_map_again(postgres_url: str) -> None:
+    """PostgreSQL's group commit: saves queued behind a slow one are written in one
+    transaction with their new keys; a batch refused because one new key lost its
+    place (its conversation names a subject, named by another process) is written
+    save by save, and only that save is mapped again."""
+    key = _key()
+    named = uuid.uuid4()
+    with _open(postgres_url, key) as ledger, _open(postgres_url, key) as other:
+        ledger.start("s")
+        _keys(other).assign(named, "carol")  # this process does not know it
+        commit = ledger.recorder.group_commit  # type: ignore[attr-defined]
+        write, release, first = commit._write, threading.Event(), threading.Event()
+
+        def slow_write(events: Any) -> Any:
+            if not first.is_set():
+                first.set()
+                release.wait(10)
+            return write(events)
+
+        commit._write = slow_write
+        started: list[uuid.UUID] = []
+        lock = threading.Lock()
+
+        def start(cid: uuid.UUID) -> None:
+            ledger.start("s", conversation_id=cid)
+            with lock:
+                started.append(cid)
+
+        lead = threading.Thread(target=start, args=(uuid.uuid4(),))
+        lead.start()
+        assert first.wait(10)
+        queued = [threading.Thread(target=start, args=(cid,)) for cid in (uuid.uuid4(), uuid.uuid4(), named)]
+        for thread in queued:
+            thread.start()
+        while len(commit._queue) < len(queued):
+            threading.Event().wait(0.01)
+        release.set()
+        for thread in (lead, *queued):
+            thread.join()
+        assert len(started) == 4 and commit.largest == 3
+        table = _keys(ledger).table
+        for cid in started:
+            row = table.by_subject("carol" if cid == named else str(cid))
+            assert row is not None and row.key_id == _first_key_id(ledger, cid)
+        assert table.by_subject(str(named)) is None
+        with _open(postgres_url, key) as fresh:
+            for cid in started:
+                assert [m["content"] for m in fresh.context(cid)] == ["s"]

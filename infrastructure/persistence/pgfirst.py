@@ -1,0 +1,212 @@
+"""A subject's first data key, written on PostgreSQL with its first records.
+
+The PostgreSQL recorder (``pgrecorder``) maps a save's events ``deferring()`` as the
+SQLite recorder does (``keys.new_keys``): a subject without a key row gets a new key
+held in the process, its records are encrypted under it, and the key's row is written
+with them, never on its own. ``FirstWrites`` writes such a save:
+
+- one record naming one new key (a conversation's first append): **one statement**,
+  prepared once per save connection, in autocommit. A first CTE takes the shared lock
+  of the fence (``FOR KEY SHARE``, ``key_fence``) on the key rows the record names
+  that are already stored; a second inserts the new key's row (``ON CONFLICT (subject)
+  DO NOTHING``), only if every other key is live and the table's check row names this
+  process's master key and the conversation names no subject (when it is taken to be
+  its own); the record is inserted only if the live keys and the new row together are
+  every key it names. A statement's CTEs do not see one another's rows, so the new
+  row counts through its ``RETURNING``. So the record and its key's row commit
+  together, or neither is stored;
+- anything else (a batch of the group commit, a record naming several new keys): one
+  transaction, ``BEGIN``, the rows of the new keys (each inserted as above, ``new_keys``),
+  the fenced insert of the records, ``COMMIT``; rolled back if one of them is refused.
+
+A refused save whose records name a new key raises ``NewKeyLost``: another process
+made the subject's key first, or erased it, or the master key changed; nothing of the
+save is stored and the recorder maps the events again, now with the table's key. Two
+processes writing one subject's first record at once so converge on one key: the
+unique subject lets one row in, the other waits for it and inserts nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from psycopg import generators, pq
+from psycopg.sql import SQL, Composed, Identifier
+
+from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.new_keys import NewKey, NewKeyLost
+from contextledger.infrastructure.keys.wrapping import CHECK_SUBJECT
+
+__all__ = ["FirstWrites"]
+
+#: The one-statement first record: its name, its parameters' types and formats:
+#: the record's four (uuid, int8, text, bytea) and the key ids it names (bytea), then
+#: the new key's row (key id, subject, wrapped key, master id, created at), the check
+#: row's subject and master id, and the conversation taken to be its own subject (or
+#: NULL). All binary but the time, sent as text.
+_FIRST_NAME = b"contextledger_append_first"
+_FIRST_TYPES = [2950, 20, 25, 17, 17, 17, 25, 17, 25, 1184, 25, 25, 2950]
+_FIRST_FORMATS = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1]
+
+#: The key rows ``$5`` names (16 bytes each) that are live, locked as the fence locks them.
+_LIVE = (
+    "SELECT 1 FROM {keys} WHERE key_id IN "
+    "(SELECT substring($5 FROM 1 + 16 * i FOR 16) FROM generate_series(0, length($5) / 16 - 1) AS i) "
+    "AND wrapped_key IS NOT NULL FOR KEY SHARE"
+)
+
+
+class FirstWrites:
+    """The saves of one recorder whose records name new keys (see the module doc)."""
+
+    def __init__(self, schema: str, events_table: str, fence: KeyFence) -> None:
+        self.fence = fence
+        self._schema = schema
+        self._events_table = events_table
+        #: The save connection the one-statement insert is prepared on.
+        self._prepared_on: psycopg.Connection[Any] | None = None
+
+    def write(
+        self,
+        conn: psycopg.Connection[Any],
+        stored_events: Sequence[StoredEvent],
+        named: list[bytes],
+        new: list[NewKey],
+        fenced_batch: Callable[[], SQL | Composed],
+    ) -> list[int]:
+        """Insert ``stored_events`` (naming the key ids ``named``) and the rows of the new
+        keys ``new``, all or nothing; their ids. ``NewKeyLost`` if refused."""
+        fresh = self.fence.fresh
+        assert fresh is not None
+        if len(stored_events) == 1 and len(new) == 1:
+            ids = self._one(conn, stored_events[0], named, new[0], fresh.master_id)
+        else:
+            ids = self._in_transaction(conn, stored_events, named, new, fresh.master_id, fenced_batch)
+        new_ids = [n.key.key_id for n in new]
+        if ids is None:
+            raise NewKeyLost(new_ids)
+        fresh.settle(new_ids)
+        return ids
+
+    def _one(
+        self, conn: psycopg.Connection[Any], e: StoredEvent, named: list[bytes], new: NewKey, master_id: str
+    ) -> list[int] | None:
+        if self._prepared_on is not conn:
+            self._prepare(conn)
+        oid = e.originator_id
+        row = new.row
+        params: list[bytes | None] = [
+            (oid if isinstance(oid, UUID) else UUID(oid)).bytes,
+            e.originator_version.to_bytes(8, "big", signed=True),
+            e.topic.encode(),
+            e.state,
+            b"".join(named),
+            row.key_id,
+            row.subject.encode(),
+            row.wrapped_key,
+            row.master_id.encode(),
+            row.created_at.isoformat().encode(),
+            CHECK_SUBJECT.encode(),
+            master_id.encode(),
+            None if new.unassigned is None else new.unassigned.bytes,
+        ]
+        pg = conn.pgconn
+        pg.send_query_prepared(_FIRST_NAME, params, param_formats=_FIRST_FORMATS, result_format=1)
+        res = conn.wait(generators.execute(pg))[-1]
+        if res.status != pq.ExecStatus.TUPLES_OK:
+            raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+        if res.ntuples == 0:
+            return None
+        value = res.get_value(0, 0)
+        assert value is not None
+        return [int.from_bytes(value, "big", signed=True)]
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        keys, subjects = SQL(self.fence.table), SQL(self.fence.subjects)
+        statement = SQL(
+            "WITH live AS (" + _LIVE + "), "
+            "k AS (INSERT INTO {keys} (key_id, subject, wrapped_key, master_id, created_at) "
+            "SELECT $6, $7, $8, $9, $10 WHERE (SELECT count(*) FROM live) = length($5) / 16 - 1 "
+            "AND EXISTS (SELECT 1 FROM {keys} WHERE subject = $11 AND master_id = $12) "
+            "AND NOT EXISTS (SELECT 1 FROM {subjects} WHERE conversation_id = $13) "
+            "ON CONFLICT (subject) DO NOTHING RETURNING 1) "
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL AND "
+            "(SELECT count(*) FROM live) + (SELECT count(*) FROM k) = length($5) / 16 "
+            "RETURNING notification_id"
+        ).format(
+            keys=keys,
+            subjects=subjects,
+            schema=Identifier(self._schema),
+            table=Identifier(self._events_table),
+        )
+        res = conn.pgconn.prepare(_FIRST_NAME, statement.as_bytes(conn), _FIRST_TYPES)
+        if res.status != pq.ExecStatus.COMMAND_OK:
+            raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+        self._prepared_on = conn
+
+    def _in_transaction(
+        self,
+        conn: psycopg.Connection[Any],
+        stored_events: Sequence[StoredEvent],
+        named: list[bytes],
+        new: list[NewKey],
+        master_id: str,
+        fenced_batch: Callable[[], SQL | Composed],
+    ) -> list[int] | None:
+        fresh = self.fence.fresh
+        assert fresh is not None
+        insert = fresh.new_keys.insert
+        assert insert is not None
+        columns = (
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
+        )
+        # ROLLBACK sent through libpq: psycopg deallocates every prepared statement of
+        # a connection that rolls back (the recorder's too).
+        with conn.cursor() as curs:
+            curs.execute("BEGIN")
+            try:
+                for n in new:  # the subjects' new keys, before their records
+                    sql, params = insert(n.row, CHECK_SUBJECT, master_id, n.unassigned)
+                    curs.execute(sql, params, prepare=True)
+                    if curs.rowcount != 1:
+                        raise _Refused
+                o, v, t, s = columns
+                curs.execute(
+                    fenced_batch(), {"o": o, "v": v, "t": t, "s": s, "k": b"".join(named)}, prepare=True
+                )
+                ids = [row["id"] for row in curs.fetchall()]
+                if len(ids) != len(stored_events):
+                    raise _Refused
+            except BaseException as exc:
+                try:
+                    _command(conn, b"ROLLBACK")
+                except psycopg.Error:
+                    if not isinstance(exc, psycopg.Error):
+                        raise
+                    raise exc from None  # the connection's failure, not the rollback's
+                if isinstance(exc, _Refused):  # nothing of the save is stored
+                    return None
+                raise
+            curs.execute("COMMIT")
+        return ids
+
+
+def _command(conn: psycopg.Connection[Any], command: bytes) -> None:
+    """Run ``command`` on ``conn`` through libpq, unseen by psycopg's statement cache."""
+    pg = conn.pgconn
+    pg.send_query(command)
+    res = conn.wait(generators.execute(pg))[-1]
+    if res.status != pq.ExecStatus.COMMAND_OK:
+        raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+
+
+class _Refused(Exception):
+    """A new key's row or a record was refused: the transaction is rolled back."""
