@@ -5,17 +5,17 @@ SQLite recorder does (``keys.new_keys``): a subject without a key row gets a new
 held in the process, its records are encrypted under it, and the key's row is written
 with them, never on its own. ``FirstWrites`` writes such a save:
 
-- one record naming one new key (a conversation's first append): **one statement**,
-  prepared once per save connection, in autocommit. A first CTE takes the shared lock
-  of the fence (``FOR KEY SHARE``, ``key_fence``) on the key rows the record names
-  that are already stored; a second inserts the new key's row (``ON CONFLICT (subject)
-  DO NOTHING``), only if every other key is live and the table's check row names this
-  process's master key and the conversation names no subject (when it is taken to be
-  its own); the record is inserted only if the live keys and the new row together are
-  every key it names. A statement's CTEs do not see one another's rows, so the new
-  row counts through its ``RETURNING``. So the record and its key's row commit
+- one record naming one key, a new one (a conversation's first append): **one
+  statement**, prepared once per save connection, in autocommit. A CTE inserts the
+  new key's row (``ON CONFLICT (subject) DO NOTHING``) only if the table's check row
+  names this process's master key and, when the conversation is taken to be its own
+  subject, it names no subject; the record is inserted only if the row was (the
+  statement does not see its CTE's row: it counts through ``RETURNING``). This is the
+  write fence of such a record (``key_fence``): its one key is live, being inserted
+  by this transaction, and an erasure of its subject waits on the row's unique
+  subject until the transaction ends. So the record and its key's row commit
   together, or neither is stored;
-- anything else (a batch of the group commit, a record naming several new keys): one
+- anything else (a batch of the group commit, a record naming other keys too): one
   transaction, ``BEGIN``, the rows of the new keys (each inserted as above, ``new_keys``),
   the fenced insert of the records, ``COMMIT``; rolled back if one of them is refused.
 
@@ -44,20 +44,13 @@ from contextledger.infrastructure.keys.wrapping import CHECK_SUBJECT
 __all__ = ["FirstWrites"]
 
 #: The one-statement first record: its name, its parameters' types and formats:
-#: the record's four (uuid, int8, text, bytea) and the key ids it names (bytea), then
-#: the new key's row (key id, subject, wrapped key, master id, created at), the check
-#: row's subject and master id, and the conversation taken to be its own subject (or
-#: NULL). All binary but the time, sent as text.
+#: the record's four (uuid, int8, text, bytea), then the new key's row (key id,
+#: subject, wrapped key, master id, created at), the check row's subject and master
+#: id, and the conversation taken to be its own subject (or NULL). All binary but
+#: the time, sent as text.
 _FIRST_NAME = b"contextledger_append_first"
-_FIRST_TYPES = [2950, 20, 25, 17, 17, 17, 25, 17, 25, 1184, 25, 25, 2950]
-_FIRST_FORMATS = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1]
-
-#: The key rows ``$5`` names (16 bytes each) that are live, locked as the fence locks them.
-_LIVE = (
-    "SELECT 1 FROM {keys} WHERE key_id IN "
-    "(SELECT substring($5 FROM 1 + 16 * i FOR 16) FROM generate_series(0, length($5) / 16 - 1) AS i) "
-    "AND wrapped_key IS NOT NULL FOR KEY SHARE"
-)
+_FIRST_TYPES = [2950, 20, 25, 17, 17, 25, 17, 25, 1184, 25, 25, 2950]
+_FIRST_FORMATS = [1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1]
 
 
 class FirstWrites:
@@ -82,8 +75,8 @@ class FirstWrites:
         keys ``new``, all or nothing; their ids. ``NewKeyLost`` if refused."""
         fresh = self.fence.fresh
         assert fresh is not None
-        if len(stored_events) == 1 and len(new) == 1:
-            ids = self._one(conn, stored_events[0], named, new[0], fresh.master_id)
+        if len(stored_events) == 1 and len(new) == 1 and named == [new[0].key.key_id]:
+            ids = self._one(conn, stored_events[0], new[0], fresh.master_id)
         else:
             ids = self._in_transaction(conn, stored_events, named, new, fresh.master_id, fenced_batch)
         new_ids = [n.key.key_id for n in new]
@@ -93,7 +86,7 @@ class FirstWrites:
         return ids
 
     def _one(
-        self, conn: psycopg.Connection[Any], e: StoredEvent, named: list[bytes], new: NewKey, master_id: str
+        self, conn: psycopg.Connection[Any], e: StoredEvent, new: NewKey, master_id: str
     ) -> list[int] | None:
         if self._prepared_on is not conn:
             self._prepare(conn)
@@ -104,7 +97,6 @@ class FirstWrites:
             e.originator_version.to_bytes(8, "big", signed=True),
             e.topic.encode(),
             e.state,
-            b"".join(named),
             row.key_id,
             row.subject.encode(),
             row.wrapped_key,
@@ -128,15 +120,13 @@ class FirstWrites:
     def _prepare(self, conn: psycopg.Connection[Any]) -> None:
         keys, subjects = SQL(self.fence.table), SQL(self.fence.subjects)
         statement = SQL(
-            "WITH live AS (" + _LIVE + "), "
-            "k AS (INSERT INTO {keys} (key_id, subject, wrapped_key, master_id, created_at) "
-            "SELECT $6, $7, $8, $9, $10 WHERE (SELECT count(*) FROM live) = length($5) / 16 - 1 "
-            "AND EXISTS (SELECT 1 FROM {keys} WHERE subject = $11 AND master_id = $12) "
-            "AND NOT EXISTS (SELECT 1 FROM {subjects} WHERE conversation_id = $13) "
+            "WITH k AS (INSERT INTO {keys} (key_id, subject, wrapped_key, master_id, created_at) "
+            "SELECT $5, $6, $7, $8, $9 "
+            "WHERE EXISTS (SELECT 1 FROM {keys} WHERE subject = $10 AND master_id = $11) "
+            "AND NOT EXISTS (SELECT 1 FROM {subjects} WHERE conversation_id = $12) "
             "ON CONFLICT (subject) DO NOTHING RETURNING 1) "
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
-            "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL AND "
-            "(SELECT count(*) FROM live) + (SELECT count(*) FROM k) = length($5) / 16 "
+            "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL AND EXISTS (SELECT 1 FROM k) "
             "RETURNING notification_id"
         ).format(
             keys=keys,
@@ -179,9 +169,7 @@ class FirstWrites:
                     if curs.rowcount != 1:
                         raise _Refused
                 o, v, t, s = columns
-                curs.execute(
-                    fenced_batch(), {"o": o, "v": v, "t": t, "s": s, "k": b"".join(named)}, prepare=True
-                )
+                curs.execute(fenced_batch(), {"o": o, "v": v, "t": t, "s": s, "k": named}, prepare=True)
                 ids = [row["id"] for row in curs.fetchall()]
                 if len(ids) != len(stored_events):
                     raise _Refused

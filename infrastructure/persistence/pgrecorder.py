@@ -87,20 +87,20 @@ __all__ = ["PollingSubscription", "PostgresConversationFactory", "PostgresConver
 _ONE_NAME = b"contextledger_append_one"
 _ONE_TYPES = [2950, 20, 25, 17]
 _BINARY = [1, 1, 1, 1]
-#: The lone-event statement of a record under data keys: a fifth parameter (bytea)
-#: holds the key ids it names, 16 bytes each (``_FENCE``).
-_FENCED_NAME = b"contextledger_append_fenced"
-_FENCED_TYPES = [*_ONE_TYPES, 17]
-_FENCED_BINARY = [*_BINARY, 1]
-#: The condition that fences a write (``key_fence``): every key id of the parameter
-#: ``{ids}`` (16 bytes each) is a key row with a wrapped key, locked ``FOR KEY SHARE``
-#: until the insert commits. An erasure holding the row (``FOR UPDATE``) makes it
-#: wait; one committed first leaves the row without a wrapped key, so the count falls
-#: short. A master-key rotation re-wrapping the row (``FOR NO KEY UPDATE``) does not.
+#: The lone-event statement of a record naming ``n`` data keys: ``n`` more parameters
+#: (bytea), the key ids (``_FENCE``); one statement per ``n``, prepared when first used.
+_FENCED_NAME = b"contextledger_append_fenced_%d"
+#: The condition that fences a write (``key_fence``): every key id ``{ids}`` names is
+#: a key row with a wrapped key, locked ``FOR KEY SHARE`` until the insert commits. An
+#: erasure holding the row (``FOR UPDATE``) makes it wait; one committed first leaves
+#: the row without a wrapped key, so the count falls short. A master-key rotation
+#: re-wrapping the row (``FOR NO KEY UPDATE``) does not. The ids are parameters the
+#: primary key's index is searched for (a list, or an array), so that the statement's
+#: generic plan reads those rows only: ids cut out of one parameter by a set-returning
+#: function left the planner guessing at a thousand of them, and it read the whole table.
 _FENCE = (
-    "(SELECT count(*) FROM (SELECT 1 FROM {keys} WHERE key_id IN "
-    "(SELECT substring({ids} FROM 1 + 16 * i FOR 16) FROM generate_series(0, length({ids}) / 16 - 1) AS i) "
-    "AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live) = length({ids}) / 16"
+    "(SELECT count(*) FROM (SELECT 1 FROM {keys} WHERE key_id {ids} "
+    "AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live) = {count}"
 )
 _INT8 = struct.Struct("!q")
 
@@ -152,7 +152,7 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         #: The write fence of the store's key table (set by ``SubjectKeysFactory``),
         #: and whether the save connection has its lone-event statement prepared.
         self.fence: KeyFence | None = None
-        self._fence_prepared = False
+        self._fence_prepared: set[int] = set()
         #: The saves whose records name new keys (``pgfirst``), once there was one.
         self._firsts: FirstWrites | None = None
 
@@ -210,7 +210,6 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 return fence.held(stored_events, lambda: self._write_on(conn, stored_events, True))
             fence = None
         named_ids = fence.named(stored_events) if fence is not None else []
-        named = b"".join(named_ids)
         fresh = None if fence is None else fence.fresh
         if fresh is not None and named_ids and (new := fresh.new_keys.held(named_ids)):
             assert fence is not None
@@ -230,11 +229,13 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                     e.topic.encode(),
                     e.state,
                 ]
-                if named:
-                    self._prepare_fenced(conn)
-                    params.append(named)
+                if named_ids:
+                    count = len(named_ids)
+                    if count not in self._fence_prepared:
+                        self._prepare_fenced(conn, count)
+                    params += named_ids
                     pg.send_query_prepared(
-                        _FENCED_NAME, params, param_formats=_FENCED_BINARY, result_format=1
+                        _FENCED_NAME % count, params, param_formats=[1] * (4 + count), result_format=1
                     )
                 else:
                     pg.send_query_prepared(_ONE_NAME, params, param_formats=_BINARY, result_format=1)
@@ -247,10 +248,10 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
             with conn.cursor() as curs:
-                if named:
+                if named_ids:
                     o, v, t, st = event_columns(stored_events)
                     curs.execute(
-                        self._fenced_batch(), {"o": o, "v": v, "t": t, "s": st, "k": named}, prepare=True
+                        self._fenced_batch(), {"o": o, "v": v, "t": t, "s": st, "k": named_ids}, prepare=True
                     )
                 else:
                     curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
@@ -285,7 +286,9 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 "FROM unnest(%(o)b::uuid[], %(v)b::bigint[], %(t)b::text[], %(s)b::bytea[]) "
                 "WITH ORDINALITY AS e (o, v, t, s, n) "
                 "WHERE pg_current_xact_id() IS NOT NULL AND "
-                + _FENCE.format(keys="{keys}", ids="%(k)b::bytea")
+                + _FENCE.format(
+                    keys="{keys}", ids="= ANY(%(k)b::bytea[])", count="cardinality(%(k)b::bytea[])"
+                )
                 + " "
                 "ORDER BY e.n "
                 "RETURNING notification_id AS id"
@@ -293,24 +296,26 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             self.__dict__["_fenced_batch_statement"] = found
         return found
 
-    def _prepare_fenced(self, conn: psycopg.Connection[Any]) -> None:
-        """Prepare the fenced lone-event statement on the save connection, once."""
-        if self._fence_prepared:
-            return
+    def _prepare_fenced(self, conn: psycopg.Connection[Any], count: int) -> None:
+        """Prepare the fenced lone-event statement of a record naming ``count`` keys on
+        the save connection."""
+        ids = "IN (" + ", ".join(f"${5 + i}" for i in range(count)) + ")"
         statement = SQL(
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
             "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL AND "
-            + _FENCE.format(keys="{keys}", ids="$5")
+            + _FENCE.format(keys="{keys}", ids=ids, count=count)
             + " RETURNING notification_id"
         ).format(
             schema=Identifier(self.datastore.schema),
             table=Identifier(self.events_table_name),
             keys=self._keys_table(),
         )
-        res = conn.pgconn.prepare(_FENCED_NAME, statement.as_bytes(conn), _FENCED_TYPES)
+        res = conn.pgconn.prepare(
+            _FENCED_NAME % count, statement.as_bytes(conn), [*_ONE_TYPES] + [17] * count
+        )
         if res.status != pq.ExecStatus.COMMAND_OK:
             raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
-        self._fence_prepared = True
+        self._fence_prepared.add(count)
 
     def _save_connection(self) -> psycopg.Connection[Any]:
         """The connection saves are written on: opened once, outside the pool (so the
@@ -341,13 +346,13 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 conn.close()
                 raise
         self._writer = conn
-        self._fence_prepared = False
+        self._fence_prepared = set()
         return conn
 
     def close_save_connection(self) -> None:
         """Close the save connection (the next save opens another)."""
         conn, self._writer = self._writer, None
-        self._fence_prepared = False
+        self._fence_prepared = set()
         if conn is not None:
             conn.close()
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 import base64
 import os
 import threading
+import time
 import uuid
 from typing import Any
 
+import psycopg
 import pytest
 
 import contextledger as cl
@@ -202,3 +204,48 @@ def test_first_records_batched_together_commit_with_their_keys_or_map_again(post
         with _open(postgres_url, key) as fresh:
             for cid in started:
                 assert [m["content"] for m in fresh.context(cid)] == ["s"]
+
+
+@pytest.mark.postgres
+def test_a_first_record_meeting_an_erasure_of_its_subject_in_progress_waits_and_is_refused(
+    postgres_url: str,
+) -> None:
+    """The one-statement first record (``pgfirst``): its key's row waits on the unique
+    subject of a tombstone not committed yet, and inserts nothing once it commits."""
+    key = _key()
+    base, schema = postgres_url.split("?schema=")
+    cid = uuid.uuid4()
+    with _open(postgres_url, key) as ledger:
+        ledger.start("s")  # its master key checked
+        outcome: list[BaseException | object] = []
+
+        def start() -> None:
+            try:
+                outcome.append(ledger.start("s", conversation_id=cid))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        with psycopg.connect(base) as eraser, psycopg.connect(base, autocommit=True) as watcher:
+            table = f'"{schema}"."contextledger_subject_keys"'
+            eraser.execute(  # the erasure of a subject without a key yet, not committed
+                f"INSERT INTO {table} (key_id, subject, wrapped_key, master_id, created_at, erased_at, "
+                "erase_reason) VALUES (%s, %s, NULL, '', now(), now(), 'held')",
+                (os.urandom(16), str(cid)),
+            )
+            writer = threading.Thread(target=start)
+            writer.start()
+            waiting = 0
+            for _ in range(600):
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                    (f"%{schema}%",),
+                ).fetchone()[0]  # type: ignore[index]
+                if waiting or outcome:
+                    break
+                time.sleep(0.05)
+            assert waiting == 1 and outcome == [], outcome
+            eraser.commit()
+        writer.join(60)
+        assert len(outcome) == 1 and isinstance(outcome[0], cl.ConversationErasedError), outcome
+        assert outcome[0].reason == "held"
+        assert ledger.recorder.select_events(cid) == []
