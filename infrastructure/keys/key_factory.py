@@ -10,11 +10,13 @@ Without a key store, a store linked to one is refused before anything is made in
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Transcoder
 
-from contextledger.domain.values.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError, ContextLedgerError
 from contextledger.infrastructure.keys.key_fence import KeyFence
 from contextledger.infrastructure.keys.key_modes import (
     keys_are_unwrapped,
@@ -31,9 +33,9 @@ from contextledger.infrastructure.keys.key_store import (
     link,
     postgres_datastore,
 )
-from contextledger.infrastructure.keys.key_tables import KeyTable, PostgresKeyTable, SQLiteKeyTable
+from contextledger.infrastructure.keys.key_tables import KeyRow, KeyTable, PostgresKeyTable, SQLiteKeyTable
 from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
-from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, SubjectKeys
+from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, SubjectKeys, Tombstone
 from contextledger.infrastructure.keys.subject_mapper import KEY_SCOPE, SubjectMapper, key_ids_of
 
 __all__ = ["SubjectKeysFactory"]
@@ -227,4 +229,18 @@ def _fence_of(keys: SubjectKeys) -> KeyFence:
         hold,
         fresh,
         getattr(table, "subjects", ""),
+        lambda row: _learn(keys, row),
     )
+
+
+def _learn(keys: SubjectKeys, row: KeyRow) -> None:
+    """Cache ``row``, read with the records that name it, as a read by its id would
+    (unwrapped, or a tombstone); a row that read would refuse (another master key, a
+    damaged row) is left to it, for the record that names it."""
+    hit = keys._by_id.get(row.key_id)
+    if hit is not None and (isinstance(hit[0], Tombstone) or hit[1] > time.monotonic()):
+        return
+    if row.wrapped_key is not None and row.master_id != keys.master_id:
+        return
+    with contextlib.suppress(ContextLedgerError):
+        keys._entry(row)

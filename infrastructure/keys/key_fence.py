@@ -44,6 +44,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
+from contextledger.infrastructure.keys.key_tables import KeyRow
 from contextledger.infrastructure.keys.new_keys import NewKeys
 
 __all__ = ["FreshKeys", "KeyFence"]
@@ -84,6 +85,8 @@ class KeyFence:
     fresh: FreshKeys | None = None
     #: The table of conversations that name a subject, as SQL names it ("": none).
     subjects: str = ""
+    #: Hands a key row read with the records to the key cache (``persistence.pgkeyreads``).
+    learn: Callable[[KeyRow], None] | None = None
 
     def held(self, stored_events: Sequence[StoredEvent], write: Callable[[], T]) -> T:
         """``write()`` run while the keys the records name are held (``hold``); the

@@ -439,7 +439,13 @@ class PostgresKeyTable(_SQLKeyTable):
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
-        with self.datastore.transaction(commit=commit) as cursor:
+        if commit:
+            with self.datastore.transaction(commit=True) as cursor:
+                yield cursor
+            return
+        # Every read is one statement: in autocommit, one round trip, not three (no BEGIN
+        # and ROLLBACK; psycopg also drops a connection's prepared statements on ROLLBACK).
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             yield cursor
 
     def _sql(self, text: str) -> Any:

@@ -72,6 +72,7 @@ from contextledger.infrastructure.keys.new_keys import NewKeyLost, deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 from contextledger.infrastructure.persistence.group_commit import GroupCommit
 from contextledger.infrastructure.persistence.pgfirst import FirstWrites
+from contextledger.infrastructure.persistence.pgkeyreads import KeyedRead
 from contextledger.infrastructure.persistence.pgreads import FinalMark, once_more
 from contextledger.infrastructure.persistence.pgstandby import StandbyState, standby_state
 from contextledger.infrastructure.persistence.pgstore import (
@@ -153,8 +154,10 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         #: and whether the save connection has its lone-event statement prepared.
         self.fence: KeyFence | None = None
         self._fence_prepared: set[int] = set()
-        #: The saves whose records name new keys (``pgfirst``), once there was one.
+        #: The saves whose records name new keys (``pgfirst``), once there was one; the
+        #: full read of a conversation with its key row (``pgkeyreads``), once made.
         self._firsts: FirstWrites | None = None
+        self._keyed: KeyedRead | None = None
 
     # -- writing ----------------------------------------------------------------------
 
@@ -358,6 +361,38 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
 
     # -- reading (no library retry loop: one more try on a checked pool; select_events
     # comes from SelectEventsOnce) ---------------------------------------------------
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """The library's read; a whole conversation with its subject's key row when the
+        key table is in this database (``pgkeyreads``)."""
+        fence = self.fence
+        if (
+            gt is not None
+            or lte is not None
+            or desc
+            or limit is not None
+            or fence is None
+            or fence.fresh is None
+        ):
+            return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        keyed = self._keyed
+        if keyed is None:
+            keyed = self._keyed = KeyedRead(self.datastore.schema, self.events_table_name, fence)
+
+        def read() -> Sequence[StoredEvent]:
+            with self.datastore.get_connection() as conn:
+                return keyed.read(conn, originator_id)
+
+        events: Sequence[StoredEvent] = once_more(read, self.datastore)
+        return events
 
     def select_notifications(
         self,
