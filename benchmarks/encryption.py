@@ -42,7 +42,7 @@ round every configuration, in turn, starts ``--conversations`` conversations and
 five messages to each; each call timed on its own (wall and CPU). With per-subject keys
 the first write (``start``) makes the subject's key: its row is written with the
 ``Started`` record, in its transaction on SQLite and in its statement on PostgreSQL
-(``infrastructure/keys/new_keys.py``, ``infrastructure/persistence/pgfirst.py``); the store
+(``infrastructure/keys/new_keys.py``, ``infrastructure/persistence/pgkeyrows.py``); the store
 key's start, which makes no key, shows what a start costs beside an append anyway. It
 writes its own section (``first-write``); target: first at most 1.3x a later append.
 
@@ -296,7 +296,7 @@ def first_report(
         "brackets, the calling thread's CPU time). *ratio*: the median of the per-round ratios. With "
         "per-subject keys the first write makes the conversation's data key: its row is inserted with "
         "the `Started` record, in its transaction on SQLite and in its very statement on PostgreSQL "
-        "(one commit; `infrastructure/keys/new_keys.py`, `infrastructure/persistence/pgfirst.py`). "
+        "(one commit; `infrastructure/keys/new_keys.py`, `infrastructure/persistence/pgkeyrows.py`). "
         "With the store key no key is made: its "
         "ratio is what a start costs beside an append anyway. *none* is a store opened without a "
         "cipher key, whose per-subject keys are kept unwrapped. Target: with per-subject keys, the "

@@ -85,7 +85,7 @@ class KeyFence:
     fresh: FreshKeys | None = None
     #: The table of conversations that name a subject, as SQL names it ("": none).
     subjects: str = ""
-    #: Hands a key row read with the records to the key cache (``persistence.pgkeyreads``).
+    #: Hands a key row read with the records to the key cache (``persistence.pgkeyrows``).
     learn: Callable[[KeyRow], None] | None = None
 
     def held(self, stored_events: Sequence[StoredEvent], write: Callable[[], T]) -> T:

@@ -474,7 +474,7 @@ class PostgresKeyTable(_SQLKeyTable):
     ) -> tuple[str, tuple[Any, ...]]:
         """The insert of a subject's new key row with its first records (``new_keys``),
         as ``SQLiteKeyTable.new_key_insert``'s (the recorder's one-statement form of it
-        is ``persistence.pgfirst``)."""
+        is ``persistence.pgkeyrows``)."""
         return (
             f"INSERT INTO {self.keys} (key_id, subject, wrapped_key, master_id, created_at) "
             "SELECT %s::bytea, %s::text, %s::bytea, %s::text, %s::timestamptz WHERE EXISTS "

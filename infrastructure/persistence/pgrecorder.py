@@ -38,7 +38,7 @@ those key rows and inserts nothing unless all are live; erasure takes the row
 exclusively (``FOR UPDATE``) before it destroys the key. A refused save raises
 ``ConversationErasedError``, in a group commit after the batch is run again save by
 save. A subject's first key is inserted with its first record, in the same statement
-(``map_and_insert``, ``pgfirst``), not in a transaction of its own.
+(``map_and_insert``, ``pgkeyrows``), not in a transaction of its own.
 
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
@@ -71,8 +71,7 @@ from contextledger.infrastructure.keys.key_fence import KeyFence
 from contextledger.infrastructure.keys.new_keys import NewKeyLost, deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 from contextledger.infrastructure.persistence.group_commit import GroupCommit
-from contextledger.infrastructure.persistence.pgfirst import FirstWrites
-from contextledger.infrastructure.persistence.pgkeyreads import KeyedRead
+from contextledger.infrastructure.persistence.pgkeyrows import FirstWrites, KeyedRead
 from contextledger.infrastructure.persistence.pgreads import FinalMark, once_more
 from contextledger.infrastructure.persistence.pgstandby import StandbyState, standby_state
 from contextledger.infrastructure.persistence.pgstore import (
@@ -154,8 +153,8 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         #: and whether the save connection has its lone-event statement prepared.
         self.fence: KeyFence | None = None
         self._fence_prepared: set[int] = set()
-        #: The saves whose records name new keys (``pgfirst``), once there was one; the
-        #: full read of a conversation with its key row (``pgkeyreads``), once made.
+        #: The saves whose records name new keys (``pgkeyrows``), once there was one; the
+        #: full read of a conversation with its key row (``pgkeyrows``), once made.
         self._firsts: FirstWrites | None = None
         self._keyed: KeyedRead | None = None
 
@@ -175,7 +174,7 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
 
     def map_and_insert(self, mapper: Mapper[Any], events: Sequence[Any]) -> None:
         """Map ``events`` and insert them, the rows of their subjects' new data keys with
-        them (``pgfirst``); mapped again when a new key was not stored (its subject got
+        them (``pgkeyrows``); mapped again when a new key was not stored (its subject got
         a key or a tombstone meanwhile, or the master key changed)."""
         fence = self.fence
         fresh = None if fence is None else fence.fresh
@@ -372,7 +371,7 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         """The library's read; a whole conversation with its subject's key row when the
-        key table is in this database (``pgkeyreads``)."""
+        key table is in this database (``pgkeyrows``)."""
         fence = self.fence
         if (
             gt is not None

@@ -1,6 +1,6 @@
 """A subject's first data key written in the transaction of its first records, on a
 SQLite file and on PostgreSQL (``infrastructure/keys/new_keys.py``,
-``infrastructure/persistence/pgfirst.py``).
+``infrastructure/persistence/pgkeyrows.py``).
 
 Two ledgers on one store are two processes. What each test pins: the key and the
 records commit together or not at all; a new key that loses its place (another
@@ -210,7 +210,7 @@ def test_first_records_batched_together_commit_with_their_keys_or_map_again(post
 def test_a_first_record_meeting_an_erasure_of_its_subject_in_progress_waits_and_is_refused(
     postgres_url: str,
 ) -> None:
-    """The one-statement first record (``pgfirst``): its key's row waits on the unique
+    """The one-statement first record (``pgkeyrows``): its key's row waits on the unique
     subject of a tombstone not committed yet, and inserts nothing once it commits."""
     key = _key()
     base, schema = postgres_url.split("?schema=")

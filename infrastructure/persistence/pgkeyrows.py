@@ -1,7 +1,8 @@
-"""A subject's first data key, written on PostgreSQL with its first records.
+"""Key rows that ride with the records on PostgreSQL: written with a subject's first
+record (``FirstWrites``), read with a conversation's events (``KeyedRead``).
 
-The PostgreSQL recorder (``pgrecorder``) maps a save's events ``deferring()`` as the
-SQLite recorder does (``keys.new_keys``): a subject without a key row gets a new key
+**Written.** The PostgreSQL recorder (``pgrecorder``) maps a save's events
+``deferring()`` as the SQLite recorder does (``keys.new_keys``): a subject without a key row gets a new key
 held in the process, its records are encrypted under it, and the key's row is written
 with them, never on its own. ``FirstWrites`` writes such a save:
 
@@ -24,6 +25,20 @@ made the subject's key first, or erased it, or the master key changed; nothing o
 save is stored and the recorder maps the events again, now with the table's key. Two
 processes writing one subject's first record at once so converge on one key: the
 unique subject lets one row in, the other waits for it and inserts nothing.
+
+**Read.** A process that loads a conversation it has not read yet (a cold load)
+decrypts its records under the key they name, read from the key table: one more query per
+conversation. With the key table in the event store's own database, the PostgreSQL
+recorder reads a whole conversation (``select_events`` from its start) with the key
+row of its subject in the same statement (``KeyedRead``): the subject the
+conversation names (``<prefix>_conversation_subjects``), or its own id; the row rides
+on the first event's row. The row is handed to the key cache (``KeyFence.learn``),
+so the records that name it decrypt without a query of their own. A record naming
+another key (a fork's, a moved conversation's) is read as before, by its id.
+
+Nothing is trusted from the row that a key read by its id would not be: the cache
+unwraps it the same way (a tombstone is cached as a tombstone), and a row under
+another master key is left alone (the read by id then says why it cannot be used).
 """
 
 from __future__ import annotations
@@ -38,10 +53,11 @@ from psycopg import generators, pq
 from psycopg.sql import SQL, Composed, Identifier
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.key_tables import KeyRow
 from contextledger.infrastructure.keys.new_keys import NewKey, NewKeyLost
 from contextledger.infrastructure.keys.wrapping import CHECK_SUBJECT
 
-__all__ = ["FirstWrites"]
+__all__ = ["FirstWrites", "KeyedRead"]
 
 #: The one-statement first record: its name, its parameters' types and formats:
 #: the record's four (uuid, int8, text, bytea), then the new key's row (key id,
@@ -198,3 +214,54 @@ def _command(conn: psycopg.Connection[Any], command: bytes) -> None:
 
 class _Refused(Exception):
     """A new key's row or a record was refused: the transaction is rolled back."""
+
+
+class KeyedRead:
+    """The full read of a conversation with its subject's key row (see the module doc)."""
+
+    def __init__(self, schema: str, events_table: str, fence: KeyFence) -> None:
+        self.fence = fence
+        self.statement: Composed = SQL(
+            "WITH k AS MATERIALIZED (SELECT key_id, subject, wrapped_key, master_id, created_at, "
+            "erased_at, erase_reason FROM {keys} WHERE subject = COALESCE("
+            "(SELECT subject FROM {subjects} WHERE conversation_id = %(o)s), %(own)s)) "
+            "SELECT e.originator_id, e.originator_version, e.topic, e.state, k.key_id, k.subject, "
+            "k.wrapped_key, k.master_id, k.created_at, k.erased_at, k.erase_reason "
+            "FROM {schema}.{table} e LEFT JOIN k ON e.originator_version = 1 "
+            "WHERE e.originator_id = %(o)s ORDER BY e.originator_version ASC"
+        ).format(
+            keys=SQL(fence.table),
+            subjects=SQL(fence.subjects),
+            schema=Identifier(schema),
+            table=Identifier(events_table),
+        )
+
+    def read(self, conn: psycopg.Connection[Any], originator_id: UUID | str) -> Sequence[StoredEvent]:
+        """The conversation's events in version order; its subject's key row learnt."""
+        oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+        with conn.cursor() as curs:
+            curs.execute(self.statement, {"o": oid, "own": str(oid)}, prepare=True)
+            rows = curs.fetchall()
+        if rows and rows[0]["key_id"] is not None and self.fence.learn is not None:
+            first = rows[0]
+            wrapped = first["wrapped_key"]
+            self.fence.learn(
+                KeyRow(
+                    key_id=bytes(first["key_id"]),
+                    subject=first["subject"],
+                    wrapped_key=None if wrapped is None else bytes(wrapped),
+                    master_id=first["master_id"],
+                    created_at=first["created_at"],
+                    erased_at=first["erased_at"],
+                    erase_reason=first["erase_reason"],
+                )
+            )
+        return [
+            StoredEvent(
+                originator_id=row["originator_id"],
+                originator_version=row["originator_version"],
+                topic=row["topic"],
+                state=bytes(row["state"]),
+            )
+            for row in rows
+        ]
