@@ -249,3 +249,32 @@ def test_a_first_record_meeting_an_erasure_of_its_subject_in_progress_waits_and_
         assert len(outcome) == 1 and isinstance(outcome[0], cl.ConversationErasedError), outcome
         assert outcome[0].reason == "held"
         assert ledger.recorder.select_events(cid) == []
+
+
+@pytest.mark.postgres
+def test_a_cold_load_reads_the_subjects_key_row_with_the_events(postgres_url: str) -> None:
+    """PostgreSQL (``pgkeyrows.KeyedRead``): a process reading a conversation for the
+    first time gets its subject's key row in the statement that reads the events, its
+    own or the one it names; an erased subject's row is its tombstone."""
+    key = _key()
+    with _open(postgres_url, key) as writer:
+        own = writer.start("s")
+        named = writer.start("s", subject="erin")
+        gone = writer.start("s", subject="frank")
+        for cid in (own, named, gone):
+            writer.append(cid, {"role": "user", "content": f"hello {cid}"})
+        writer.erase("frank", "asked")
+    with _open(postgres_url, key) as fresh:
+        table = _keys(fresh).table
+        by_id = table.by_id
+
+        def no_read_by_id(key_id: bytes) -> Any:  # pragma: no cover - the failure
+            raise AssertionError("the key row was read on its own")
+
+        table.by_id = no_read_by_id  # type: ignore[method-assign]
+        for cid in (own, named):
+            assert fresh.context(cid)[-1]["content"] == f"hello {cid}"
+        with pytest.raises(cl.ConversationErasedError) as erased:
+            fresh.context(gone)
+        assert erased.value.subject == "frank"
+        table.by_id = by_id  # type: ignore[method-assign]
