@@ -236,11 +236,15 @@ class KeyedRead:
             table=Identifier(events_table),
         )
 
-    def read(self, conn: psycopg.Connection[Any], originator_id: UUID | str) -> Sequence[StoredEvent]:
-        """The conversation's events in version order; its subject's key row learnt."""
+    def read(self, conn: psycopg.Connection[Any], originator_id: UUID | str) -> Sequence[StoredEvent] | None:
+        """The conversation's events in version order, its subject's key row learnt;
+        None if the store has no key tables (made before them: nothing names a key)."""
         oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
         with conn.cursor() as curs:
-            curs.execute(self.statement, {"o": oid, "own": str(oid)}, prepare=True)
+            try:
+                curs.execute(self.statement, {"o": oid, "own": str(oid)}, prepare=True)
+            except psycopg.errors.UndefinedTable:
+                return None
             rows = curs.fetchall()
         if rows and rows[0]["key_id"] is not None and self.fence.learn is not None:
             first = rows[0]

@@ -50,6 +50,7 @@ import struct
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -386,11 +387,14 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         if keyed is None:
             keyed = self._keyed = KeyedRead(self.datastore.schema, self.events_table_name, fence)
 
-        def read() -> Sequence[StoredEvent]:
+        def read() -> Sequence[StoredEvent] | None:
             with self.datastore.get_connection() as conn:
                 return keyed.read(conn, originator_id)
 
-        events: Sequence[StoredEvent] = once_more(read, self.datastore)
+        events: Sequence[StoredEvent] | None = once_more(read, self.datastore)
+        if events is None:  # no key tables in this store: the library's read, from now on
+            self.fence = replace(fence, fresh=None)
+            return super().select_events(originator_id)
         return events
 
     def select_notifications(
