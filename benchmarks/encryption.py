@@ -40,8 +40,9 @@ the unencrypted path, cold load at most 1.1x. Writes its section of docs/benchma
 ``--first`` measures a conversation's first write against its later ones instead: in each
 round every configuration, in turn, starts ``--conversations`` conversations and appends
 five messages to each; each call timed on its own (wall and CPU). With per-subject keys
-the first write (``start``) makes the subject's key: on SQLite its row is written in the
-transaction of the ``Started`` record (``infrastructure/keys/new_keys.py``); the store
+the first write (``start``) makes the subject's key: its row is written with the
+``Started`` record, in its transaction on SQLite and in its statement on PostgreSQL
+(``infrastructure/keys/new_keys.py``, ``infrastructure/persistence/pgkeyrows.py``); the store
 key's start, which makes no key, shows what a start costs beside an append anyway. It
 writes its own section (``first-write``); target: first at most 1.3x a later append.
 
@@ -293,9 +294,10 @@ def first_report(
         "five ~330-byte messages to each, every call timed on its own; per round the median first "
         "write (the `start`) and the median later append, then the medians over the rounds (µs; in "
         "brackets, the calling thread's CPU time). *ratio*: the median of the per-round ratios. With "
-        "per-subject keys the first write makes the conversation's data key: its row is inserted in "
-        "the transaction of the `Started` record on SQLite (one commit, `infrastructure/keys/new_keys.py`), "
-        "in a transaction of its own before it on PostgreSQL. With the store key no key is made: its "
+        "per-subject keys the first write makes the conversation's data key: its row is inserted with "
+        "the `Started` record, in its transaction on SQLite and in its very statement on PostgreSQL "
+        "(one commit; `infrastructure/keys/new_keys.py`, `infrastructure/persistence/pgkeyrows.py`). "
+        "With the store key no key is made: its "
         "ratio is what a start costs beside an append anyway. *none* is a store opened without a "
         "cipher key, whose per-subject keys are kept unwrapped. Target: with per-subject keys, the "
         "first write at most 1.3x a later append.",
@@ -357,11 +359,10 @@ NOTES = [
     "(`benchmarks/cipher_cost.py`: encode + decode of a message event 29 µs without a cipher, 26 "
     "with the store key, 31 with a subject key), and the key, cached after its first use, is one "
     "dict lookup: appends alone showed no difference between the store key and per-subject keys "
-    "beyond the noise (±15%). What per-subject keys add is in the *start*: the conversation's "
-    "subject and the subject's key are looked up in the key table, and a new wrapped key is "
-    "inserted in its own transaction (three statements), about 0.6 ms of CPU on SQLite and 1.2 ms "
-    "on PostgreSQL per conversation, 25-45 µs per message over these conversations (27 messages "
-    "on average).",
+    "beyond the noise (±15%). What per-subject keys add is in the *start*: a new data key is made "
+    "and wrapped under the master key, and its row is inserted with the `Started` record, in the "
+    "same transaction (SQLite) or statement (PostgreSQL): no lookup in the key table, no commit of "
+    "its own.",
     "- *context()* on a warm ledger decrypts no stored event: no cipher is on its path.",
     "- *cold load*: every event is decrypted once, and each conversation's key is read from the key "
     "table and unwrapped once (one more query per conversation); the rest of the load (fold, "
@@ -493,8 +494,8 @@ def fence_report(
         "per call, the two taking turns at going first. Medians over the rounds, µs per message (the "
         "start counted as one); in brackets, this process's CPU time.",
         "",
-        "*later appends*: the same without the starts (a start makes the conversation's key: on "
-        "SQLite, fenced, its row rides in the transaction of the first record, which the unfenced "
+        "*later appends*: the same without the starts (a start makes the conversation's key: "
+        "fenced, its row rides in the transaction of the first record, which the unfenced "
         "recorder, with no fence to check it, does not do: the starts favour the fenced side there).",
         "",
         "| store | append µs/message, fenced | unfenced | fenced / unfenced (per-round median) "

@@ -10,11 +10,13 @@ Without a key store, a store linked to one is refused before anything is made in
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Transcoder
 
-from contextledger.domain.values.errors import ConfigurationError
+from contextledger.domain.values.errors import ConfigurationError, ContextLedgerError
 from contextledger.infrastructure.keys.key_fence import KeyFence
 from contextledger.infrastructure.keys.key_modes import (
     keys_are_unwrapped,
@@ -31,9 +33,9 @@ from contextledger.infrastructure.keys.key_store import (
     link,
     postgres_datastore,
 )
-from contextledger.infrastructure.keys.key_tables import KeyTable, PostgresKeyTable, SQLiteKeyTable
+from contextledger.infrastructure.keys.key_tables import KeyRow, KeyTable, PostgresKeyTable, SQLiteKeyTable
 from contextledger.infrastructure.keys.memory_key_table import MemoryKeyTable
-from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, SubjectKeys
+from contextledger.infrastructure.keys.subject_keys import CHECK_SUBJECT, SubjectKeys, Tombstone
 from contextledger.infrastructure.keys.subject_mapper import KEY_SCOPE, SubjectMapper, key_ids_of
 
 __all__ = ["SubjectKeysFactory"]
@@ -215,7 +217,30 @@ def _fence_of(keys: SubjectKeys) -> KeyFence:
     hold = table.held().hold if isinstance(table, KeyDatabaseTable) else None
     fresh = None
     # In the events' own database, new keys ride with their first records; a key file
-    # attached beside it commits apart from the events (WAL), so not there.
-    if type(table) is SQLiteKeyTable:
+    # attached beside it commits apart from the events (WAL), and a key database of its
+    # own apart from the event database, so not there.
+    if type(table) is SQLiteKeyTable or type(table) is PostgresKeyTable:
         keys.new_keys.insert, fresh = table.new_key_insert, keys
-    return KeyFence(getattr(table, "keys", ""), key_ids_of, keys.refused_write, live, hold, fresh)
+    return KeyFence(
+        getattr(table, "keys", ""),
+        key_ids_of,
+        keys.refused_write,
+        live,
+        hold,
+        fresh,
+        getattr(table, "subjects", ""),
+        lambda row: _learn(keys, row),
+    )
+
+
+def _learn(keys: SubjectKeys, row: KeyRow) -> None:
+    """Cache ``row``, read with the records that name it, as a read by its id would
+    (unwrapped, or a tombstone); a row that read would refuse (another master key, a
+    damaged row) is left to it, for the record that names it."""
+    hit = keys._by_id.get(row.key_id)
+    if hit is not None and (isinstance(hit[0], Tombstone) or hit[1] > time.monotonic()):
+        return
+    if row.wrapped_key is not None and row.master_id != keys.master_id:
+        return
+    with contextlib.suppress(ContextLedgerError):
+        keys._entry(row)

@@ -44,6 +44,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
+from contextledger.infrastructure.keys.key_tables import KeyRow
 from contextledger.infrastructure.keys.new_keys import NewKeys
 
 __all__ = ["FreshKeys", "KeyFence"]
@@ -57,6 +58,7 @@ class FreshKeys(Protocol):
     new_keys: NewKeys
 
     def settle(self, key_ids: Sequence[bytes]) -> None: ...
+
 
 T = TypeVar("T")
 
@@ -73,7 +75,7 @@ class KeyFence:
     ``hold``: the key rows held in the key database across a write (None: the key
     table is in the event store, checked by the insert itself); ``fresh``: the keys
     whose new keys a recorder may store with their first records (None: every key is
-    stored before its records)."""
+    stored before its records); ``subjects``: the conversations' subjects table."""
 
     table: str
     key_ids: Callable[[bytes], list[bytes] | None]
@@ -81,6 +83,10 @@ class KeyFence:
     live: Callable[[bytes], bool]
     hold: Callable[[Sequence[bytes]], AbstractContextManager[bool]] | None = None
     fresh: FreshKeys | None = None
+    #: The table of conversations that name a subject, as SQL names it ("": none).
+    subjects: str = ""
+    #: Hands a key row read with the records to the key cache (``persistence.pgkeyrows``).
+    learn: Callable[[KeyRow], None] | None = None
 
     def held(self, stored_events: Sequence[StoredEvent], write: Callable[[], T]) -> T:
         """``write()`` run while the keys the records name are held (``hold``); the

@@ -439,7 +439,13 @@ class PostgresKeyTable(_SQLKeyTable):
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[Any]:
-        with self.datastore.transaction(commit=commit) as cursor:
+        if commit:
+            with self.datastore.transaction(commit=True) as cursor:
+                yield cursor
+            return
+        # Every read is one statement: in autocommit, one round trip, not three (no BEGIN
+        # and ROLLBACK; psycopg also drops a connection's prepared statements on ROLLBACK).
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             yield cursor
 
     def _sql(self, text: str) -> Any:
@@ -462,6 +468,21 @@ class PostgresKeyTable(_SQLKeyTable):
     def _missing_table(self, exc: BaseException) -> bool:
         cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
         return isinstance(cause, psycopg.errors.UndefinedTable)
+
+    def new_key_insert(
+        self, row: KeyRow, check: str, master_id: str, unassigned: UUID | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The insert of a subject's new key row with its first records (``new_keys``),
+        as ``SQLiteKeyTable.new_key_insert``'s (the recorder's one-statement form of it
+        is ``persistence.pgkeyrows``)."""
+        return (
+            f"INSERT INTO {self.keys} (key_id, subject, wrapped_key, master_id, created_at) "
+            "SELECT %s::bytea, %s::text, %s::bytea, %s::text, %s::timestamptz WHERE EXISTS "
+            f"(SELECT 1 FROM {self.keys} WHERE subject = %s AND master_id = %s) AND NOT EXISTS "
+            f"(SELECT 1 FROM {self.subjects} WHERE conversation_id = %s::uuid) "
+            "ON CONFLICT (subject) DO NOTHING",
+            (*self._params(row)[:5], check, master_id, unassigned),
+        )
 
     def _before_tombstone(self, cursor: Any, subject: str) -> None:
         # The row exclusively: a write holding it (FOR KEY SHARE, key_fence) commits first;

@@ -47,7 +47,7 @@ from contextledger.infrastructure.keys.wrapping import (
     wrap_key,
 )
 
-__all__ = ["NewKey", "NewKeys", "deferring", "is_deferring", "made"]
+__all__ = ["NewKey", "NewKeyLost", "NewKeys", "deferring", "is_deferring", "made"]
 
 #: Conversations remembered as naming a subject (``NewKeys.look_up``) at most.
 _LOOK_UP_LIMIT = 65536
@@ -140,10 +140,17 @@ class NewKeys:
                         del self._by_subject[new.key.subject]
         return taken
 
+    def held(self, key_ids: Sequence[bytes]) -> list[NewKey]:
+        """The new keys held among ``key_ids``, each once, in order."""
+        by_id = self._by_id
+        if not by_id:
+            return []
+        return [new for key_id in dict.fromkeys(key_ids) if (new := by_id.get(key_id)) is not None]
+
     def inserts(self, key_ids: Sequence[bytes], master_id: str) -> list[tuple[bytes, str, tuple[Any, ...]]]:
         """For each new key among ``key_ids``: its id, and the statement and parameters
         that insert its row (checking the master key ``master_id``)."""
-        found = [new for key_id in dict.fromkeys(key_ids) if (new := self._by_id.get(key_id)) is not None]
+        found = self.held(key_ids)
         insert = self.insert
         if not found or insert is None:
             return []
@@ -181,6 +188,16 @@ class NewKeys:
             new = self._by_subject.pop(subject, None)
             if new is not None:
                 self._by_id.pop(new.key.key_id, None)
+
+
+class NewKeyLost(Exception):
+    """A subject's new key was not stored with the save's records (another key or a
+    tombstone of its subject was there first, or the master key changed): nothing of
+    the save was stored, and its events are mapped again."""
+
+    def __init__(self, key_ids: list[bytes]) -> None:
+        super().__init__("a new data key was not stored")
+        self.key_ids = key_ids
 
 
 def made(

@@ -98,6 +98,7 @@ MAX_KEYS = 255
 #: The first bytes of a record stored in clear (an erasure's record).
 CLEAR_MARK = b"CLC\x01"
 _HEADER = len(MARK) + KEY_ID_SIZE
+_MARK_SIZE = len(MARK)
 #: Records read at a time looking for a fork's first own message.
 _PAGE = 100
 #: Conversations whose erased subjects are remembered (``erased_subjects``) at most.
@@ -260,6 +261,21 @@ class SubjectMapper(PydanticMapper):
         return size, ids, [self.keys.key_by_id(key_id) for key_id in ids]
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
+        state, keys = stored_event.state, self.keys
+        if keys is not None and state[:_MARK_SIZE] == MARK and len(state) >= _HEADER + OVERHEAD:
+            # The usual record, under one data key, decrypted at once; anything else
+            # (a tombstone, a missing key, a record that does not decrypt) the general way.
+            key = keys.key_by_id(bytes(state[_MARK_SIZE:_HEADER]))
+            if type(key) is DataKey:
+                aad = _record_aad(
+                    bytes(state[:_HEADER]), stored_event.originator_id, stored_event.originator_version
+                )
+                try:
+                    data = key.cipher.decrypt(state[_HEADER:], aad)
+                except ValueError:
+                    pass
+                else:
+                    return self.decode_state(stored_event, data)
         if stored_event.topic == ContentErased.TOPIC and bytes(stored_event.state[:4]) == CLEAR_MARK:
             record = _clear_record(stored_event)
             if self.keys is not None:  # erased here or elsewhere: no cached key outlives it

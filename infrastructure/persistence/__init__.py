@@ -5,7 +5,8 @@
 - ``stores``: opening a store: SQLite file checks, the read-only factories;
   ``sqlite_files``: whether a path can be a SQLite database;
 - ``recorders``: names every recorder and factory (stable class paths);
-- ``pgstore``, ``pgrecorder``, ``group_commit``, ``pgreads``: PostgreSQL;
+- ``pgstore``, ``pgrecorder``, ``pgkeyrows``, ``group_commit``, ``pgreads``:
+  PostgreSQL;
 - ``sqlite_recorder``: SQLite; ``memory_recorder``: ``memory://``;
 - ``dbapi_errors``: the drivers' errors as eventsourcing's;
 - ``moved``: the old paths of moved modules, registered as topics.

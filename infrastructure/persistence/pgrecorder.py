@@ -37,7 +37,8 @@ unerased (``key_fence``): the statement takes a shared lock (``FOR KEY SHARE``) 
 those key rows and inserts nothing unless all are live; erasure takes the row
 exclusively (``FOR UPDATE``) before it destroys the key. A refused save raises
 ``ConversationErasedError``, in a group commit after the batch is run again save by
-save.
+save. A subject's first key is inserted with its first record, in the same statement
+(``map_and_insert``, ``pgkeyrows``), not in a transaction of its own.
 
 Followers poll (``LogFollower``) and are woken in-process by the ledger's listeners;
 ``subscribe()`` returns a polling subscription.
@@ -49,6 +50,7 @@ import struct
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -57,6 +59,7 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     InterfaceError,
     ListenNotifySubscription,
+    Mapper,
     OperationalError,
     StoredEvent,
     Subscription,
@@ -66,8 +69,10 @@ from psycopg import generators, pq
 from psycopg.sql import SQL, Composed, Identifier
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.new_keys import NewKeyLost, deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 from contextledger.infrastructure.persistence.group_commit import GroupCommit
+from contextledger.infrastructure.persistence.pgkeyrows import FirstWrites, KeyedRead
 from contextledger.infrastructure.persistence.pgreads import FinalMark, once_more
 from contextledger.infrastructure.persistence.pgstandby import StandbyState, standby_state
 from contextledger.infrastructure.persistence.pgstore import (
@@ -83,20 +88,20 @@ __all__ = ["PollingSubscription", "PostgresConversationFactory", "PostgresConver
 _ONE_NAME = b"contextledger_append_one"
 _ONE_TYPES = [2950, 20, 25, 17]
 _BINARY = [1, 1, 1, 1]
-#: The lone-event statement of a record under data keys: a fifth parameter (bytea)
-#: holds the key ids it names, 16 bytes each (``_FENCE``).
-_FENCED_NAME = b"contextledger_append_fenced"
-_FENCED_TYPES = [*_ONE_TYPES, 17]
-_FENCED_BINARY = [*_BINARY, 1]
-#: The condition that fences a write (``key_fence``): every key id of the parameter
-#: ``{ids}`` (16 bytes each) is a key row with a wrapped key, locked ``FOR KEY SHARE``
-#: until the insert commits. An erasure holding the row (``FOR UPDATE``) makes it
-#: wait; one committed first leaves the row without a wrapped key, so the count falls
-#: short. A master-key rotation re-wrapping the row (``FOR NO KEY UPDATE``) does not.
+#: The lone-event statement of a record naming ``n`` data keys: ``n`` more parameters
+#: (bytea), the key ids (``_FENCE``); one statement per ``n``, prepared when first used.
+_FENCED_NAME = b"contextledger_append_fenced_%d"
+#: The condition that fences a write (``key_fence``): every key id ``{ids}`` names is
+#: a key row with a wrapped key, locked ``FOR KEY SHARE`` until the insert commits. An
+#: erasure holding the row (``FOR UPDATE``) makes it wait; one committed first leaves
+#: the row without a wrapped key, so the count falls short. A master-key rotation
+#: re-wrapping the row (``FOR NO KEY UPDATE``) does not. The ids are parameters the
+#: primary key's index is searched for (a list, or an array), so that the statement's
+#: generic plan reads those rows only: ids cut out of one parameter by a set-returning
+#: function left the planner guessing at a thousand of them, and it read the whole table.
 _FENCE = (
-    "(SELECT count(*) FROM (SELECT 1 FROM {keys} WHERE key_id IN "
-    "(SELECT substring({ids} FROM 1 + 16 * i FOR 16) FROM generate_series(0, length({ids}) / 16 - 1) AS i) "
-    "AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live) = length({ids}) / 16"
+    "(SELECT count(*) FROM (SELECT 1 FROM {keys} WHERE key_id {ids} "
+    "AND wrapped_key IS NOT NULL FOR KEY SHARE) AS live) = {count}"
 )
 _INT8 = struct.Struct("!q")
 
@@ -148,7 +153,11 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
         #: The write fence of the store's key table (set by ``SubjectKeysFactory``),
         #: and whether the save connection has its lone-event statement prepared.
         self.fence: KeyFence | None = None
-        self._fence_prepared = False
+        self._fence_prepared: set[int] = set()
+        #: The saves whose records name new keys (``pgkeyrows``), once there was one; the
+        #: full read of a conversation with its key row (``pgkeyrows``), once made.
+        self._firsts: FirstWrites | None = None
+        self._keyed: KeyedRead | None = None
 
     # -- writing ----------------------------------------------------------------------
 
@@ -158,7 +167,29 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             return ids
         if not stored_events:
             return []
-        return self.group_commit.submit(stored_events)
+        try:
+            return self.group_commit.submit(stored_events)
+        except NewKeyLost:  # a key it names was not stored (mapped elsewhere): refused
+            assert self.fence is not None
+            raise self.fence.error(stored_events) from None
+
+    def map_and_insert(self, mapper: Mapper[Any], events: Sequence[Any]) -> None:
+        """Map ``events`` and insert them, the rows of their subjects' new data keys with
+        them (``pgkeyrows``); mapped again when a new key was not stored (its subject got
+        a key or a tombstone meanwhile, or the master key changed)."""
+        fence = self.fence
+        fresh = None if fence is None else fence.fresh
+        to_stored = mapper.to_stored_event
+        for _ in range(3 if fresh is not None and events else 0):
+            with deferring():
+                stored = [to_stored(e) for e in events]
+            try:
+                self.group_commit.submit(stored)
+                return
+            except NewKeyLost as lost:
+                assert fresh is not None
+                fresh.new_keys.lose(lost.key_ids)
+        self.insert_events([to_stored(e) for e in events])  # keys stored first, on their own
 
     def _write(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         """Write ``stored_events`` in one statement on the save connection; their ids.
@@ -181,7 +212,15 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             if not held:
                 return fence.held(stored_events, lambda: self._write_on(conn, stored_events, True))
             fence = None
-        named = b"".join(fence.named(stored_events)) if fence is not None else b""
+        named_ids = fence.named(stored_events) if fence is not None else []
+        fresh = None if fence is None else fence.fresh
+        if fresh is not None and named_ids and (new := fresh.new_keys.held(named_ids)):
+            assert fence is not None
+            firsts = self._firsts
+            if firsts is None:
+                firsts = self._firsts = FirstWrites(self.datastore.schema, self.events_table_name, fence)
+            with _MAPPED:
+                return firsts.write(conn, stored_events, named_ids, new, self._fenced_batch)
         with _MAPPED:
             if len(stored_events) == 1:
                 e = stored_events[0]
@@ -193,11 +232,13 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                     e.topic.encode(),
                     e.state,
                 ]
-                if named:
-                    self._prepare_fenced(conn)
-                    params.append(named)
+                if named_ids:
+                    count = len(named_ids)
+                    if count not in self._fence_prepared:
+                        self._prepare_fenced(conn, count)
+                    params += named_ids
                     pg.send_query_prepared(
-                        _FENCED_NAME, params, param_formats=_FENCED_BINARY, result_format=1
+                        _FENCED_NAME % count, params, param_formats=[1] * (4 + count), result_format=1
                     )
                 else:
                     pg.send_query_prepared(_ONE_NAME, params, param_formats=_BINARY, result_format=1)
@@ -205,24 +246,31 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 if res.status != pq.ExecStatus.TUPLES_OK:
                     raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
                 if res.ntuples == 0:  # fenced: a key it names is erased
-                    assert fence is not None
-                    raise fence.error(stored_events)
+                    raise self._refused(stored_events, named_ids)
                 value = res.get_value(0, 0)
                 assert value is not None
                 return [_INT8.unpack(value)[0]]
             with conn.cursor() as curs:
-                if named:
+                if named_ids:
                     o, v, t, st = event_columns(stored_events)
                     curs.execute(
-                        self._fenced_batch(), {"o": o, "v": v, "t": t, "s": st, "k": named}, prepare=True
+                        self._fenced_batch(), {"o": o, "v": v, "t": t, "s": st, "k": named_ids}, prepare=True
                     )
                 else:
                     curs.execute(self.append_statement, event_columns(stored_events), prepare=True)
                 ids = [row["id"] for row in curs.fetchall()]
         if len(ids) != len(stored_events):  # fenced: none of the batch was inserted
-            assert fence is not None
-            raise fence.error(stored_events)
+            raise self._refused(stored_events, named_ids)
         return ids
+
+    def _refused(self, stored_events: Sequence[StoredEvent], named_ids: list[bytes]) -> Exception:
+        """The error of a fenced save: ``NewKeyLost`` if a key it names is a new key
+        that was not stored (the events are mapped again), else the fence's."""
+        fence = self.fence
+        assert fence is not None
+        if fence.fresh is not None and fence.fresh.new_keys.lost(named_ids):
+            return NewKeyLost([])
+        return fence.error(stored_events)
 
     def _keys_table(self) -> SQL:
         assert self.fence is not None
@@ -241,7 +289,9 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 "FROM unnest(%(o)b::uuid[], %(v)b::bigint[], %(t)b::text[], %(s)b::bytea[]) "
                 "WITH ORDINALITY AS e (o, v, t, s, n) "
                 "WHERE pg_current_xact_id() IS NOT NULL AND "
-                + _FENCE.format(keys="{keys}", ids="%(k)b::bytea")
+                + _FENCE.format(
+                    keys="{keys}", ids="= ANY(%(k)b::bytea[])", count="cardinality(%(k)b::bytea[])"
+                )
                 + " "
                 "ORDER BY e.n "
                 "RETURNING notification_id AS id"
@@ -249,24 +299,26 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
             self.__dict__["_fenced_batch_statement"] = found
         return found
 
-    def _prepare_fenced(self, conn: psycopg.Connection[Any]) -> None:
-        """Prepare the fenced lone-event statement on the save connection, once."""
-        if self._fence_prepared:
-            return
+    def _prepare_fenced(self, conn: psycopg.Connection[Any], count: int) -> None:
+        """Prepare the fenced lone-event statement of a record naming ``count`` keys on
+        the save connection."""
+        ids = "IN (" + ", ".join(f"${5 + i}" for i in range(count)) + ")"
         statement = SQL(
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
             "SELECT $1, $2, $3, $4 WHERE pg_current_xact_id() IS NOT NULL AND "
-            + _FENCE.format(keys="{keys}", ids="$5")
+            + _FENCE.format(keys="{keys}", ids=ids, count=count)
             + " RETURNING notification_id"
         ).format(
             schema=Identifier(self.datastore.schema),
             table=Identifier(self.events_table_name),
             keys=self._keys_table(),
         )
-        res = conn.pgconn.prepare(_FENCED_NAME, statement.as_bytes(conn), _FENCED_TYPES)
+        res = conn.pgconn.prepare(
+            _FENCED_NAME % count, statement.as_bytes(conn), [*_ONE_TYPES] + [17] * count
+        )
         if res.status != pq.ExecStatus.COMMAND_OK:
             raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
-        self._fence_prepared = True
+        self._fence_prepared.add(count)
 
     def _save_connection(self) -> psycopg.Connection[Any]:
         """The connection saves are written on: opened once, outside the pool (so the
@@ -297,18 +349,53 @@ class PostgresConversationRecorder(SelectEventsOnce, PostgresApplicationRecorder
                 conn.close()
                 raise
         self._writer = conn
-        self._fence_prepared = False
+        self._fence_prepared = set()
         return conn
 
     def close_save_connection(self) -> None:
         """Close the save connection (the next save opens another)."""
         conn, self._writer = self._writer, None
-        self._fence_prepared = False
+        self._fence_prepared = set()
         if conn is not None:
             conn.close()
 
     # -- reading (no library retry loop: one more try on a checked pool; select_events
     # comes from SelectEventsOnce) ---------------------------------------------------
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """The library's read; a whole conversation with its subject's key row when the
+        key table is in this database (``pgkeyrows``)."""
+        fence = self.fence
+        if (
+            gt is not None
+            or lte is not None
+            or desc
+            or limit is not None
+            or fence is None
+            or fence.fresh is None
+        ):
+            return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        keyed = self._keyed
+        if keyed is None:
+            keyed = self._keyed = KeyedRead(self.datastore.schema, self.events_table_name, fence)
+
+        def read() -> Sequence[StoredEvent] | None:
+            with self.datastore.get_connection() as conn:
+                return keyed.read(conn, originator_id)
+
+        events: Sequence[StoredEvent] | None = once_more(read, self.datastore)
+        if events is None:  # no key tables in this store: the library's read, from now on
+            self.fence = replace(fence, fresh=None)
+            return super().select_events(originator_id)
+        return events
 
     def select_notifications(
         self,
