@@ -51,7 +51,7 @@ from contextledger.domain.values.errors import (
     InvalidMessageError,
     InvalidPolicyError,
 )
-from contextledger.domain.values.messages import Message
+from contextledger.domain.values.messages import MESSAGES_CHECKED, Message
 from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.domain.values.reduction import Entry
 from contextledger.domain.values.tools import ToolDefinitions
@@ -235,22 +235,25 @@ class Conversation(EditCommands, SummaryCommands):
                     tokens=tokens,
                 )
         position = s.next_position
-        self._trigger(
+        self._new_event(
             MessageAppended,
             at,
-            position=position,
-            message=message,
-            tokens=tokens,
-            placeholder_tokens=placeholder_tokens,
-            client_message_id=client_message_id,
-            **commit(
-                s.digest,
-                structure("message", self.version + 1, at, position),
-                message_content(message, items, original, hidden),
-            ),
-            items=items,
-            original=original,
-            hidden=hidden,
+            {
+                "position": position,
+                "message": message,
+                "tokens": tokens,
+                "placeholder_tokens": placeholder_tokens,
+                "client_message_id": client_message_id,
+                **commit(
+                    s.digest,
+                    structure("message", self.version + 1, at, position),
+                    message_content(message, items, original, hidden),
+                ),
+                "items": items,
+                "original": original,
+                "hidden": hidden,
+            },
+            MESSAGES_CHECKED if type(message) is Message else None,  # checked when built
         )
         self._maybe_pin_range(at)
         return position

@@ -205,6 +205,16 @@ def _entry(
     hidden: bool = False,
 ) -> Entry:
     """The window entry of a message-carrying event at its position and version."""
+    if items is None and original is None:  # a chat message: its values are checked
+        return Entry.of_checked(
+            event.position,
+            event.originator_version,
+            event.message,
+            event.tokens,
+            event.placeholder_tokens,
+            tool_name,
+            hidden,
+        )
     return Entry(
         position=event.position,
         version=event.originator_version,

@@ -221,6 +221,8 @@ class ConversationCommands:
             if usage is not None:  # the provider saw the context before its own answer
                 self._record(conversation, usage)
             positions = [self.append_to(conversation, msg, ids[0], hidden)]
+            if ids[0] is None:  # no client id: no record of it (nor a reading of the clock)
+                return positions, []
             return positions, id_records(conversation.id, ids, positions, at=self._clock())
 
         return execute_once(self._host.store, conversation_id, command, ids, [msg])[0]

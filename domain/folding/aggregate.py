@@ -67,9 +67,18 @@ class ConversationRoot:
         return conversation
 
     def _trigger(self, event_class: type[ConversationEvent], at: datetime, **fields: Any) -> None:
-        event = event_class(
-            originator_id=self.id, originator_version=self.version + 1, timestamp=at, **fields
-        )
+        self._new_event(event_class, at, fields, None)
+
+    def _new_event(
+        self,
+        event_class: type[ConversationEvent],
+        at: datetime,
+        fields: dict[str, Any],
+        context: dict[str, Any] | None,
+    ) -> None:
+        """``_trigger``, the event validated under ``context`` (pydantic's)."""
+        fields.update(originator_id=self.id, originator_version=self.version + 1, timestamp=at)
+        event = event_class.model_validate(fields, context=context)
         if isinstance(event, SealedEvent):
             event = event.sealed()
         self.apply(self, event)

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
 from contextledger.domain.values.errors import InvalidMessageError
 
@@ -65,6 +65,15 @@ ContentPart = dict[str, Any]
 Content = str | tuple[ContentPart, ...] | None
 
 
+#: The validation context of a model built from a ``Message`` that is one already (a
+#: command's new event): pydantic runs a model's ``after`` validator again for an
+#: instance put into another model, and under this context ``Message`` skips its
+#: shape check there -- the message was checked when it was built, and is frozen.
+#: Only for fields whose every message is an instance: one given as a dict would be
+#: built without the check.
+MESSAGES_CHECKED: dict[str, Any] = {"messages": "checked"}
+
+
 class Message(BaseModel):
     """A chat message as the OpenAI Chat Completions API takes it."""
 
@@ -83,7 +92,9 @@ class Message(BaseModel):
             raise _invalid(exc, data.get("role")) from exc
 
     @model_validator(mode="after")
-    def _check_shape(self) -> Message:
+    def _check_shape(self, info: ValidationInfo) -> Message:
+        if info.context is MESSAGES_CHECKED:  # a message given as one, checked when built
+            return self
         role = self.role
         if self.name is not None and (role == "tool" or not self.name or len(self.name) > 64):
             raise ValueError("name must be 1 to 64 characters, and tool messages take none")

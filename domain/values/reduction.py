@@ -72,6 +72,46 @@ class Entry(BaseModel):
         """Every message but a tool result starts a unit a cut may fall before."""
         return self.message.role != "tool"
 
+    @classmethod
+    def of_checked(
+        cls,
+        position: int,
+        version: int,
+        message: Message,
+        tokens: int,
+        placeholder_tokens: int | None,
+        tool_name: str | None,
+        hidden: bool,
+    ) -> Entry:
+        """The entry of a chat message (no ``items``, no ``original``) whose values a
+        validated event holds, of the very types the fields declare: set as
+        ``Entry(...)`` sets them -- the same fields, all of them given -- without
+        validating them a second time (every append folds one)."""
+        entry = cls.__new__(cls)
+        _set(
+            entry,
+            "__dict__",
+            {
+                "position": position,
+                "version": version,
+                "message": message,
+                "tokens": tokens,
+                "placeholder_tokens": placeholder_tokens,
+                "tool_name": tool_name,
+                "items": None,
+                "original": None,
+                "hidden": hidden,
+            },
+        )
+        _set(entry, "__pydantic_fields_set__", set(_ENTRY_FIELDS))
+        _set(entry, "__pydantic_extra__", None)
+        _set(entry, "__pydantic_private__", None)
+        return entry
+
+
+_set = object.__setattr__
+_ENTRY_FIELDS = tuple(Entry.model_fields)
+
 
 def omit_unhidden(hidden: bool, data: Any) -> Any:
     """``data`` (a dump) without ``hidden`` when it is False: what was stored before the

@@ -27,7 +27,13 @@ from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import InterfaceError, Mapper, StoredEvent
+from eventsourcing.persistence import (
+    ConnectionPoolClosedError,
+    ConnectionUnavailableError,
+    InterfaceError,
+    Mapper,
+    StoredEvent,
+)
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
@@ -159,7 +165,9 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             else fresh.new_keys.inserts([k for n in named for k in n or ()], fresh.master_id)
         )
         pool = self.datastore.pool
-        connection = pool.get_connection(is_writer=True)
+        # The pool's kept writer, unless reads and writes exclude each other (memory).
+        lean = pool if isinstance(pool, _CachingPool) and not pool._mutually_exclusive_read_write else None
+        connection = pool.get_connection(is_writer=True) if lean is None else lean.take_writer()
         try:
             cursor = connection.cursor().sqlite_cursor
             try:
@@ -201,7 +209,10 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
         except sqlite3.Error as exc:
             raise persistence_error(exc, sqlite3) from exc
         finally:
-            pool.put_connection(connection)
+            if lean is None:
+                pool.put_connection(connection)
+            else:
+                lean.return_writer()
         if refused is not None:  # told once the writer connection is back in the pool
             assert fence is not None
             named_ids = [k for n in named for k in n or ()]
@@ -245,7 +256,41 @@ class _CachingPool(SQLiteConnectionPool):
     compiled statements: the library opens them with ``cached_statements=True``, a
     cache of one, so a statement run after another was compiled again (a subject's
     first write -- BEGIN, its key's row, its record -- evicted the append's INSERT, and
-    a reader's queries one another). The connection is otherwise the library's."""
+    a reader's queries one another). The connection is otherwise the library's.
+
+    The recorder's saves take the writer through ``take_writer``/``return_writer``: the
+    pool's writer lock, as ``get_connection(is_writer=True)`` takes it (so they and the
+    library's own writes -- snapshots, tracking -- still write one at a time), and one
+    connection the pool keeps checked out for them (counted in use, closed with the
+    pool), instead of the pool's queue, conditions and bookkeeping on every save."""
+
+    _writer: SQLiteConnection | None = None
+
+    def take_writer(self) -> SQLiteConnection:
+        """The writer connection, holding the pool's writer lock (``return_writer``)."""
+        if self._closed:
+            raise ConnectionPoolClosedError("Pool is closed")
+        if not self._writer_lock.acquire(timeout=self.pool_timeout):
+            raise ConnectionUnavailableError("Timed out waiting for return of writer")
+        try:
+            writer = self._writer
+            if writer is None or writer.closed or writer.closing:
+                writer = self._writer = self._replace_writer(writer)
+            return writer
+        except BaseException:
+            self._writer_lock.release()
+            raise
+
+    def return_writer(self) -> None:
+        self._writer_lock.release()
+
+    def _replace_writer(self, old: SQLiteConnection | None) -> SQLiteConnection:
+        """A connection from the pool, kept checked out for the saves (``old``, closed
+        or closing, given back first)."""
+        if old is not None:
+            self._writer = None
+            self.put_connection(old)
+        return self.get_connection()
 
     def _create_connection(self) -> SQLiteConnection:
         try:
