@@ -580,16 +580,22 @@ def test_snapshots_are_written_in_binary_and_load_a_cold_ledger_as_the_events_do
         assert replayed.working_memory() == conversation.working_memory()
 
 
-def test_the_sqlite_pool_hands_out_the_connection_used_last(tmp_path: Path) -> None:
+def test_the_sqlite_saves_keep_one_warm_writer_and_the_pool_hands_out_the_connection_used_last(
+    tmp_path: Path,
+) -> None:
     with Ledger(Settings(database_url=f"sqlite:///{tmp_path / 'l.db'}", run_policy=False)) as ledger:
         pool: Any = ledger.factory.datastore.pool  # type: ignore[attr-defined]
         cid = ledger.start("s")
+        kept = pool._writer  # the connection the saves keep checked out, statements compiled
+        assert kept is not None
         held = [pool.get_connection(is_writer=False) for _ in range(3)]
         for conn in held:  # three idle connections, the last of them returned last
             pool.put_connection(conn)
         for i in range(3):
-            ledger.append(cid, {"role": "user", "content": f"m{i}"})  # takes and returns one
-            taken = pool.get_connection(is_writer=True)
-            assert taken is held[-1]  # the save's connection, still warm, handed out again
+            ledger.append(cid, {"role": "user", "content": f"m{i}"})
+            assert pool._writer is kept  # every save on the same warm connection
+            assert kept not in held
+            taken = pool.get_connection(is_writer=True)  # the library's own writes (snapshots)
+            assert taken is held[-1]  # the idle connection returned last, still warm
             pool.put_connection(taken)
         assert [e.message["content"] for e in ledger.transcript(cid)] == ["m0", "m1", "m2"]
