@@ -19,7 +19,8 @@ A turn of ``LedgerSession`` on SQLite is split into *the append* -- ``Ledger.ext
 the same two messages in one transaction, timed in a twin conversation of the same
 history and policy in the same ledger, right after each of its turns -- and *the rest*
 (the turn less that: items to messages, ``get_items()``'s read and rendering, the
-hops to a worker thread and back).
+hop to the session's thread and back for the append; ``get_items()`` reads in place
+when it can, and the line says how often it did).
 Writes its section of docs/benchmarks.md (``sessions``) and prints it.
 """
 
@@ -117,6 +118,9 @@ class Contender:
         self.append_medians: list[float] = []
         #: CPU seconds per turn (``time.process_time``: every thread of the process), per run.
         self.cpu_medians: list[float] = []
+        #: Timed ``get_items()`` calls, and those whose read went to the session's thread.
+        self.reads = 0
+        self.thread_reads: list[int] = []
 
     async def fill(self, size: int) -> None:
         started = block_started = time.perf_counter()
@@ -138,6 +142,7 @@ class Contender:
             await self.session.add_items(turn_items(n))
             sent = await self.session.get_items()
             times.append(time.perf_counter() - started)
+            self.reads += 1
             cpu.append(time.process_time() - cpu_started)
             if self.append_only is not None:
                 started = time.perf_counter()
@@ -148,6 +153,19 @@ class Contender:
         if appends:
             self.append_medians.append(statistics.median(appends))
         self.sent_tokens = tokens(sent)
+
+
+def count_thread_reads(contender: Contender) -> None:
+    """Count the reads of a LedgerSession's ``get_items()`` that go to its thread
+    (the others ran in place)."""
+    session = contender.session
+    on_thread = session._items
+
+    def counted() -> Any:
+        contender.thread_reads.append(1)
+        return on_thread()
+
+    session._items = counted
 
 
 async def first_get(session: Any) -> int:
@@ -213,6 +231,7 @@ async def measure(
     ]
     twin = ledgers["sqlite"].start(policy=POLICY)  # the append alone, beside the SQLite session's turns
     contenders[0].append_only = lambda items: ledgers["sqlite"].extend(twin, items)
+    count_thread_reads(contenders[0])
     history = [i for n in range(size // 4) for i in block(n)]
     for start in range(0, len(history), 400):
         ledgers["sqlite"].extend(twin, history[start : start + 400])
@@ -245,7 +264,7 @@ def main() -> None:
     admin = psycopg.connect(POSTGRES, autocommit=True)
     admin.execute(f'CREATE SCHEMA "{schema}"')
     rows = []
-    splits: list[tuple[int, float, float]] = []
+    splits: list[tuple[int, float, float, int, int]] = []
     cpu: dict[tuple[int, str], float] = {}
     blocks: dict[str, list[float]] = {}
     try:
@@ -270,7 +289,9 @@ def main() -> None:
                         )
                         cpu[(size, c.name)] = statistics.median(c.cpu_medians) * 1e6
                         if c.append_medians:
-                            splits.append((size, rows[-1][2], statistics.median(c.append_medians) * 1000))
+                            append_ms = statistics.median(c.append_medians) * 1000
+                            in_place = c.reads - len(c.thread_reads)
+                            splits.append((size, rows[-1][2], append_ms, in_place, c.reads))
                         if size >= 20000 and c.name.startswith("LedgerSession"):
                             blocks[c.name] = c.block_seconds
                         print(
@@ -302,15 +323,18 @@ def main() -> None:
         f"(policy: trigger 100, keep 20, keep_tool_results 10). {os.cpu_count()} cores, shared: load "
         f"average {load_avg:.1f} at the end of the run.",
         "",
-        "What a `LedgerSession` turn still does per call: `add_items` hops to a worker thread once, "
+        "What a `LedgerSession` turn still does per call: `add_items` hops to the session's thread once, "
         "checks and copies the items as the log gives them back (one JSON round trip for the list), "
         "groups them into chat messages, counts their tokens and appends them in one transaction "
         "(the ledger's append path: the conversation's lock, the digest chain, "
-        "encryption under the subject's key, one commit); `get_items()` hops once, brings the "
+        "encryption under the subject's key, one commit); `get_items()` brings the "
         "cached conversation up to date from the store (one query for events after its version, "
         "under its lock), renders the working memory again only if the conversation changed since "
         "the session's last rendering, and hands out a private copy of it (one `marshal` round "
-        "trip). The policy's thread is woken only by a save that reaches a threshold.",
+        "trip): in place, on the event loop's thread, when the store is local (SQLite), nothing of "
+        "the session is in flight, the lock is free and only new entries need rendering; on the "
+        "session's thread otherwise. The policy's thread is woken only by a save that reaches a "
+        "threshold.",
         "",
         "| stored items | session | ms per turn | tokens handed to the model | cold load ms "
         "| fill s | fill s per 1,000 items |",
@@ -330,13 +354,14 @@ def main() -> None:
                 f"and {per_k[(20000, name)]:.2f} s at 20,000 (ratio "
                 f"{per_k[(20000, name)] / per_k[(2000, name)]:.2f}; 1.0 is linear)."
             )
-    for size, turn_ms, append_ms in splits:
+    for size, turn_ms, append_ms, in_place, reads in splits:
         turn_us, append_us = turn_ms * 1000, append_ms * 1000
         lines.append(
             f"- LedgerSession (SQLite) at {size:,} items, a turn of {turn_us:.0f} µs: the append of its 2 "
             f"items {append_us:.0f} µs (`Ledger.extend` of the same 2 messages in a twin conversation, "
             f"median of the runs' medians), the rest {turn_us - append_us:.0f} µs (items to messages, "
-            "`get_items()`'s read and rendering, the hops to a worker thread and back)."
+            "`get_items()`'s read and rendering, the hop to the session's thread and back for the "
+            f"append); `get_items()` read in place in {in_place:,} of {reads:,} turns."
         )
     for size in dict.fromkeys(size for size, *_ in rows):
         mine = cpu.get((size, "LedgerSession (SQLite)"))

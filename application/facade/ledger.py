@@ -22,7 +22,7 @@ from eventsourcing.utils import Environment, EnvType
 
 from contextledger.application.auditing.audit import Audit
 from contextledger.application.facade.background import Background, wait_all
-from contextledger.application.facade.lifecycle import Lifecycle, close_all, guard_methods
+from contextledger.application.facade.lifecycle import Gate, Lifecycle, close_all, guard_methods
 from contextledger.application.facade.opening import (
     build_summarizer,
     counter_factory,
@@ -89,6 +89,9 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
         self.background = Background()
         open_event_store(super().__init__, store_env(self.settings, env))
         self._lifecycle = Lifecycle(stop=self.background.stop, release=super().close)
+        #: The gate every public method passes, for calls an integration runs on a
+        #: thread of its own (``LedgerSession``): refused once closing, waited for by ``close()``.
+        self.gate: Gate = self._lifecycle
         #: This store's own conversations (``store`` routes to every store's when sharded).
         self.local_store = ConversationStore(
             self,

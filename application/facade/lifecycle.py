@@ -31,6 +31,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from contextledger.domain.values.errors import InvalidArgumentError, LedgerClosedError
 
 __all__ = [
+    "Gate",
     "Lifecycle",
     "Stoppable",
     "check_timeout",
@@ -42,6 +43,17 @@ __all__ = [
 log = logging.getLogger("contextledger.lifecycle")
 
 C = TypeVar("C", bound=type)
+
+
+class Gate(Protocol):
+    """What code running the ledger's functions outside its public methods (an
+    integration's own thread) passes, as the public methods do: ``enter`` admits one
+    call or raises ``LedgerClosedError`` once ``close()`` has begun, ``leave`` counts it
+    out (``close()`` waits for the calls in flight)."""
+
+    def enter(self) -> None: ...
+
+    def leave(self) -> None: ...
 
 
 class Lifecycle:

@@ -13,7 +13,8 @@ of ``add_items`` and ``pop_item``, kept within the ledger's rules.
 - ``session_items``: the working memory as items, followed by the calls still waiting
   for their outputs (the working memory leaves an open group out; a session shows
   it, as one that returns every stored row does, and the Agents SDK leaves
-  unanswered calls out of what it sends).
+  unanswered calls out of what it sends). ``session_items_now`` gives them only if
+  that needs no wait and no full rendering (for a caller on an event loop).
 - ``compact_session``: the Agents SDK's compaction session replaces the whole history
   with what ``responses.compact`` returned (the user messages and one opaque
   ``compaction`` item). That is recorded as a native summary of every message not yet
@@ -48,7 +49,7 @@ from contextledger.application.formats.native import NativeCompaction, readable_
 from contextledger.application.shared.limits import check_message_bytes, check_message_tokens
 from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError
+from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError, StoreError
 from contextledger.domain.values.items import Item, items_from_messages, messages_from_items
 from contextledger.domain.values.messages import Message
 from contextledger.domain.values.reduction import Entry, placeholder_text
@@ -62,6 +63,7 @@ __all__ = [
     "compact_session",
     "pop_session_item",
     "session_items",
+    "session_items_now",
 ]
 
 #: The output recorded for a function call the conversation moved on from.
@@ -184,6 +186,33 @@ def session_items(
         return view.items(conversation, summary_role, open_group=True)
 
     return ledger.store.read(conversation_id, read)
+
+
+def session_items_now(
+    ledger: Ledger, conversation_id: UUID, *, summary_role: SummaryRole, view: ItemsView
+) -> list[Item] | None:
+    """``session_items`` (with ``view``) if they can be had at once, without waiting:
+    None when the conversation is not cached in this process, another call holds its
+    lock, or the view would render the working memory in full. The conversation is
+    brought up to date from the store first, as ``ConversationStore.read`` does (the
+    same lock, the same outage bookkeeping): for a caller that may not block, with a
+    store whose reads are local (SQLite, memory)."""
+    store = ledger.store
+    if not store.cached(conversation_id):
+        return None
+    lock = store.lock(conversation_id)
+    if not lock.acquire(timeout=0):
+        return None
+    token, failure = store.outages.begin(), None
+    try:
+        conversation = store.load(conversation_id)
+        return view.cheap_items(conversation, summary_role, open_group=True)
+    except StoreError as exc:
+        failure = exc
+        raise
+    finally:
+        store.outages.end(token, failure)
+        lock.release()
 
 
 def compact_session(ledger: Ledger, conversation_id: UUID, output: list[Item]) -> bool:

@@ -244,6 +244,21 @@ class ItemsView:
     ) -> list[Item]:
         """The working memory as items (the caller's own copy), then, with
         ``open_group``, the items of the calls still waiting for their outputs."""
+        items = self._items(conversation, summary_role, open_group, full=True)
+        assert items is not None
+        return items
+
+    def cheap_items(
+        self, conversation: Conversation, summary_role: SummaryRole = "system", *, open_group: bool = False
+    ) -> list[Item] | None:
+        """``items``, or None (nothing done) when they would be rendered in full: the
+        conversation is not the one rendered last, or changed otherwise than by new
+        entries (a summary, a placeholder boundary moved, an edit)."""
+        return self._items(conversation, summary_role, open_group, full=False)
+
+    def _items(
+        self, conversation: Conversation, summary_role: SummaryRole, open_group: bool, *, full: bool
+    ) -> list[Item] | None:
         s = conversation.state
         last = self._last
         head: list[Item] | None = None
@@ -270,6 +285,8 @@ class ItemsView:
                     self.extensions += 1
         pieces: tuple[bytes, ...] | None = None
         if head is None:
+            if not full:
+                return None
             visible = conversation.visible_entries()
             head = _head_items(conversation, summary_role, visible)
             self.renders += 1

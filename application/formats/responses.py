@@ -65,11 +65,16 @@ _encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
 def _as_logged(item: Any) -> Any:
     """A private copy of ``item`` as the log gives it back (JSON: tuples are lists).
     A key that is not a string is refused: JSON would turn it into one (``1`` and
-    ``"1"`` would even collapse into one key), so the item read back would differ."""
+    ``"1"`` would even collapse into one key), so the item read back would differ.
+    A copy equal to the item has only string keys (a key JSON turned into a string
+    no longer equals its original), so only one that differs (a tuple read back as a
+    list, or such a key) is walked to look for them."""
     text = _encode(item)  # refuses cycles first
     text.encode("utf-8")  # no lone surrogates
-    _check_keys(item)
-    return json.loads(text)
+    copied = json.loads(text)
+    if copied != item:
+        _check_keys(item)
+    return copied
 
 
 def _all_logged(items: list[Any]) -> list[Item] | None:

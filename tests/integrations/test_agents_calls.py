@@ -117,3 +117,80 @@ def test_calls_from_concurrent_tasks_all_land_and_sessions_of_one_ledger_do_not_
         assert sorted(contents(await b.get_items())) == [f"b{n}" for n in range(5)]
 
     asyncio.run(scenario())
+
+
+def _counting_thread_reads(session: LedgerSession) -> list[int]:
+    """Counts the reads ``get_items`` sends to the session's thread."""
+    sent: list[int] = []
+    on_thread = session._items
+
+    def counted() -> list[dict[str, Any]]:
+        sent.append(1)
+        return on_thread()
+
+    session._items = counted  # type: ignore[method-assign]
+    return sent
+
+
+def test_on_sqlite_a_read_runs_in_place_and_sees_another_processs_write_at_once(sqlite_url: str) -> None:
+    async def scenario() -> None:
+        with cl.Ledger.open(sqlite_url) as mine, cl.Ledger.open(sqlite_url) as theirs:
+            session = LedgerSession("shared", mine)
+            sent = _counting_thread_reads(session)
+            await session.add_items([user("q1"), {"role": "assistant", "content": "a1"}])
+            assert contents(await session.get_items()) == ["q1", "a1"]  # the first rendering: on the thread
+            await session.add_items([user("q2")])
+            assert contents(await session.get_items()) == ["q1", "a1", "q2"]
+            assert len(sent) == 1  # the new entry rendered in place
+            await LedgerSession("shared", theirs).add_items([{"role": "assistant", "content": "a2"}])
+            assert contents(await session.get_items()) == ["q1", "a1", "q2", "a2"]  # at once
+            theirs.clear(session.conversation_id)
+            assert await session.get_items() == []  # rendered in full: on the thread
+            assert len(sent) == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_read_waits_for_the_sessions_call_in_flight_and_for_a_held_lock(sqlite_url: str) -> None:
+    async def scenario() -> None:
+        with cl.Ledger.open(sqlite_url) as ledger:
+            session = LedgerSession("ordered", ledger)
+            sent = _counting_thread_reads(session)
+            await session.add_items([user("first")])
+            assert contents(await session.get_items()) == ["first"]
+            lock = ledger.store.lock(session.conversation_id)
+            lock.acquire()  # another writer of this process holds the conversation
+            try:
+                adding = asyncio.ensure_future(session.add_items([user("second")]))
+                await _until_waiting(lock)
+                reading = asyncio.ensure_future(session.get_items())  # behind the add, on the thread
+                await asyncio.sleep(0.05)
+                assert not reading.done()
+            finally:
+                lock.release()
+            await adding
+            assert contents(await reading) == ["first", "second"]
+            assert len(sent) == 2
+            lock.acquire()
+            try:  # nothing of the session in flight, but the lock is held: the thread waits for it
+                reading = asyncio.ensure_future(session.get_items())
+                await _until_waiting(lock)
+            finally:
+                lock.release()
+            assert contents(await reading) == ["first", "second"]
+            assert len(sent) == 3
+
+    asyncio.run(scenario())
+
+
+def test_on_postgresql_every_read_goes_to_the_sessions_thread(postgres_url: str) -> None:
+    async def scenario() -> None:
+        with cl.Ledger.open(postgres_url) as ledger:
+            session = LedgerSession("remote", ledger)
+            sent = _counting_thread_reads(session)
+            for n in range(3):
+                await session.add_items([user(f"q{n}")])
+                assert contents(await session.get_items()) == [f"q{k}" for k in range(n + 1)]
+            assert len(sent) == 3
+
+    asyncio.run(scenario())

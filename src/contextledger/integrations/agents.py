@@ -19,8 +19,13 @@ background, as everywhere in contextledger.
 The session's calls run on a thread of its own (``_Worker``: one long-lived thread
 per session, fed by a plain queue, answering through ``loop.call_soon_threadsafe``),
 in the order they were made, as ``asyncio.to_thread`` would run them but without an
-executor's bookkeeping per call. Each passes the ledger's gate: after
-``Ledger.close()`` a call is refused (``LedgerClosedError``).
+executor's bookkeeping per call. One exception: on a store whose reads are local
+(a SQLite file, ``memory://``), ``get_items()`` reads in place, on the caller's
+thread, when no call of the session is queued or running and the read needs no
+wait (the conversation cached and its lock free) and no full rendering (only new
+entries since the last one); it still checks the log for newer events first, and
+otherwise goes to the thread as before. Each call passes the ledger's gate
+(``Ledger.gate``): after ``Ledger.close()`` a call is refused (``LedgerClosedError``).
 
 Needs the ``agents`` extra (``pip install contextledger[agents]``).
 """
@@ -45,6 +50,7 @@ from contextledger.application.facade.session_items import (
     compact_session,
     pop_session_item,
     session_items,
+    session_items_now,
 )
 from contextledger.application.formats.items import ItemsView, SummaryRole
 from contextledger.domain.values.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -86,12 +92,16 @@ class _Worker:
         self._calls: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._running = False
+        #: Calls queued or running (counted in by ``run``, out by the thread once a
+        #: call has ended, before its outcome is handed over).
+        self.pending = 0
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         call = (loop, future, contextvars.copy_context(), fn, args)
         with self._lock:
+            self.pending += 1
             self._calls.put(call)
             if not self._running:
                 self._running = True
@@ -110,15 +120,21 @@ class _Worker:
                         return
                 continue
             if future.cancelled():  # cancelled while it waited: not run
+                self._ended()
                 continue
             result, error = None, None
             try:
                 result = context.run(fn, *args)
             except BaseException as exc:
                 error = exc
+            self._ended()
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
                 loop.call_soon_threadsafe(_deliver, future, result, error)
             del loop, future, context, fn, args, result, error
+
+    def _ended(self) -> None:
+        with self._lock:
+            self.pending -= 1
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -133,6 +149,13 @@ def _plain(item: Any) -> dict[str, Any]:
         argument="items",
         value=shown(item),
     )
+
+
+def _local_reads(ledger: Ledger) -> bool:
+    """Whether a read of ``ledger`` is local and brief (one store, a SQLite file or
+    ``memory://``), so that ``get_items()`` may run it in place."""
+    urls = ledger.settings.store_urls
+    return len(urls) == 1 and urls[0].split(":", 1)[0].lower() in ("sqlite", "memory")
 
 
 def _store_url(db: str | os.PathLike[str]) -> str:
@@ -270,6 +293,7 @@ class LedgerSession(SessionBinding):
         #: conversation stays as it was.
         self._view = ItemsView()
         self._worker = _Worker()
+        self._reads_in_place = _local_reads(self.ledger)
 
     # --------------------------------------------------------- Session protocol
 
@@ -279,7 +303,8 @@ class LedgerSession(SessionBinding):
         (default ``session_settings.limit``), the newest ``limit`` of those items."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = await self._worker.run(self._gated, self._items)
+        found = self._items_in_place() if self._reads_in_place and not self._worker.pending else None
+        items = found if found is not None else await self._worker.run(self._gated, self._items)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return cast("list[TResponseInputItem]", items)
@@ -337,7 +362,7 @@ class LedgerSession(SessionBinding):
     def _gated(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` through the ledger's gate: refused once the ledger is closing,
         counted in flight until it returns (``close()`` waits for it)."""
-        gate = self.ledger._lifecycle
+        gate = self.ledger.gate
         gate.enter()
         try:
             return fn(*args)
@@ -362,6 +387,19 @@ class LedgerSession(SessionBinding):
             abandoned_output=self.abandoned_call_output,
             hidden_call_ids=hidden,
         )
+
+    def _items_in_place(self) -> list[dict[str, Any]] | None:
+        """``_items`` on the caller's thread if that needs no wait and no full
+        rendering (``session_items_now``), else None."""
+        cid = self._conversation_id
+        if cid is None:  # the first call starts the conversation: a write
+            return None
+        gate = self.ledger.gate
+        gate.enter()
+        try:
+            return session_items_now(self.ledger, cid, summary_role=self.summary_role, view=self._view)
+        finally:
+            gate.leave()
 
     def _items(self) -> list[dict[str, Any]]:
         cid = self.conversation_id
