@@ -29,10 +29,11 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from contextledger.application.shared.results import VerifyProblem
+from contextledger.application.storage.store_failures import store_errors
 from contextledger.domain.erasure import ContentErased, ErasedEvent, ErasedLog, ErasedRecord, Erasure
 from contextledger.domain.events import Forked
 from contextledger.domain.values.digests import committed_link
-from contextledger.domain.values.errors import ContextLedgerError, ConversationErasedError
+from contextledger.domain.values.errors import ContextLedgerError
 
 __all__ = ["check_erased", "digest_at", "erased_records", "inherited_digest", "recorded_structure"]
 
@@ -97,13 +98,43 @@ def check_erased(
 
 def digest_at(log: ErasedLog, version: int) -> str | None:
     """The chain's digest at ``version`` as the erased records say (None: unknown)."""
-    digest: str | None = None
+    found = _last_link(log, version)
+    return None if found is None else found[1]
+
+
+def _last_link(log: ErasedLog, version: int) -> tuple[int, str | None] | None:
+    """The last erased record at or before ``version`` that carries a link: its
+    version and digest (None: none)."""
+    found: tuple[int, str | None] | None = None
     for record in log.records:
         if record.version > version:
             break
         if record.structure is not None or record.topic == Forked.TOPIC:
-            digest = record.digest
-    return digest
+            found = (record.version, record.digest)
+    return found
+
+
+def _link_across_erasure(app: Any, source: UUID, gone: ErasedEvent, version: int) -> str | None:
+    """The chain's digest at ``version`` of a conversation erased whole or in part: its
+    last link at or before it, read from the record where that is readable and from the
+    structure its erasure recorded where not (None: unknown)."""
+    try:
+        log = recorded_structure(app, gone)
+    except ContextLedgerError:  # its own verify reports it
+        log = None
+    erased = _last_link(log, version) if log is not None else None
+    erased_after = False  # an unreadable record after the last readable link
+    with store_errors(source):
+        stored = app.recorder.select_events(source, lte=version)
+    for record in reversed(stored):
+        event = app.mapper.to_domain_event(record)
+        if isinstance(event, ErasedEvent):
+            erased_after = True
+        elif hasattr(event, "digest"):
+            if erased is not None and erased[0] > record.originator_version:
+                return erased[1]
+            return None if erased_after and erased is None else str(event.digest)
+    return None if erased is None else erased[1]
 
 
 def _against_store(cid: UUID, stored: Sequence[StoredEvent], log: ErasedLog) -> list[VerifyProblem]:
@@ -171,16 +202,14 @@ def inherited_digest(
     if fork is None or fork.digest is None or fork.origin is None or fork.origin_version is None:
         return problems, None
     source, version = fork.origin, fork.origin_version
+    gone = erased_of(source)
+    expected: str | None
     try:
-        events = [e for e in store.events(source) if e.originator_version <= version]
-        expected = next((str(e.digest) for e in reversed(events) if hasattr(e, "digest")), None)
-    except ConversationErasedError:
-        gone = erased_of(source)
-        try:
-            source_log = recorded_structure(app_of(source), gone) if gone is not None else None
-        except ContextLedgerError:  # its own verify reports it
-            source_log = None
-        expected = digest_at(source_log, version) if source_log is not None else None
+        if gone is None:
+            events = [e for e in store.events(source) if e.originator_version <= version]
+            expected = next((str(e.digest) for e in reversed(events) if hasattr(e, "digest")), None)
+        else:  # erased whole, or a fork whose inherited part (or an edit of it) was erased
+            expected = _link_across_erasure(app_of(source), source, gone, version)
     except ContextLedgerError:
         expected = None
     if expected is not None and expected != fork.digest:

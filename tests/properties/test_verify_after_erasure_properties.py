@@ -13,7 +13,7 @@ import uuid
 from uuid import UUID
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import contextledger as cl
@@ -75,6 +75,9 @@ def build(
 @pytest.mark.postgres
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(plan=conversations, how=st.sampled_from(TAMPERS))
+# A fork (subject 0's) of a fork (subject 1's) that edited a message it inherited from
+# subject 0: the edit's record is readable, but not part of the source's own remainder.
+@example(plan=[(0, None, ["user", "user"]), (0, None, []), (1, 0, ["edit"]), (0, 2, [])], how="drop")
 def test_verify_after_an_erasure(
     shared_url: str, plan: list[tuple[int, int | None, list[str]]], how: str
 ) -> None:
