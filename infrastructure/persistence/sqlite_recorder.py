@@ -267,30 +267,35 @@ class _CachingPool(SQLiteConnectionPool):
     _writer: SQLiteConnection | None = None
 
     def take_writer(self) -> SQLiteConnection:
-        """The writer connection, holding the pool's writer lock (``return_writer``)."""
+        """The writer connection, holding the pool's writer lock (``return_writer``).
+
+        A connection for it (the first save's, or after it was closed) is taken from the
+        pool *outside* the writer lock: taking one waits on the pool's semaphore, which a
+        library write waiting for the writer lock holds (taking it under the lock would
+        make the two wait for each other until the pool's timeout)."""
         if self._closed:
             raise ConnectionPoolClosedError("Pool is closed")
-        if not self._writer_lock.acquire(timeout=self.pool_timeout):
-            raise ConnectionUnavailableError("Timed out waiting for return of writer")
-        try:
+        spare: SQLiteConnection | None = None
+        while True:
+            if not self._writer_lock.acquire(timeout=self.pool_timeout):
+                if spare is not None:
+                    self.put_connection(spare)
+                raise ConnectionUnavailableError("Timed out waiting for return of writer")
             writer = self._writer
-            if writer is None or writer.closed or writer.closing:
-                writer = self._writer = self._replace_writer(writer)
-            return writer
-        except BaseException:
+            if writer is not None and not (writer.closed or writer.closing):
+                if spare is not None:  # another save set one meanwhile
+                    self.put_connection(spare)
+                return writer
+            if spare is not None:  # set the one taken, the old one given back
+                self._writer = spare
+                if writer is not None:
+                    self.put_connection(writer)
+                return spare
             self._writer_lock.release()
-            raise
+            spare = self.get_connection()
 
     def return_writer(self) -> None:
         self._writer_lock.release()
-
-    def _replace_writer(self, old: SQLiteConnection | None) -> SQLiteConnection:
-        """A connection from the pool, kept checked out for the saves (``old``, closed
-        or closing, given back first)."""
-        if old is not None:
-            self._writer = None
-            self.put_connection(old)
-        return self.get_connection()
 
     def _create_connection(self) -> SQLiteConnection:
         try:
