@@ -49,7 +49,7 @@ from contextledger.application.formats.native import NativeCompaction, readable_
 from contextledger.application.shared.limits import check_message_bytes, check_message_tokens
 from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
-from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError, StoreError
+from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError
 from contextledger.domain.values.items import Item, items_from_messages, messages_from_items
 from contextledger.domain.values.messages import Message
 from contextledger.domain.values.reduction import Entry, placeholder_text
@@ -197,22 +197,9 @@ def session_items_now(
     brought up to date from the store first, as ``ConversationStore.read`` does (the
     same lock, the same outage bookkeeping): for a caller that may not block, with a
     store whose reads are local (SQLite, memory)."""
-    store = ledger.store
-    if not store.cached(conversation_id):
-        return None
-    lock = store.lock(conversation_id)
-    if not lock.acquire(timeout=0):
-        return None
-    token, failure = store.outages.begin(), None
-    try:
-        conversation = store.load(conversation_id)
-        return view.cheap_items(conversation, summary_role, open_group=True)
-    except StoreError as exc:
-        failure = exc
-        raise
-    finally:
-        store.outages.end(token, failure)
-        lock.release()
+    return ledger.store.read_now(
+        conversation_id, lambda conversation: view.cheap_items(conversation, summary_role, open_group=True)
+    )
 
 
 def compact_session(ledger: Ledger, conversation_id: UUID, output: list[Item]) -> bool:

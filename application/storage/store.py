@@ -393,7 +393,16 @@ class ConversationStore:
             if error is not None:
                 raise error
             lock.acquire()
-        token, failure = self.outages.begin(), None
+        return self._read_held(lock, conversation_id, reader)
+
+    def read_now(self, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T | None:
+        """``read`` if it needs no wait: None when the conversation is not cached or its lock is held."""
+        if not self.cached(conversation_id) or not (lock := self.lock(conversation_id)).acquire(timeout=0):
+            return None
+        return self._read_held(lock, conversation_id, reader)
+
+    def _read_held(self, lock: FairLock, conversation_id: UUID, reader: Callable[[Conversation], T]) -> T:
+        token, failure = self.outages.begin(), None  # ``lock`` held, released here
         try:
             return reader(self.load(conversation_id))
         except StoreError as exc:
