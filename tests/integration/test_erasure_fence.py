@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.following.notifications import read_notifications
 from contextledger.infrastructure.readmodels import SQLReadModels
 from contextledger.testing import ScriptedSummarizer
+from tests.support.pg_waits import lock_waiters
 
 POLICY = ReductionPolicy(trigger_messages=4, keep_messages=1, max_summary_tokens=100)
 
@@ -113,15 +113,7 @@ def test_a_write_meeting_an_erasure_in_progress_waits_for_it_and_is_refused(post
             writer = threading.Thread(target=append)
             writer.start()
             # The write waits for the erasure's row lock (it does not go past it).
-            waiting = 0
-            for _ in range(600):
-                waiting = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-                    (f"%{schema}%",),
-                ).fetchone()[0]  # type: ignore[index]
-                if waiting or outcome:
-                    break
-                time.sleep(0.05)
+            waiting = lock_waiters(watcher, schema, outcome)
             assert waiting == 1 and outcome == [], outcome
             eraser.commit()
         writer.join(60)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import os
 import threading
-import time
 import uuid
 from typing import Any
 
@@ -26,6 +25,7 @@ from contextledger.application import Ledger, Settings
 from contextledger.infrastructure.keys.new_keys import deferring
 from contextledger.infrastructure.keys.subject_keys import SubjectKeys
 from contextledger.infrastructure.keys.subject_mapper import key_ids_of, subject_keys_of
+from tests.support.pg_waits import lock_waiters
 
 
 def _key() -> str:
@@ -234,15 +234,7 @@ def test_a_first_record_meeting_an_erasure_of_its_subject_in_progress_waits_and_
             )
             writer = threading.Thread(target=start)
             writer.start()
-            waiting = 0
-            for _ in range(600):
-                waiting = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-                    (f"%{schema}%",),
-                ).fetchone()[0]  # type: ignore[index]
-                if waiting or outcome:
-                    break
-                time.sleep(0.05)
+            waiting = lock_waiters(watcher, schema, outcome)
             assert waiting == 1 and outcome == [], outcome
             eraser.commit()
         writer.join(60)

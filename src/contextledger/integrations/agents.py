@@ -394,12 +394,9 @@ class LedgerSession(SessionBinding):
         cid = self._conversation_id
         if cid is None:  # the first call starts the conversation: a write
             return None
-        gate = self.ledger.gate
-        gate.enter()
-        try:
-            return session_items_now(self.ledger, cid, summary_role=self.summary_role, view=self._view)
-        finally:
-            gate.leave()
+        return self._gated(
+            lambda: session_items_now(self.ledger, cid, summary_role=self.summary_role, view=self._view)
+        )
 
     def _items(self) -> list[dict[str, Any]]:
         cid = self.conversation_id
