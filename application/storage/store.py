@@ -10,7 +10,6 @@ names this module also exports); a conversation that does not exist,
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import threading
@@ -414,7 +413,7 @@ class ConversationStore:
 
     def copy(self, conversation_id: UUID) -> Conversation:
         """A private copy of the conversation as it is now."""
-        return self.read(conversation_id, copy.deepcopy)
+        return self.read(conversation_id, Conversation.private_copy)
 
     def at_version(self, conversation_id: UUID, version: int) -> Conversation:
         """The conversation as it stood at ``version`` (re-derived from the log)."""

@@ -8,6 +8,7 @@ with the edit commands (``contextledger.domain.commands.editing``) and the summa
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
@@ -42,6 +43,17 @@ class ConversationRoot:
     def collect_events(self) -> list[DomainEvent]:
         events, self._pending_events = self._pending_events, []
         return events
+
+    def private_copy(self) -> Self:
+        """A copy that shares nothing a caller could change with this one: the state's
+        ``private_copy``, any other attribute that is not a plain value copied deeply."""
+        copied = copy.copy(self)
+        for name, value in vars(self).items():
+            if name == "state":
+                copied.state = self.state.private_copy()
+            elif not isinstance(value, (str, int, UUID, datetime, type(None))):
+                setattr(copied, name, copy.deepcopy(value))
+        return copied
 
     @classmethod
     def apply(cls, conversation: Self | None, event: ConversationEvent) -> Self:

@@ -132,6 +132,18 @@ class ConversationState(BaseModel):
         copied._sums = {}
         return copied
 
+    def private_copy(self) -> ConversationState:
+        """A copy a caller may change at will without touching this one: ``clone``, with
+        the entries and summary layers that hold JSON containers (multimodal content,
+        Responses items, a framework's original, a native compaction's payload) copied
+        deeply. The others are frozen all the way down (strings, numbers, frozen models)
+        and are shared: copying them deeply was most of the cost of every
+        ``Ledger.conversation()``."""
+        copied = self.clone()
+        copied.__dict__["window"] = [e if _frozen_entry(e) else copy.deepcopy(e) for e in self.window]
+        copied.__dict__["summaries"] = [s if s.payload is None else copy.deepcopy(s) for s in self.summaries]
+        return copied
+
     def __eq__(self, other: object) -> bool:
         """Equal fields (the running sums are a cache, not state)."""
         if not isinstance(other, BaseModel):
@@ -139,3 +151,8 @@ class ConversationState(BaseModel):
         return type(other) is type(self) and self.__dict__ == other.__dict__
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as BaseModel's own
+
+
+def _frozen_entry(entry: Entry) -> bool:
+    """Whether nothing in ``entry`` can be changed in place (no dict or list inside)."""
+    return entry.items is None and entry.original is None and not isinstance(entry.message.content, tuple)
