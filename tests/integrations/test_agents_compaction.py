@@ -122,14 +122,14 @@ def _run(url: str, turns: int, readable: str = "eager") -> None:
 
 
 def test_the_compaction_session_over_a_ledger_session_keeps_the_log_whole_on_sqlite(sqlite_url: str) -> None:
-    _run(sqlite_url, 100)
+    _run(sqlite_url, 40)
 
 
 @pytest.mark.postgres
 def test_the_compaction_session_over_a_ledger_session_keeps_the_log_whole_on_postgresql(
     postgres_url: str,
 ) -> None:
-    _run(postgres_url, 100)
+    _run(postgres_url, 40)
 
 
 def test_on_demand_the_session_s_compactions_get_a_readable_summary_at_the_first_read(
