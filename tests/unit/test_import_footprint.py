@@ -12,9 +12,19 @@ import sys
 import pytest
 
 #: Loaded only by what needs them: the store, the ledger, counting, the SDK.
-HEAVY = ("sqlalchemy", "eventsourcing", "openai", "tiktoken", "psycopg", "psycopg_pool", "pydantic",
-         "tqdm", "contextledger.application", "contextledger.infrastructure.persistence.database",
-         "contextledger.infrastructure.readmodels")
+HEAVY = (
+    "sqlalchemy",
+    "eventsourcing",
+    "openai",
+    "tiktoken",
+    "psycopg",
+    "psycopg_pool",
+    "pydantic",
+    "tqdm",
+    "contextledger.application",
+    "contextledger.infrastructure.persistence.database",
+    "contextledger.infrastructure.readmodels",
+)
 
 REPORT = (
     "import json, sys\n"
@@ -25,8 +35,12 @@ REPORT = (
 
 def loaded_after(code: str) -> list[str]:
     """The heavy modules loaded once ``code`` has run in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", f"try:\n{_indent(code)}\nfinally:\n{_indent(REPORT)}"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", f"try:\n{_indent(code)}\nfinally:\n{_indent(REPORT)}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     last = done.stderr.strip().splitlines()[-1]
     loaded: list[str] = json.loads(last)
     return loaded
@@ -41,25 +55,33 @@ def test_importing_the_package_loads_no_large_library() -> None:
 
 
 def test_the_package_namespace_is_complete_and_loads_a_name_on_first_use() -> None:
-    loaded = loaded_after("import contextledger as cl\nassert cl.ContextLedgerError.__name__\n"
-                          "assert sorted(cl.__all__) == sorted(set(cl.__all__))")
+    loaded = loaded_after(
+        "import contextledger as cl\nassert cl.ContextLedgerError.__name__\n"
+        "assert sorted(cl.__all__) == sorted(set(cl.__all__))"
+    )
     assert loaded == []  # the error tree is pure Python
     loaded = loaded_after("import contextledger as cl\ncl.Ledger")
-    assert "sqlalchemy" in loaded and "eventsourcing" in loaded
+    assert "eventsourcing" in loaded
+    assert "sqlalchemy" not in loaded  # the read models' engine: only with the read models
     assert "contextledger.infrastructure.persistence.database" in loaded  # with the ledger, not inside open()
     assert "openai" not in loaded
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["demo", "--help"], ["rebuild", "--help"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["demo", "--help"], ["rebuild", "--help"]], ids=" ".join
+)
 def test_the_command_line_starts_without_the_store_or_the_application_layer(argv: list[str]) -> None:
-    code = (f"import sys\nsys.argv = ['contextledger', *{argv!r}]\n"
-            "from contextledger.infrastructure.cli import main\nrc = main()\nassert rc == 0, rc")
+    code = (
+        f"import sys\nsys.argv = ['contextledger', *{argv!r}]\n"
+        "from contextledger.infrastructure.cli import main\nrc = main()\nassert rc == 0, rc"
+    )
     assert loaded_after(code) == []
 
 
 def test_each_layer_package_loads_its_names_on_first_use() -> None:
-    code = ("import contextledger.domain, contextledger.application, contextledger.infrastructure\n"
-            "from contextledger.domain import ContextLedgerError")
+    code = (
+        "import contextledger.domain, contextledger.application, contextledger.infrastructure\n"
+        "from contextledger.domain import ContextLedgerError"
+    )
     assert loaded_after(code) == ["contextledger.application"]  # the package alone, none of its modules
     assert "sqlalchemy" in loaded_after("from contextledger.infrastructure import SQLReadModels")
