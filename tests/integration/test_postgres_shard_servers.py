@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from uuid import UUID
 
@@ -105,6 +105,7 @@ def test_one_server_stopped_fails_its_conversations_typed_and_spares_the_other(
             n = 0
             while n == 0 or not stop.is_set():
                 n += 1
+                call: Callable[[], object]
                 if what == "append":
                     call = partial(append, cid, f"during {n}")
                 else:

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from multiprocessing.context import BaseContext
 from pathlib import Path
+from typing import Any
 
 #: Imported once by the forkserver (what every test process would import first).
 PRELOAD = [
@@ -81,7 +82,8 @@ def run_cli(
     environment = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory(prefix="cl-cli-") as folder:
         out, err = str(Path(folder) / "stdout"), str(Path(folder) / "stderr")
-        process = process_context().Process(
+        ctx: Any = process_context()  # typeshed's BaseContext names no Process
+        process = ctx.Process(
             target=_cli_main, args=(list(args), environment, str(cwd or Path.cwd()), out, err)
         )
         process.start()
