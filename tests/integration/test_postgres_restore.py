@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from contextledger.domain import ReductionPolicy
 from contextledger.domain.values.errors import ConversationErasedError
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
+from tests.support.processes import run_cli
 
 pytestmark = [pytest.mark.postgres]
 
@@ -75,14 +75,7 @@ def _cli(*args: str, database: str) -> subprocess.CompletedProcess[str]:
         k: v for k, v in os.environ.items() if not k.startswith("CONTEXTLEDGER_") and k != "OPENAI_API_KEY"
     }
     env["CONTEXTLEDGER_CIPHER_KEY"] = KEY
-    return subprocess.run(
-        [sys.executable, "-m", "contextledger.infrastructure.cli", "--database", database, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        env=env,
-    )
+    return run_cli(["--database", database, *args], env=env, cwd=REPO)
 
 
 def _write(url: str) -> dict[str, uuid.UUID]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from uuid import UUID
 
 import psycopg
@@ -97,25 +98,33 @@ def test_one_server_stopped_fails_its_conversations_typed_and_spares_the_other(
         failures: list[tuple[str, float, BaseException]] = []
         stop = threading.Event()
 
-        def on_the_stopped_server() -> None:
+        def on_the_stopped_server(cid: UUID, what: str) -> None:
+            # Each conversation of the stopped server and each kind of call in a thread
+            # of its own, all at once: each call waits out connect_timeout, one after
+            # another they would keep the test waiting that long four times a round.
             n = 0
-            while not stop.is_set():
+            while n == 0 or not stop.is_set():
                 n += 1
-                for cid in homes[1]:
-                    for what, call in (
-                        ("append", lambda c=cid, k=n: append(c, f"during {k}")),
-                        ("context", lambda c=cid: ledger.context(c)),
-                    ):
-                        started = time.monotonic()
-                        try:
-                            call()
-                        except Exception as exc:
-                            failures.append((what, time.monotonic() - started, exc))
-                        else:
-                            raise AssertionError(f"{what} of a conversation on the stopped server succeeded")
+                call: Callable[[], object]
+                if what == "append":
+                    call = partial(append, cid, f"during {n}")
+                else:
+                    call = partial(ledger.context, cid)
+                started = time.monotonic()
+                try:
+                    call()
+                except Exception as exc:
+                    failures.append((what, time.monotonic() - started, exc))
+                else:
+                    raise AssertionError(f"{what} of a conversation on the stopped server succeeded")
 
-        blocked = threading.Thread(target=on_the_stopped_server)
-        blocked.start()
+        blocked = [
+            threading.Thread(target=on_the_stopped_server, args=(cid, what))
+            for cid in homes[1]
+            for what in ("append", "context")
+        ]
+        for thread in blocked:
+            thread.start()
         try:
             served = 0
             for n in range(20):
@@ -125,7 +134,8 @@ def test_one_server_stopped_fails_its_conversations_typed_and_spares_the_other(
                     served += 1
         finally:
             stop.set()
-            blocked.join(60)
+            for thread in blocked:
+                thread.join(60)
         assert served == 20 * len(homes[0])
         assert failures, "no call reached the stopped server"
         print(

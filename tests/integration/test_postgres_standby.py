@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from hypothesis import strategies as st
 from contextledger.application import Ledger, Settings
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.own_postgres import OwnPostgres, postgres_binaries
+from tests.support.processes import run_cli
 from tests.support.readmodel_checks import assert_read_models_equal_ledger
 from tests.support.viewer import serve
 
@@ -229,13 +229,7 @@ def test_a_standby_passes_a_rolled_back_id_once_the_primary_published_its_mark(
 
 
 def _cli(*args: str, database: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "contextledger.infrastructure.cli", "--database", database, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    return run_cli(["--database", database, *args], cwd=REPO)
 
 
 def test_every_read_command_works_on_a_standby_while_the_primary_takes_writes(

@@ -16,7 +16,14 @@ test passes what its processes need as arguments, never through ``os.environ``.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
 from multiprocessing.context import BaseContext
+from pathlib import Path
+from typing import Any
 
 #: Imported once by the forkserver (what every test process would import first).
 PRELOAD = [
@@ -24,6 +31,7 @@ PRELOAD = [
     "contextledger.application",
     "contextledger.infrastructure.persistence",
     "contextledger.infrastructure.readmodels",
+    "contextledger.infrastructure.cli.app",
     "sqlalchemy",
     "psycopg",
     "psycopg_pool",
@@ -36,6 +44,60 @@ def process_context() -> BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def _cli_main(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """The command line's ``main`` in this (forked) process: ``env`` is its whole
+    environment, its stdout and stderr (the file descriptors) go to ``out`` and ``err``,
+    its exit status is what ``main`` returns."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        os.dup2(stdout.fileno(), 1)
+        os.dup2(stderr.fileno(), 2)
+    sys.argv = ["contextledger", *args]
+    from contextledger.infrastructure.cli.app import main
+
+    code = 1
+    try:
+        code = main(args)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m contextledger.infrastructure.cli ARGS`` in a process of its own, forked
+    from the forkserver (the package already imported): what ``subprocess.run`` with
+    ``capture_output=True, text=True`` returns. ``env``: the process's whole environment
+    (default: this process's)."""
+    environment = dict(os.environ if env is None else env)
+    with tempfile.TemporaryDirectory(prefix="cl-cli-") as folder:
+        out, err = str(Path(folder) / "stdout"), str(Path(folder) / "stderr")
+        ctx: Any = process_context()  # typeshed's BaseContext names no Process
+        process = ctx.Process(
+            target=_cli_main, args=(list(args), environment, str(cwd or Path.cwd()), out, err)
+        )
+        process.start()
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(["contextledger", *args], timeout)
+        return subprocess.CompletedProcess(
+            ["contextledger", *args],
+            process.exitcode if process.exitcode is not None else -1,
+            Path(out).read_text(),
+            Path(err).read_text(),
+        )
 
 
 def stop_forkserver() -> None:
