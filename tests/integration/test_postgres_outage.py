@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 CONNECT_TIMEOUT = 2.0
-WRITE_DEADLINE = 2.0
+WRITE_DEADLINE = 3.0
 #: docs/operations.md: a call ends within connect_timeout + write_deadline + 2 s.
 SLACK = 2.0
 BOUND = CONNECT_TIMEOUT + WRITE_DEADLINE + SLACK
