@@ -7,6 +7,7 @@ Agents SDK's ``SQLAlchemySession``, spawned as separate processes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import sqlite3
@@ -37,6 +38,7 @@ def _writer(
         out.put(("ok", count, cpu))
     except BaseException as exc:
         out.put(("error", f"{type(exc).__name__}: {exc}"))
+        barrier.abort()  # the others (and the parent) stop waiting for this writer
         raise
 
 
@@ -44,7 +46,7 @@ def _threaded_writer(
     system: str, schema: str, cids: list[str], index: int, seconds: float, barrier: Any
 ) -> tuple[int, float]:
     counts = [0] * len(cids)
-    ready = threading.Barrier(len(cids) + 1)
+    ready = threading.Barrier(len(cids) + 1, timeout=300)
     deadline: list[float] = []
     ledger = open_ledger(pg_url(schema)) if system == "ledger" else None
 
@@ -55,15 +57,19 @@ def _threaded_writer(
             conn = psycopg.connect(pg_base(), autocommit=True)
         # one warm-up write each (connections open, statements prepared)
         pos = (index * 10 + k) * 1_000_000
-        if ledger is not None:
-            ledger.append(cid, message(0))
-        else:
-            assert conn is not None
-            conn.execute(
-                f'INSERT INTO "{schema}".plain_messages VALUES (%s, %s, %s)',
-                (cid, pos, json.dumps(message(0))),
-                prepare=True,
-            )
+        try:
+            if ledger is not None:
+                ledger.append(cid, message(0))
+            else:
+                assert conn is not None
+                conn.execute(
+                    f'INSERT INTO "{schema}".plain_messages VALUES (%s, %s, %s)',
+                    (cid, pos, json.dumps(message(0))),
+                    prepare=True,
+                )
+        except BaseException:
+            ready.abort()  # a failed warm-up ends the run with its error, not a wait forever
+            raise
         ready.wait()
         ready.wait()
         i = 0
@@ -166,7 +172,8 @@ def throughput(
     ]
     for p in procs:
         p.start()
-    barrier.wait(300)
+    with contextlib.suppress(threading.BrokenBarrierError):  # a writer failed: raised below
+        barrier.wait(300)
     results = [out.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(60)
