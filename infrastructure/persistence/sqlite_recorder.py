@@ -219,12 +219,23 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
                     ids: list[int] = []
                     statement = self.insert_events_statement
                     refused: StoredEvent | None = None
-                    for _, key_sql, key_params in new_rows:  # a subject's new key, before its records
+                    # A subject's new key, before its records. A row this transaction
+                    # inserted is live and stays so until it commits (it holds the write
+                    # lock): a record naming only such keys needs no fence of its own.
+                    inserted: set[bytes] = set()
+                    for key_id, key_sql, key_params in new_rows:
                         cursor.execute(key_sql, key_params)
+                        if cursor.rowcount != 1:  # not stored: its records are refused
+                            cursor.connection.rollback()
+                            refused = _naming(stored_events, named, key_id)
+                            break
+                        inserted.add(key_id)
                     for e, keys in zip(stored_events, named, strict=True):
+                        if refused is not None:
+                            break
                         oid = e.originator_id
                         key = oid.hex if isinstance(oid, UUID) else oid
-                        if keys is None:
+                        if keys is None or (inserted and inserted.issuperset(keys)):
                             cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
                         else:
                             assert fence is not None
@@ -290,6 +301,16 @@ def _key_row(values: Sequence[Any]) -> KeyRow:
         erased_at=datetime.fromisoformat(erased) if erased else None,
         erase_reason=reason,
     )
+
+
+def _naming(
+    stored_events: Sequence[StoredEvent], named: list[list[bytes] | None], key_id: bytes
+) -> StoredEvent:
+    """The first of the records that names ``key_id`` (the first record if none does)."""
+    for e, keys in zip(stored_events, named, strict=True):
+        if keys and key_id in keys:
+            return e
+    return stored_events[0]
 
 
 class _NewKeyLost(Exception):
