@@ -116,11 +116,13 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             and fence.learn is not None
             and not self.__dict__.get("_unkeyed", False)
         )
-        if keyed:
+        own = _own_subject(originator_id) if keyed else None
+        if own is not None:
             assert fence is not None
             statement = self._keyed_statement(fence)
-            params.append(str(originator_id if isinstance(originator_id, UUID) else UUID(originator_id)))
+            params.append(own)
         else:
+            keyed = False
             statement = self._select_statement(gt is not None, lte is not None, desc, limit is not None)
             if gt is not None:
                 params.append(gt)
@@ -287,6 +289,17 @@ KEYED_READ = (
     "(SELECT subject FROM {subjects} WHERE conversation_id = ?1), ?2) END "
     "WHERE e.originator_id = ?1 ORDER BY e.originator_version ASC"
 )
+
+
+def _own_subject(originator_id: UUID | str) -> str | None:
+    """The subject a conversation is when it names none: its id as text (None: the
+    originator is no conversation, its id no UUID)."""
+    if isinstance(originator_id, UUID):
+        return str(originator_id)
+    try:
+        return str(UUID(originator_id))
+    except ValueError:
+        return None
 
 
 def _key_row(values: Sequence[Any]) -> KeyRow:

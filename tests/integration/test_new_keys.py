@@ -270,3 +270,12 @@ def test_a_cold_load_reads_the_subjects_key_row_with_the_events(shared_url: str)
             fresh.context(gone)
         assert erased.value.subject == "frank"
         table.by_id = by_id  # type: ignore[method-assign]
+
+
+def test_a_read_of_an_originator_that_is_no_conversation_is_the_plain_read(sqlite_url: str) -> None:
+    """SQLite: an originator id that is no UUID names no subject; its read is the
+    library's, not refused for want of one."""
+    with _open(sqlite_url, _key()) as ledger:
+        cid = ledger.start("s")
+        assert ledger.recorder.select_events("not-a-conversation") == []
+        assert [e.originator_version for e in ledger.recorder.select_events(cid.hex)] == [1]
