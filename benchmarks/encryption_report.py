@@ -107,9 +107,10 @@ NOTES = [
     "same transaction (SQLite) or statement (PostgreSQL): no lookup in the key table, no commit of "
     "its own.",
     "- *context()* on a warm ledger decrypts no stored event: no cipher is on its path.",
-    "- *cold load*: every event is decrypted once, and each conversation's key is read from the key "
-    "table and unwrapped once (one more query per conversation); the rest of the load (fold, "
-    "validation) is the same work in all four.",
+    "- *cold load*: every event is decrypted once, and each conversation's key is unwrapped once; "
+    "its row comes with the statement that reads the conversation's events (a query of its own only "
+    "for a conversation loaded from a snapshot, which is decrypted first); the rest of the load "
+    "(fold, validation) is the same work in all four.",
     "- *rebuild*: besides decrypting every event, the read models seal what they store of it "
     "(message and summary text, conversation keys) when the store has a key: one encryption per "
     "value.",

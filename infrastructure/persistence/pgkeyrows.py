@@ -50,6 +50,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg import generators, pq
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
@@ -238,34 +239,33 @@ class KeyedRead:
 
     def read(self, conn: psycopg.Connection[Any], originator_id: UUID | str) -> Sequence[StoredEvent] | None:
         """The conversation's events in version order, its subject's key row learnt;
-        None if the store has no key tables (made before them: nothing names a key)."""
+        None if the store has no key tables (made before them: nothing names a key).
+        Its rows are read as tuples: eleven columns a row, the key's seven NULL but on
+        the first, not built into a dict each."""
         oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
-        with conn.cursor() as curs:
+        with conn.cursor(row_factory=tuple_row) as curs:
             try:
                 curs.execute(self.statement, {"o": oid, "own": str(oid)}, prepare=True)
             except psycopg.errors.UndefinedTable:
                 return None
             rows = curs.fetchall()
-        if rows and rows[0]["key_id"] is not None and self.fence.learn is not None:
-            first = rows[0]
-            wrapped = first["wrapped_key"]
+        if not rows:
+            return []
+        first = rows[0]
+        if first[4] is not None and self.fence.learn is not None:
+            wrapped = first[6]
             self.fence.learn(
                 KeyRow(
-                    key_id=bytes(first["key_id"]),
-                    subject=first["subject"],
+                    key_id=bytes(first[4]),
+                    subject=first[5],
                     wrapped_key=None if wrapped is None else bytes(wrapped),
-                    master_id=first["master_id"],
-                    created_at=first["created_at"],
-                    erased_at=first["erased_at"],
-                    erase_reason=first["erase_reason"],
+                    master_id=first[7],
+                    created_at=first[8],
+                    erased_at=first[9],
+                    erase_reason=first[10],
                 )
             )
         return [
-            StoredEvent(
-                originator_id=row["originator_id"],
-                originator_version=row["originator_version"],
-                topic=row["topic"],
-                state=bytes(row["state"]),
-            )
+            StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
             for row in rows
         ]

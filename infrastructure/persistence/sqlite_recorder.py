@@ -24,6 +24,7 @@ from __future__ import annotations
 import sqlite3
 from collections import deque
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -43,6 +44,7 @@ from eventsourcing.sqlite import (
 )
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.keys.key_tables import KeyRow
 from contextledger.infrastructure.keys.new_keys import deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 
@@ -98,16 +100,36 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         """The events of ``originator_id`` in version order (the library's query and
-        result), read in one ``SELECT`` on a reader connection in autocommit."""
-        statement = self._select_statement(gt is not None, lte is not None, desc, limit is not None)
+        result), read in one ``SELECT`` on a reader connection in autocommit; a whole
+        conversation with its subject's key row, when the key table is the store's own
+        (``KEYED_READ``)."""
         oid = originator_id.hex if isinstance(originator_id, UUID) else originator_id
         params: list[Any] = [oid]
-        if gt is not None:
-            params.append(gt)
-        if lte is not None:
-            params.append(lte)
-        if limit is not None:
-            params.append(limit)
+        fence = self.fence
+        keyed = (
+            gt is None
+            and lte is None
+            and not desc
+            and limit is None
+            and fence is not None
+            and fence.fresh is not None
+            and fence.learn is not None
+            and not self.__dict__.get("_unkeyed", False)
+        )
+        own = _own_subject(originator_id) if keyed else None
+        if own is not None:
+            assert fence is not None
+            statement = self._keyed_statement(fence)
+            params.append(own)
+        else:
+            keyed = False
+            statement = self._select_statement(gt is not None, lte is not None, desc, limit is not None)
+            if gt is not None:
+                params.append(gt)
+            if lte is not None:
+                params.append(lte)
+            if limit is not None:
+                params.append(limit)
         pool = self.datastore.pool
         connection = pool.get_connection(is_writer=False)
         try:
@@ -118,17 +140,35 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             finally:
                 cursor.close()
         except sqlite3.Error as exc:
+            if keyed and "no such table" in str(exc):  # a store made before its key tables
+                self.__dict__["_unkeyed"] = True
+                return self.select_events(originator_id)
             raise persistence_error(exc, sqlite3) from exc
         finally:
             pool.put_connection(connection)
         if not rows:
             return []
+        if keyed:
+            assert fence is not None and fence.learn is not None
+            first = rows[0]
+            if first[4] is not None:  # the subject's key row, on the first event's
+                fence.learn(_key_row(first[4:]))
+            rows = [row[:4] for row in rows]
         as_uuid = self.datastore.originator_id_type == "uuid"
         same = UUID(rows[0][0]) if as_uuid else rows[0][0]  # one originator: converted once
         return [
             StoredEvent(originator_id=same, originator_version=version, topic=topic, state=state)
             for _, version, topic, state in rows
         ]
+
+    def _keyed_statement(self, fence: KeyFence) -> str:
+        """The read of a whole conversation with its subject's key row (``KEYED_READ``)."""
+        found: str | None = self.__dict__.get("_keyed")
+        if found is None:
+            found = self.__dict__["_keyed"] = KEYED_READ.format(
+                events=self.events_table_name, keys=fence.table, subjects=fence.subjects
+            )
+        return found
 
     def _select_statement(self, gt: bool, lte: bool, desc: bool, limit: bool) -> str:
         """The library's query for these conditions, built once each."""
@@ -181,12 +221,23 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
                     ids: list[int] = []
                     statement = self.insert_events_statement
                     refused: StoredEvent | None = None
-                    for _, key_sql, key_params in new_rows:  # a subject's new key, before its records
+                    # A subject's new key, before its records. A row this transaction
+                    # inserted is live and stays so until it commits (it holds the write
+                    # lock): a record naming only such keys needs no fence of its own.
+                    inserted: set[bytes] = set()
+                    for key_id, key_sql, key_params in new_rows:
                         cursor.execute(key_sql, key_params)
+                        if cursor.rowcount != 1:  # not stored: its records are refused
+                            cursor.connection.rollback()
+                            refused = _naming(stored_events, named, key_id)
+                            break
+                        inserted.add(key_id)
                     for e, keys in zip(stored_events, named, strict=True):
+                        if refused is not None:
+                            break
                         oid = e.originator_id
                         key = oid.hex if isinstance(oid, UUID) else oid
-                        if keys is None:
+                        if keys is None or (inserted and inserted.issuperset(keys)):
                             cursor.execute(statement, (key, e.originator_version, e.topic, e.state))
                         else:
                             assert fence is not None
@@ -224,6 +275,55 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             assert fresh is not None
             fresh.settle([key_id for key_id, _, _ in new_rows])
         return ids
+
+
+#: A whole conversation (``?1``: its id as stored) in version order, its first event's
+#: row carrying the key row of its subject: the one the conversation names, or its own
+#: id (``?2``). The key index is searched for the first event only (any other's
+#: subject is NULL), and the subject's row is read once. Its row is handed to the
+#: key cache (``KeyFence.learn``), which trusts nothing a read by its id would not.
+KEYED_READ = (
+    "SELECT e.originator_id, e.originator_version, e.topic, e.state, k.key_id, k.subject, "
+    "k.wrapped_key, k.master_id, k.created_at, k.erased_at, k.erase_reason FROM {events} e "
+    "LEFT JOIN {keys} k ON k.subject = CASE WHEN e.originator_version = 1 THEN COALESCE("
+    "(SELECT subject FROM {subjects} WHERE conversation_id = ?1), ?2) END "
+    "WHERE e.originator_id = ?1 ORDER BY e.originator_version ASC"
+)
+
+
+def _own_subject(originator_id: UUID | str) -> str | None:
+    """The subject a conversation is when it names none: its id as text (None: the
+    originator is no conversation, its id no UUID)."""
+    if isinstance(originator_id, UUID):
+        return str(originator_id)
+    try:
+        return str(UUID(originator_id))
+    except ValueError:
+        return None
+
+
+def _key_row(values: Sequence[Any]) -> KeyRow:
+    """A key row as the SQLite key table stores it (times as ISO text)."""
+    key_id, subject, wrapped, master_id, created, erased, reason = values
+    return KeyRow(
+        key_id=bytes(key_id),
+        subject=subject,
+        wrapped_key=None if wrapped is None else bytes(wrapped),
+        master_id=master_id,
+        created_at=datetime.fromisoformat(created) if created else datetime.min,
+        erased_at=datetime.fromisoformat(erased) if erased else None,
+        erase_reason=reason,
+    )
+
+
+def _naming(
+    stored_events: Sequence[StoredEvent], named: list[list[bytes] | None], key_id: bytes
+) -> StoredEvent:
+    """The first of the records that names ``key_id`` (the first record if none does)."""
+    for e, keys in zip(stored_events, named, strict=True):
+        if keys and key_id in keys:
+            return e
+    return stored_events[0]
 
 
 class _NewKeyLost(Exception):

@@ -243,20 +243,20 @@ def test_a_first_record_meeting_an_erasure_of_its_subject_in_progress_waits_and_
         assert ledger.recorder.select_events(cid) == []
 
 
-@pytest.mark.postgres
-def test_a_cold_load_reads_the_subjects_key_row_with_the_events(postgres_url: str) -> None:
-    """PostgreSQL (``pgkeyrows.KeyedRead``): a process reading a conversation for the
-    first time gets its subject's key row in the statement that reads the events, its
-    own or the one it names; an erased subject's row is its tombstone."""
+def test_a_cold_load_reads_the_subjects_key_row_with_the_events(shared_url: str) -> None:
+    """PostgreSQL (``pgkeyrows.KeyedRead``) and SQLite (``sqlite_recorder.KEYED_READ``):
+    a process reading a conversation for the first time gets its subject's key row in
+    the statement that reads the events, its own or the one it names; an erased
+    subject's row is its tombstone."""
     key = _key()
-    with _open(postgres_url, key) as writer:
+    with _open(shared_url, key) as writer:
         own = writer.start("s")
         named = writer.start("s", subject="erin")
         gone = writer.start("s", subject="frank")
         for cid in (own, named, gone):
             writer.append(cid, {"role": "user", "content": f"hello {cid}"})
         writer.erase("frank", "asked")
-    with _open(postgres_url, key) as fresh:
+    with _open(shared_url, key) as fresh:
         table = _keys(fresh).table
         by_id = table.by_id
 
@@ -270,3 +270,12 @@ def test_a_cold_load_reads_the_subjects_key_row_with_the_events(postgres_url: st
             fresh.context(gone)
         assert erased.value.subject == "frank"
         table.by_id = by_id  # type: ignore[method-assign]
+
+
+def test_a_read_of_an_originator_that_is_no_conversation_is_the_plain_read(sqlite_url: str) -> None:
+    """SQLite: an originator id that is no UUID names no subject; its read is the
+    library's, not refused for want of one."""
+    with _open(sqlite_url, _key()) as ledger:
+        cid = ledger.start("s")
+        assert ledger.recorder.select_events("not-a-conversation") == []
+        assert [e.originator_version for e in ledger.recorder.select_events(cid.hex)] == [1]
