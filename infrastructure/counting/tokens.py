@@ -18,6 +18,7 @@ gpt-4o-mini, as the API reports.)
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -87,7 +88,9 @@ class TiktokenCounter:
         # has it, and the public call otherwise.
         core = getattr(self._encoding, "_core_bpe", None)
         self._ordinary: Callable[[str], list[int]] | None = getattr(core, "encode_ordinary", None)
-        self._memo: dict[str, int] = {}
+        # An OrderedDict: forgetting a plain dict's oldest key scans past the keys
+        # forgotten before it, which made every count past the bound slower.
+        self._memo: OrderedDict[str, int] = OrderedDict()
         self._memo_chars = 0
         self._memo_lock = threading.Lock()
 
@@ -119,8 +122,7 @@ class TiktokenCounter:
             memo[text] = tokens
             self._memo_chars += len(text)
             while self._memo_chars > MEMO_MAX_CHARS:
-                oldest = next(iter(memo))
-                del memo[oldest]
+                oldest, _ = memo.popitem(last=False)
                 self._memo_chars -= len(oldest)
 
     def count_message(self, message: Message) -> int:
