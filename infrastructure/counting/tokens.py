@@ -17,6 +17,8 @@ gpt-4o-mini, as the API reports.)
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -39,6 +41,13 @@ PROP_KEY = 3
 ENUM_INIT = -3
 ENUM_ITEM = 3
 FUNC_END = 12
+
+#: A counter remembers the count of each text up to ``MEMO_MAX_TEXT`` characters it has
+#: encoded, the oldest forgotten first once those texts hold over ``MEMO_MAX_CHARS``
+#: characters: a prompt counted again (the same messages, a role, a tool name, a
+#: placeholder) is a dictionary look-up per text instead of an encoding.
+MEMO_MAX_TEXT = 8192
+MEMO_MAX_CHARS = 1 << 21
 
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
@@ -79,12 +88,24 @@ class TiktokenCounter:
         # has it, and the public call otherwise.
         core = getattr(self._encoding, "_core_bpe", None)
         self._ordinary: Callable[[str], list[int]] | None = getattr(core, "encode_ordinary", None)
-        self._role_tokens: dict[str, int] = {}
+        # An OrderedDict: forgetting a plain dict's oldest key scans past the keys
+        # forgotten before it, which made every count past the bound slower.
+        self._memo: OrderedDict[str, int] = OrderedDict()
+        self._memo_chars = 0
+        self._memo_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TiktokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
 
     def count_text(self, text: str) -> int:
+        tokens = self._memo.get(text)
+        if tokens is None:
+            tokens = self._encoded_length(text)
+            if len(text) <= MEMO_MAX_TEXT:
+                self._remember(text, tokens)
+        return tokens
+
+    def _encoded_length(self, text: str) -> int:
         ordinary = self._ordinary
         if ordinary is not None:
             try:
@@ -93,12 +114,20 @@ class TiktokenCounter:
                 pass
         return len(self._encoding.encode(text, disallowed_special=()))
 
+    def _remember(self, text: str, tokens: int) -> None:
+        memo = self._memo
+        with self._memo_lock:
+            if text in memo:
+                return
+            memo[text] = tokens
+            self._memo_chars += len(text)
+            while self._memo_chars > MEMO_MAX_CHARS:
+                oldest, _ = memo.popitem(last=False)
+                self._memo_chars -= len(oldest)
+
     def count_message(self, message: Message) -> int:
         count = self.count_text
-        role = self._role_tokens.get(message.role)
-        if role is None:
-            role = self._role_tokens[message.role] = count(message.role)
-        tokens = TOKENS_PER_MESSAGE + role
+        tokens = TOKENS_PER_MESSAGE + count(message.role)
         content = message.content
         if isinstance(content, str):
             tokens += count(content)

@@ -311,8 +311,9 @@ class EditMachine(RuleBasedStateMachine):
         # fork's inherited ones marked with the log that holds them.
         if self.cid is None:
             return
-        listed = {(s.inherited_from, s.version): s for s in self.ledger.summaries(self.cid)}
-        assert len(listed) == len(self.ledger.summaries(self.cid))
+        summaries = self.ledger.summaries(self.cid)  # one read: nothing writes between
+        listed = {(s.inherited_from, s.version): s for s in summaries}
+        assert len(listed) == len(summaries)
         for layer in self.ledger.conversation(self.cid).state.summaries:
             assert layer.link is not None
             found = listed.get((layer.link.origin, layer.link.version))

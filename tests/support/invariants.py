@@ -41,7 +41,9 @@ def check(
     expected = list(range(state.summarized_through + 1, len(appended)))
     if window != expected:
         problems.append(f"window {window[:3]}.. is not the unsummarized positions {expected[:3]}..")
-    counted = _COUNTER.count_messages(context)
+    # The messages themselves, not their dicts: ``context`` is ``to_openai()`` of each,
+    # so counting it would only validate each back into the same ``Message``.
+    counted = _COUNTER.count_messages(messages)
     if context_tokens != counted:
         problems.append(f"context_tokens {context_tokens} != counted {counted}")
     cap = state.policy.max_context_tokens
