@@ -17,10 +17,12 @@ gpt-4o-mini, as the API reports.)
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
+from hashlib import blake2b
 from typing import Any
 
 import tiktoken
@@ -43,11 +45,12 @@ ENUM_ITEM = 3
 FUNC_END = 12
 
 #: A counter remembers the count of each text up to ``MEMO_MAX_TEXT`` characters it has
-#: encoded, the oldest forgotten first once those texts hold over ``MEMO_MAX_CHARS``
-#: characters: a prompt counted again (the same messages, a role, a tool name, a
-#: placeholder) is a dictionary look-up per text instead of an encoding.
+#: encoded, the oldest forgotten first past ``MEMO_MAX_ENTRIES`` texts: a prompt counted
+#: again (the same messages, a role, a tool name, a placeholder) is a look-up per text
+#: instead of an encoding. It keeps a keyed BLAKE2b digest of each text (the key random
+#: per counter), never the text: an erased message's words do not stay in memory there.
 MEMO_MAX_TEXT = 8192
-MEMO_MAX_CHARS = 1 << 21
+MEMO_MAX_ENTRIES = 32_768
 
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
@@ -90,20 +93,26 @@ class TiktokenCounter:
         self._ordinary: Callable[[str], list[int]] | None = getattr(core, "encode_ordinary", None)
         # An OrderedDict: forgetting a plain dict's oldest key scans past the keys
         # forgotten before it, which made every count past the bound slower.
-        self._memo: OrderedDict[str, int] = OrderedDict()
-        self._memo_chars = 0
+        self._memo: OrderedDict[bytes, int] = OrderedDict()
+        self._memo_key = os.urandom(16)
         self._memo_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TiktokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
 
     def count_text(self, text: str) -> int:
-        tokens = self._memo.get(text)
+        if len(text) > MEMO_MAX_TEXT:
+            return self._encoded_length(text)
+        digest = self._digest(text)
+        tokens = self._memo.get(digest)
         if tokens is None:
             tokens = self._encoded_length(text)
-            if len(text) <= MEMO_MAX_TEXT:
-                self._remember(text, tokens)
+            self._remember(digest, tokens)
         return tokens
+
+    def _digest(self, text: str) -> bytes:
+        data = text.encode("utf-8", "surrogatepass")  # a lone surrogate is a text too
+        return blake2b(data, digest_size=16, key=self._memo_key).digest()
 
     def _encoded_length(self, text: str) -> int:
         ordinary = self._ordinary
@@ -114,16 +123,14 @@ class TiktokenCounter:
                 pass
         return len(self._encoding.encode(text, disallowed_special=()))
 
-    def _remember(self, text: str, tokens: int) -> None:
+    def _remember(self, digest: bytes, tokens: int) -> None:
         memo = self._memo
         with self._memo_lock:
-            if text in memo:
+            if digest in memo:
                 return
-            memo[text] = tokens
-            self._memo_chars += len(text)
-            while self._memo_chars > MEMO_MAX_CHARS:
-                oldest, _ = memo.popitem(last=False)
-                self._memo_chars -= len(oldest)
+            memo[digest] = tokens
+            while len(memo) > MEMO_MAX_ENTRIES:
+                memo.popitem(last=False)
 
     def count_message(self, message: Message) -> int:
         count = self.count_text
