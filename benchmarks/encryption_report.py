@@ -94,10 +94,11 @@ LABELS = {"append": "append", "context": "context()", "cold": "cold load"}
 NOTES = [
     "Where the time goes (cProfile and CPU time on the same workload, SQLite file):",
     "",
-    "- The wall clock here is largely waiting, for a core (the load average was several times the "
-    "2 cores) and for the store's commits: the process's CPU time was under half the wall time of "
-    "context(), and a sixth to a tenth of an append's; the wall ratios moved by up to 0.45 between "
-    "runs of this script, the CPU-time ratios less: they are the steadier reading.",
+    "- The wall clock here includes waiting for the store's commits (and, on a loaded machine, for "
+    "a core; the load is in the machine line above): in one profiled run under load the process's "
+    "CPU time was under half the wall time of context() and a sixth to a tenth of an append's, and "
+    "the wall ratios moved by up to 0.45 between runs of this script, the CPU-time ratios less: "
+    "they are the steadier reading.",
     "- *append*: per event, the mapper adds AES-GCM under the conversation's data key, about 3 µs "
     "(`benchmarks/cipher_cost.py`: encode + decode of a message event 29 µs without a cipher, 26 "
     "with the store key, 31 with a subject key), and the key, cached after its first use, is one "
