@@ -25,11 +25,7 @@ def first_report(
     seconds: float,
 ) -> list[str]:
     lines = [
-        f"Written by `benchmarks/encryption.py --first` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
-        "",
-        f"    {command}",
-        "",
-        *machine(load_start),
+        *_header("benchmarks/encryption.py --first", command, load_start),
         "",
         "A conversation's first write against its later appends. Each configuration on its own "
         f"store; {args.runs} rounds, the configurations taking turns at going first, in each of which "
@@ -70,6 +66,17 @@ def machine(load_start: tuple[float, ...]) -> list[str]:
         f"at the end: {load_text(os.getloadavg())} (the machine is shared)",
         f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
         f"PostgreSQL {postgres_version(POSTGRES)}; {packages}",
+    ]
+
+
+def _header(script: str, command: str, load_start: tuple[float, ...]) -> list[str]:
+    """A section's first lines: what wrote it and when, the command, the machine."""
+    return [
+        f"Written by `{script}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
+        "",
+        f"    {command}",
+        "",
+        *machine(load_start),
     ]
 
 
@@ -151,11 +158,7 @@ def report(
     seconds: float,
 ) -> list[str]:
     lines = [
-        f"Written by `benchmarks/encryption.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
-        "",
-        f"    {command}",
-        "",
-        *machine(load_start),
+        *_header("benchmarks/encryption.py", command, load_start),
         "",
         "Four configurations, each on its own store (a SQLite file; PostgreSQL, a schema each): no "
         'encryption at all (no `cipher_key`, `key_scope="store"`: no key table, every record in '
@@ -224,11 +227,7 @@ def fence_report(
     seconds: float,
 ) -> list[str]:
     lines = [
-        f"Written by `benchmarks/encryption.py --fence` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. Command:",
-        "",
-        f"    {command}",
-        "",
-        *machine(load_start),
+        *_header("benchmarks/encryption.py --fence", command, load_start),
         "",
         "What the write fence costs (`infrastructure/keys/key_fence.py`: each insert of a record under data "
         "keys checks in the same statement that the key rows it names still hold their wrapped keys, "
