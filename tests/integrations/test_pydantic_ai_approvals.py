@@ -4,6 +4,7 @@ over HTTP against the local Chat Completions server, on SQLite and PostgreSQL.""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -208,7 +209,9 @@ def test_any_mix_of_direct_and_deferred_calls_resumes_and_the_log_keeps_every_me
         return ModelResponse(parts=[TextPart("done")])
 
     with cl.Ledger.open(sqlite_url, run_policy=False) as ledger:
-        history = LedgerHistory(f"mix-{len(plan)}-{id(turns)}", ledger)
+        # Every example shares the fixture's store: a key of its own (``id()`` of a
+        # freed list is reused, which made an example continue another's history).
+        history = LedgerHistory(f"mix-{uuid.uuid4().hex}", ledger)
         agent: Agent[None, str | DeferredToolRequests] = Agent(
             FunctionModel(model), output_type=[str, DeferredToolRequests], capabilities=[history.capability]
         )
