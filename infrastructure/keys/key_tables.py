@@ -53,6 +53,7 @@ __all__ = [
     "KeyTable",
     "PostgresKeyTable",
     "SQLiteKeyTable",
+    "key_row",
 ]
 
 
@@ -116,6 +117,26 @@ class KeyTable(Protocol):
 
 # -- SQL -------------------------------------------------------------------------------
 
+
+def key_row(values: Sequence[Any]) -> KeyRow:
+    """A key row from its seven columns in the table's order, its times as the store
+    gives them (``datetime``; ISO text on SQLite)."""
+    key_id, subject, wrapped, master_id, created, erased, reason = values
+    return KeyRow(
+        key_id=bytes(key_id),
+        subject=subject,
+        wrapped_key=None if wrapped is None else bytes(wrapped),
+        master_id=master_id,
+        created_at=_as_time(created) or datetime.min,
+        erased_at=_as_time(erased),
+        erase_reason=reason,
+    )
+
+
+def _as_time(value: Any) -> datetime | None:
+    return value if value is None or isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
 #: Failures of the database's server, not of the key table: reported as the event
 #: store's (the key table lives in its database).
 _UNREACHABLE = ("connect_timeout", "server_unreachable", "connection_lost")
@@ -150,9 +171,6 @@ class _SQLKeyTable:
     def _missing_table(self, exc: BaseException) -> bool:
         raise NotImplementedError
 
-    def _to_time(self, value: Any) -> datetime | None:
-        return value if value is None or isinstance(value, datetime) else datetime.fromisoformat(value)
-
     def _from_time(self, value: datetime | None) -> Any:
         return value
 
@@ -172,16 +190,7 @@ class _SQLKeyTable:
     def _row(self, values: Any) -> KeyRow | None:
         if values is None:
             return None
-        v = list(values.values()) if isinstance(values, dict) else list(values)
-        return KeyRow(
-            key_id=bytes(v[0]),
-            subject=v[1],
-            wrapped_key=None if v[2] is None else bytes(v[2]),
-            master_id=v[3],
-            created_at=self._to_time(v[4]) or datetime.min,
-            erased_at=self._to_time(v[5]),
-            erase_reason=v[6],
-        )
+        return key_row(list(values.values()) if isinstance(values, dict) else list(values))
 
     def _params(self, row: KeyRow) -> tuple[Any, ...]:
         return (

@@ -54,7 +54,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
-from contextledger.infrastructure.keys.key_tables import KeyRow
+from contextledger.infrastructure.keys.key_tables import key_row
 from contextledger.infrastructure.keys.new_keys import NewKey, NewKeyLost
 from contextledger.infrastructure.keys.wrapping import CHECK_SUBJECT
 
@@ -253,18 +253,7 @@ class KeyedRead:
             return []
         first = rows[0]
         if first[4] is not None and self.fence.learn is not None:
-            wrapped = first[6]
-            self.fence.learn(
-                KeyRow(
-                    key_id=bytes(first[4]),
-                    subject=first[5],
-                    wrapped_key=None if wrapped is None else bytes(wrapped),
-                    master_id=first[7],
-                    created_at=first[8],
-                    erased_at=first[9],
-                    erase_reason=first[10],
-                )
-            )
+            self.fence.learn(key_row(first[4:]))
         return [
             StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
             for row in rows

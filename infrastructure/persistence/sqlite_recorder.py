@@ -24,7 +24,6 @@ from __future__ import annotations
 import sqlite3
 from collections import deque
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -44,7 +43,7 @@ from eventsourcing.sqlite import (
 )
 
 from contextledger.infrastructure.keys.key_fence import KeyFence
-from contextledger.infrastructure.keys.key_tables import KeyRow
+from contextledger.infrastructure.keys.key_tables import key_row
 from contextledger.infrastructure.keys.new_keys import deferring
 from contextledger.infrastructure.persistence.dbapi_errors import persistence_error
 
@@ -152,7 +151,7 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             assert fence is not None and fence.learn is not None
             first = rows[0]
             if first[4] is not None:  # the subject's key row, on the first event's
-                fence.learn(_key_row(first[4:]))
+                fence.learn(key_row(first[4:]))
             rows = [row[:4] for row in rows]
         as_uuid = self.datastore.originator_id_type == "uuid"
         same = UUID(rows[0][0]) if as_uuid else rows[0][0]  # one originator: converted once
@@ -300,20 +299,6 @@ def _own_subject(originator_id: UUID | str) -> str | None:
         return str(UUID(originator_id))
     except ValueError:
         return None
-
-
-def _key_row(values: Sequence[Any]) -> KeyRow:
-    """A key row as the SQLite key table stores it (times as ISO text)."""
-    key_id, subject, wrapped, master_id, created, erased, reason = values
-    return KeyRow(
-        key_id=bytes(key_id),
-        subject=subject,
-        wrapped_key=None if wrapped is None else bytes(wrapped),
-        master_id=master_id,
-        created_at=datetime.fromisoformat(created) if created else datetime.min,
-        erased_at=datetime.fromisoformat(erased) if erased else None,
-        erase_reason=reason,
-    )
 
 
 def _naming(
