@@ -55,14 +55,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 POSTGRES_URL = os.environ.get("CONTEXTLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-#: The conversation corpora: the folder CONTEXTLEDGER_CORPORA names, else the full set
-#: next to the checkout (../shared/corpora), else the licensed subset the repository
-#: carries (tests/fixtures/corpora), so that the corpus tests run in every clone.
-_FULL_CORPORA = _REPO.parent / "shared" / "corpora"
+#: The conversation corpora: the folder CONTEXTLEDGER_CORPORA names (the full corpora,
+#: say: CONTEXTLEDGER_CORPORA=../shared/corpora), else the licensed subset the
+#: repository carries (tests/fixtures/corpora). The subset is the default wherever the
+#: checkout sits, so that the suite runs the same tests, in the same time, in every clone.
 CORPORA_SUBSET = _REPO / "tests" / "fixtures" / "corpora"
-CORPORA = Path(
-    os.environ.get("CONTEXTLEDGER_CORPORA") or (_FULL_CORPORA if _FULL_CORPORA.is_dir() else CORPORA_SUBSET)
-)
+CORPORA = Path(os.environ.get("CONTEXTLEDGER_CORPORA") or CORPORA_SUBSET)
 
 
 def _mypy_place(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
