@@ -13,6 +13,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic._internal._model_construction import ModelMetaclass
 
 from contextledger.domain.values.errors import InvalidMessageError
 
@@ -74,7 +75,22 @@ Content = str | tuple[ContentPart, ...] | None
 MESSAGES_CHECKED: dict[str, Any] = {"messages": "checked"}
 
 
-class Message(BaseModel):
+class _TypedErrors(ModelMetaclass):
+    """``Message(...)`` raises ``InvalidMessageError``, not pydantic's error.
+
+    Done where the class is called, not in an ``__init__`` of the model's: pydantic
+    builds a message nested in another model (an event read from the log) through the
+    model's own ``__init__`` when it has one, which validates the fields it was just
+    given a second time."""
+
+    def __call__(cls, *args: Any, **data: Any) -> Any:
+        try:
+            return super().__call__(*args, **data)
+        except ValidationError as exc:
+            raise _invalid(exc, data.get("role")) from exc
+
+
+class Message(BaseModel, metaclass=_TypedErrors):
     """A chat message as the OpenAI Chat Completions API takes it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
@@ -85,11 +101,21 @@ class Message(BaseModel):
     tool_calls: tuple[ToolCall, ...] | None = None
     tool_call_id: str | None = None
 
-    def __init__(self, **data: Any) -> None:
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Message:
+        """pydantic's ``model_validate``, its error an ``InvalidMessageError``."""
         try:
-            super().__init__(**data)
+            return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
-            raise _invalid(exc, data.get("role")) from exc
+            raise _invalid(exc, obj.get("role") if isinstance(obj, dict) else None) from exc
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Message:
+        """pydantic's ``model_validate_json``, its error an ``InvalidMessageError``."""
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(exc, None) from exc
 
     @model_validator(mode="after")
     def _check_shape(self, info: ValidationInfo) -> Message:

@@ -148,7 +148,7 @@ class PydanticMapper(Mapper[UUID]):
         )
         state["originator_version"] = stored_event.originator_version
         try:
-            return cast(DomainEventProtocol[UUID], cls.model_validate(state))
+            return cast("DomainEventProtocol[UUID]", cls.model_validate(state))
         except (ValidationError, ContextLedgerError) as exc:  # a field's own check, e.g. a policy's
             where, context = describe(stored_event)
             raise LogDamagedError(f"stored event does not fit its class ({where}): {exc}", **context) from exc
@@ -172,7 +172,7 @@ def _from_json(cls: Any, stored_event: StoredEvent, data: bytes) -> DomainEventP
     body = data[1:].lstrip()
     document = head + (b"}" if body[:1] == b"}" else b"," + body)
     try:
-        return cast(DomainEventProtocol[UUID], cls.model_validate_json(document))
+        return cast("DomainEventProtocol[UUID]", cls.model_validate_json(document))
     except Exception:  # the general way decodes it, or names the fault
         return None
 
