@@ -41,6 +41,12 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
     return condition()
 
 
+def in_flight(summarizer: ScriptedSummarizer) -> int:
+    """Its calls in flight, counted under its lock (its workers add to the counter)."""
+    with summarizer.lock:
+        return sum(summarizer.in_flight.values())
+
+
 def settings(url: str, **overrides: Any) -> Settings:
     return Settings(database_url=url, retry_base_seconds=0.02, retry_max_seconds=0.2,
                     poll_interval=0.02, **overrides)
@@ -156,12 +162,25 @@ def test_a_slow_conversation_does_not_hold_up_the_others(sqlite_url: str) -> Non
 
 
 def test_concurrency_is_bounded_and_one_call_per_conversation_at_a_time(sqlite_url: str) -> None:
-    summarizer = ScriptedSummarizer(delay=0.1)
+    # The first calls are held until three are in flight at once: that the bound is
+    # reached is then seen, not hoped for from how fast the appends outpace a delay
+    # (on a loaded machine they did not). Later calls take 0.1 s, so the rounds after
+    # overlap with calls in flight as before.
+    ids = [uuid4() for _ in range(8)]
+    release = threading.Event()
+    summarizer = ScriptedSummarizer(delay=0.1, hold=dict.fromkeys(ids, release))
     with Ledger.open(settings=settings(sqlite_url, max_concurrent_summaries=3),
                      summarizer=summarizer) as ledger:
-        ids = [ledger.start("sys", policy=POLICY) for _ in range(8)]
-        appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in ids}
-        for _ in range(3):
+        try:
+            for cid in ids:
+                ledger.start("sys", policy=POLICY, conversation_id=cid)
+            appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in ids}
+            for cid in ids:
+                say(ledger, cid, 12, appended[cid])
+            assert wait_until(lambda: in_flight(summarizer) == 3)
+        finally:
+            release.set()
+        for _ in range(2):
             for cid in ids:
                 say(ledger, cid, 12, appended[cid])
         assert ledger.wait_idle(30)
