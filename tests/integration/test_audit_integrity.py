@@ -6,6 +6,7 @@ a damaged log raise ``LogDamagedError``."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -17,10 +18,22 @@ from contextledger.application import Ledger
 from tests.support.raw_store import APPENDED, STARTED, SUMMARY, Echo, RawStore, Store, build_store
 
 
+@pytest.fixture(scope="module")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """The SQLite store built once for the module: each test damages a copy of it."""
+    return build_store(f"sqlite:///{tmp_path_factory.mktemp('template') / 'ledger.db'}")
+
+
 @pytest.fixture
-def store(shared_url: str) -> Store:
-    """Two conversations, each with summaries and snapshots, verified clean."""
-    return build_store(shared_url)
+def store(shared_url: str, request: pytest.FixtureRequest) -> Store:
+    """Two conversations, each with summaries and snapshots, verified clean: on SQLite a
+    copy of the file built once (the ledger left it closed, its log in the one file),
+    elsewhere built afresh."""
+    if not shared_url.startswith("sqlite:///"):
+        return build_store(shared_url)
+    template: Store = request.getfixturevalue("sqlite_template")
+    shutil.copyfile(template.raw.path, shared_url.removeprefix("sqlite:///"))
+    return Store(shared_url, RawStore(shared_url), template.damaged, template.fine)
 
 
 def problems_of(store: Store, cid: UUID | None = None) -> list[tuple[UUID, int, str]]:
@@ -214,9 +227,8 @@ def _text(d: dict[str, Any]) -> None:
     ],
 )
 def test_an_edited_policy_tool_definition_or_summary_text_fails_verify(
-    shared_url: str, topic: str, nth: int, change: Any
+    store: Store, topic: str, nth: int, change: Any
 ) -> None:
-    store = build_store(shared_url)
     with store.open() as ledger:
         cid = ledger.start("You are B.", tools=[TOOL],
                            policy=ReductionPolicy(trigger_messages=6, keep_messages=2))
