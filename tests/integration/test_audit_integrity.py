@@ -53,8 +53,9 @@ def test_a_snapshot_whose_system_prompt_was_edited_changes_the_context_and_fails
     store: Store,
 ) -> None:
     version = latest_snapshot(store)
-    store.raw.edit("snapshots", store.damaged, version,
-                   lambda d: d["state"].update(system_prompt="You are EVIL."))
+    store.raw.edit(
+        "snapshots", store.damaged, version, lambda d: d["state"].update(system_prompt="You are EVIL.")
+    )
     with store.open() as ledger:
         assert ledger.context(store.damaged)[0]["content"] == "You are EVIL."  # what loading trusts
         report = ledger.verify()
@@ -172,7 +173,8 @@ def test_an_undecodable_event_is_reported_and_the_rest_of_the_store_is_verified(
 ) -> None:
     snapshots = {v for v, _, _ in store.raw.rows("snapshots", store.damaged)}
     version = next(
-        v for v, t, _ in store.raw.rows("events", store.damaged)
+        v
+        for v, t, _ in store.raw.rows("events", store.damaged)
         if t == APPENDED and v not in snapshots and v > min(snapshots)
     )
     (state,) = [s for v, _, s in store.raw.rows("events", store.damaged) if v == version]
@@ -200,8 +202,14 @@ def test_an_event_of_an_unknown_topic_is_reported_with_its_position(store: Store
 
 # ------------------------------------------------------------- sealed event fields
 
-TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look it up.",
-                                         "parameters": {"type": "object", "properties": {}}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look it up.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
 
 
 def _policy(d: dict[str, Any]) -> None:
@@ -230,11 +238,14 @@ def test_an_edited_policy_tool_definition_or_summary_text_fails_verify(
     store: Store, topic: str, nth: int, change: Any
 ) -> None:
     with store.open() as ledger:
-        cid = ledger.start("You are B.", tools=[TOOL],
-                           policy=ReductionPolicy(trigger_messages=6, keep_messages=2))
+        cid = ledger.start(
+            "You are B.", tools=[TOOL], policy=ReductionPolicy(trigger_messages=6, keep_messages=2)
+        )
         for i in range(9):
             ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
-            ledger.record_summary(request, summarize(request)) if (request := ledger.pending_summary(cid)) else None
+            ledger.record_summary(request, summarize(request)) if (
+                request := ledger.pending_summary(cid)
+            ) else None
         ledger.change_policy(cid, ReductionPolicy(trigger_messages=8, keep_messages=3))
         ledger.change_tools(cid, [TOOL, {**TOOL, "function": {**TOOL["function"], "name": "other"}}])
         assert ledger.verify().ok
