@@ -6,6 +6,7 @@ a damaged log raise ``LogDamagedError``."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -17,10 +18,22 @@ from contextledger.application import Ledger
 from tests.support.raw_store import APPENDED, STARTED, SUMMARY, Echo, RawStore, Store, build_store
 
 
+@pytest.fixture(scope="module")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """The SQLite store built once for the module: each test damages a copy of it."""
+    return build_store(f"sqlite:///{tmp_path_factory.mktemp('template') / 'ledger.db'}")
+
+
 @pytest.fixture
-def store(shared_url: str) -> Store:
-    """Two conversations, each with summaries and snapshots, verified clean."""
-    return build_store(shared_url)
+def store(shared_url: str, request: pytest.FixtureRequest) -> Store:
+    """Two conversations, each with summaries and snapshots, verified clean: on SQLite a
+    copy of the file built once (the ledger left it closed, its log in the one file),
+    elsewhere built afresh."""
+    if not shared_url.startswith("sqlite:///"):
+        return build_store(shared_url)
+    template: Store = request.getfixturevalue("sqlite_template")
+    shutil.copyfile(template.raw.path, shared_url.removeprefix("sqlite:///"))
+    return Store(shared_url, RawStore(shared_url), template.damaged, template.fine)
 
 
 def problems_of(store: Store, cid: UUID | None = None) -> list[tuple[UUID, int, str]]:
@@ -40,8 +53,9 @@ def test_a_snapshot_whose_system_prompt_was_edited_changes_the_context_and_fails
     store: Store,
 ) -> None:
     version = latest_snapshot(store)
-    store.raw.edit("snapshots", store.damaged, version,
-                   lambda d: d["state"].update(system_prompt="You are EVIL."))
+    store.raw.edit(
+        "snapshots", store.damaged, version, lambda d: d["state"].update(system_prompt="You are EVIL.")
+    )
     with store.open() as ledger:
         assert ledger.context(store.damaged)[0]["content"] == "You are EVIL."  # what loading trusts
         report = ledger.verify()
@@ -159,7 +173,8 @@ def test_an_undecodable_event_is_reported_and_the_rest_of_the_store_is_verified(
 ) -> None:
     snapshots = {v for v, _, _ in store.raw.rows("snapshots", store.damaged)}
     version = next(
-        v for v, t, _ in store.raw.rows("events", store.damaged)
+        v
+        for v, t, _ in store.raw.rows("events", store.damaged)
         if t == APPENDED and v not in snapshots and v > min(snapshots)
     )
     (state,) = [s for v, _, s in store.raw.rows("events", store.damaged) if v == version]
@@ -187,8 +202,14 @@ def test_an_event_of_an_unknown_topic_is_reported_with_its_position(store: Store
 
 # ------------------------------------------------------------- sealed event fields
 
-TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look it up.",
-                                         "parameters": {"type": "object", "properties": {}}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look it up.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
 
 
 def _policy(d: dict[str, Any]) -> None:
@@ -214,15 +235,17 @@ def _text(d: dict[str, Any]) -> None:
     ],
 )
 def test_an_edited_policy_tool_definition_or_summary_text_fails_verify(
-    shared_url: str, topic: str, nth: int, change: Any
+    store: Store, topic: str, nth: int, change: Any
 ) -> None:
-    store = build_store(shared_url)
     with store.open() as ledger:
-        cid = ledger.start("You are B.", tools=[TOOL],
-                           policy=ReductionPolicy(trigger_messages=6, keep_messages=2))
+        cid = ledger.start(
+            "You are B.", tools=[TOOL], policy=ReductionPolicy(trigger_messages=6, keep_messages=2)
+        )
         for i in range(9):
             ledger.append(cid, {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"})
-            ledger.record_summary(request, summarize(request)) if (request := ledger.pending_summary(cid)) else None
+            ledger.record_summary(request, summarize(request)) if (
+                request := ledger.pending_summary(cid)
+            ) else None
         ledger.change_policy(cid, ReductionPolicy(trigger_messages=8, keep_messages=3))
         ledger.change_tools(cid, [TOOL, {**TOOL, "function": {**TOOL["function"], "name": "other"}}])
         assert ledger.verify().ok

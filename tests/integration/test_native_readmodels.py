@@ -46,10 +46,11 @@ def _compacted_conversations(ledger: cl.Ledger) -> list[Any]:
         second = ledger.start("You answer about Oslo.", model="gpt-4.1-mini")
         for turn in range(20):
             ledger.append(second, {"type": "message", "role": "user", "content": f"Tell me fact {turn}."})
+            # The context as the body sends it (test_native_readable's _loop says why).
             reply = gpt.responses.create(
                 model="gpt-4.1-mini",
                 context_management=[{"type": "compaction", "compact_threshold": 300}],
-                **ledger.context(second, format="responses"),
+                extra_body=ledger.context(second, format="responses"),
             )
             ledger.append(second, reply)
     return [first, second]
@@ -139,10 +140,10 @@ def _erased_files(folder: Path, cipher: str | None) -> tuple[list[str], bytes]:
             cid = ledger.start("You answer about Oslo.", model="gpt-4.1-mini", **subject)
             for turn in range(20):
                 ledger.append(cid, {"type": "message", "role": "user", "content": f"Tell me fact {turn}."})
-                reply = gpt.responses.create(
+                reply = gpt.responses.create(  # the context as the body sends it (see above)
                     model="gpt-4.1-mini",
                     context_management=[{"type": "compaction", "compact_threshold": 300}],
-                    **ledger.context(cid, format="responses"),
+                    extra_body=ledger.context(cid, format="responses"),
                 )
                 ledger.append(cid, reply)
         ledger.context(cid)  # makes and records the newest readable summary

@@ -28,8 +28,9 @@ from contextledger.domain import (
 from contextledger.testing import ScriptedSummarizer
 from tests.support.invariants import check, check_log
 
-POLICY = ReductionPolicy(trigger_messages=10, keep_messages=2, max_context_tokens=1500,
-                         max_summary_tokens=100)
+POLICY = ReductionPolicy(
+    trigger_messages=10, keep_messages=2, max_context_tokens=1500, max_summary_tokens=100
+)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
@@ -41,9 +42,16 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
     return condition()
 
 
+def in_flight(summarizer: ScriptedSummarizer) -> int:
+    """Its calls in flight, counted under its lock (its workers add to the counter)."""
+    with summarizer.lock:
+        return sum(summarizer.in_flight.values())
+
+
 def settings(url: str, **overrides: Any) -> Settings:
-    return Settings(database_url=url, retry_base_seconds=0.02, retry_max_seconds=0.2,
-                    poll_interval=0.02, **overrides)
+    return Settings(
+        database_url=url, retry_base_seconds=0.02, retry_max_seconds=0.2, poll_interval=0.02, **overrides
+    )
 
 
 def say(ledger: Ledger, cid: UUID, n: int, appended: list[dict[str, Any]]) -> None:
@@ -97,8 +105,11 @@ def test_appends_never_wait_for_the_summarizer(sqlite_url: str) -> None:
 
 @pytest.mark.parametrize(
     "failure",
-    [SummarizerTimeoutError("timed out"), SummarizerRateLimitedError("429", retry_after=0.05),
-     SummarizerUnavailableError("503")],
+    [
+        SummarizerTimeoutError("timed out"),
+        SummarizerRateLimitedError("429", retry_after=0.05),
+        SummarizerUnavailableError("503"),
+    ],
     ids=["timeout", "rate-limit", "unavailable"],
 )
 def test_failures_are_recorded_and_retried_and_nothing_is_lost(sqlite_url: str, failure: Exception) -> None:
@@ -118,8 +129,9 @@ def test_failures_are_recorded_and_retried_and_nothing_is_lost(sqlite_url: str, 
 def test_while_the_summarizer_is_down_the_cap_holds_and_nothing_is_lost(sqlite_url: str) -> None:
     down = [SummarizerUnavailableError("down")] * 1000
     summarizer = ScriptedSummarizer(failures=down)
-    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None),
-                     summarizer=summarizer) as ledger:
+    with Ledger.open(
+        settings=settings(sqlite_url, fallback_after_attempts=None), summarizer=summarizer
+    ) as ledger:
         cid = ledger.start("sys", policy=POLICY)
         appended: list[dict[str, Any]] = []
         for _ in range(10):
@@ -138,8 +150,9 @@ def test_a_slow_conversation_does_not_hold_up_the_others(sqlite_url: str) -> Non
     slow_cid, fast = uuid4(), [uuid4() for _ in range(3)]
     release = threading.Event()
     summarizer = ScriptedSummarizer(hold={slow_cid: release})
-    with Ledger.open(settings=settings(sqlite_url, max_concurrent_summaries=4),
-                     summarizer=summarizer) as ledger:
+    with Ledger.open(
+        settings=settings(sqlite_url, max_concurrent_summaries=4), summarizer=summarizer
+    ) as ledger:
         for cid in [slow_cid, *fast]:
             ledger.start("sys", policy=POLICY, conversation_id=cid)
         appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in [slow_cid, *fast]}
@@ -156,12 +169,26 @@ def test_a_slow_conversation_does_not_hold_up_the_others(sqlite_url: str) -> Non
 
 
 def test_concurrency_is_bounded_and_one_call_per_conversation_at_a_time(sqlite_url: str) -> None:
-    summarizer = ScriptedSummarizer(delay=0.1)
-    with Ledger.open(settings=settings(sqlite_url, max_concurrent_summaries=3),
-                     summarizer=summarizer) as ledger:
-        ids = [ledger.start("sys", policy=POLICY) for _ in range(8)]
-        appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in ids}
-        for _ in range(3):
+    # The first calls are held until three are in flight at once: that the bound is
+    # reached is then seen, not hoped for from how fast the appends outpace a delay
+    # (on a loaded machine they did not). Later calls take 0.1 s, so the rounds after
+    # overlap with calls in flight as before.
+    ids = [uuid4() for _ in range(8)]
+    release = threading.Event()
+    summarizer = ScriptedSummarizer(delay=0.1, hold=dict.fromkeys(ids, release))
+    with Ledger.open(
+        settings=settings(sqlite_url, max_concurrent_summaries=3), summarizer=summarizer
+    ) as ledger:
+        try:
+            for cid in ids:
+                ledger.start("sys", policy=POLICY, conversation_id=cid)
+            appended: dict[UUID, list[dict[str, Any]]] = {c: [] for c in ids}
+            for cid in ids:
+                say(ledger, cid, 12, appended[cid])
+            assert wait_until(lambda: in_flight(summarizer) == 3)
+        finally:
+            release.set()
+        for _ in range(2):
             for cid in ids:
                 say(ledger, cid, 12, appended[cid])
         assert ledger.wait_idle(30)
@@ -188,8 +215,9 @@ def test_a_restarted_policy_resumes_the_unfinished_work(sqlite_url: str) -> None
 
 def test_after_repeated_failures_the_offline_summarizer_takes_over(sqlite_url: str) -> None:
     summarizer = ScriptedSummarizer(failures=[SummarizerUnavailableError("down")] * 1000)
-    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=3),
-                     summarizer=summarizer) as ledger:
+    with Ledger.open(
+        settings=settings(sqlite_url, fallback_after_attempts=3), summarizer=summarizer
+    ) as ledger:
         cid = ledger.start("sys", policy=POLICY)
         appended: list[dict[str, Any]] = []
         say(ledger, cid, 12, appended)
@@ -205,8 +233,9 @@ def test_a_summarizer_that_raises_anything_is_failing_and_the_fallback_takes_ove
     # A bug in a custom summarizer (a KeyError in its parser, a TypeError) counts as a
     # failed attempt like a SummarizerError: recorded, retried, then the fallback.
     summarizer = ScriptedSummarizer(failures=[KeyError("choices"), TypeError("bad"), KeyError("x")] * 300)
-    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=3),
-                     summarizer=summarizer) as ledger:
+    with Ledger.open(
+        settings=settings(sqlite_url, fallback_after_attempts=3), summarizer=summarizer
+    ) as ledger:
         cid = ledger.start("sys", policy=POLICY)
         appended: list[dict[str, Any]] = []
         say(ledger, cid, 12, appended)
@@ -224,8 +253,9 @@ def test_a_summarizer_that_raises_anything_is_failing_and_the_fallback_takes_ove
 
 def test_without_a_fallback_a_crashing_summarizer_is_retried_until_it_answers(sqlite_url: str) -> None:
     summarizer = ScriptedSummarizer(failures=[ValueError("no JSON"), ValueError("no JSON")])
-    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None),
-                     summarizer=summarizer) as ledger:
+    with Ledger.open(
+        settings=settings(sqlite_url, fallback_after_attempts=None), summarizer=summarizer
+    ) as ledger:
         cid = ledger.start("sys", policy=POLICY)
         say(ledger, cid, 12, [])
         assert ledger.wait_idle(20)
@@ -250,7 +280,9 @@ class Answers:
 
 
 def test_an_answer_that_is_not_a_summary_result_is_a_failed_attempt(sqlite_url: str) -> None:
-    with Ledger.open(settings=settings(sqlite_url, fallback_after_attempts=None), summarizer=Answers()) as ledger:
+    with Ledger.open(
+        settings=settings(sqlite_url, fallback_after_attempts=None), summarizer=Answers()
+    ) as ledger:
         cid = ledger.start("sys", policy=POLICY)
         say(ledger, cid, 12, [])
         assert ledger.wait_idle(20)
@@ -270,9 +302,10 @@ def test_writer_processes_with_their_own_policy_call_the_summarizer_once_per_cro
     # each sees the other's thresholds in the shared log.
     url = sqlite_url if store == "sqlite" else request.getfixturevalue("postgres_url")
     mine, theirs = ScriptedSummarizer(), ScriptedSummarizer()
-    with Ledger.open(settings=settings(url), summarizer=mine) as writer, Ledger.open(
-        settings=settings(url), summarizer=theirs
-    ) as other:
+    with (
+        Ledger.open(settings=settings(url), summarizer=mine) as writer,
+        Ledger.open(settings=settings(url), summarizer=theirs) as other,
+    ):
         cid = writer.start("sys", policy=POLICY)
         other_cid = other.start("sys", policy=POLICY)
         appended: list[dict[str, Any]] = []
@@ -336,8 +369,12 @@ def test_the_policy_takes_its_own_thresholds_from_its_saves_not_from_the_log(
         appended: list[dict[str, Any]] = []
         for _ in range(5):  # five crossings, each summarized before the next
             say(ledger, cid, 12, appended)
-            assert wait_until(lambda: ledger.totals(cid).summaries == len(summarizer.calls) >= 1
-                              and ledger.pending_summary(cid) is None)
+            assert wait_until(
+                lambda: (
+                    ledger.totals(cid).summaries == len(summarizer.calls) >= 1
+                    and ledger.pending_summary(cid) is None
+                )
+            )
         elapsed = time.monotonic() - started
         crossings = [e for e in ledger.replay(cid) if e.kind == "ThresholdReached"]
         assert len(crossings) == len(summarizer.calls) == ledger.totals(cid).summaries >= 5
@@ -354,8 +391,12 @@ def test_the_progress_row_never_passes_a_threshold_whose_summary_is_in_flight(sq
         say(ledger, cid, 7, [])
         assert wait_until(lambda: summarizer.in_flight[cid] == 1)
         say(ledger, cid, 3, [])  # more of the log after the threshold
-        [threshold] = [n.id for page in read_notifications(ledger.notification_log) for n in page
-                       if n.topic.endswith("ThresholdReached")]
+        [threshold] = [
+            n.id
+            for page in read_notifications(ledger.notification_log)
+            for n in page
+            if n.topic.endswith("ThresholdReached")
+        ]
         tracking = ledger.factory.tracking_recorder()
         # Waiting reads the log past the threshold (and writes the row: nothing else to do).
         assert not ledger.wait_idle(0.5)

@@ -121,18 +121,27 @@ def _run(url: str, turns: int, readable: str = "eager") -> None:
         assert ledger.verify(cid).ok
 
 
+# The session compacts every third turn (four items a turn, ten trigger it), and a
+# compaction keeps every user message, so each request grows by three items per three
+# turns: the cost of a run grows with the square of its turns. 20 turns make six
+# automatic compactions and the forced one (40 made 13 and the forced one), enough to
+# show every compaction recorded, each turn's request re-derived at its version, and a
+# compaction of a history that already holds one, several times over.
+TURNS = 20
+
+
 def test_the_compaction_session_over_a_ledger_session_keeps_the_log_whole_on_sqlite(sqlite_url: str) -> None:
-    _run(sqlite_url, 40)
+    _run(sqlite_url, TURNS)
 
 
 @pytest.mark.postgres
 def test_the_compaction_session_over_a_ledger_session_keeps_the_log_whole_on_postgresql(
     postgres_url: str,
 ) -> None:
-    _run(postgres_url, 40)
+    _run(postgres_url, TURNS)
 
 
 def test_on_demand_the_session_s_compactions_get_a_readable_summary_at_the_first_read(
     sqlite_url: str,
 ) -> None:
-    _run(sqlite_url, 32, "on_demand")
+    _run(sqlite_url, 16, "on_demand")  # five automatic compactions and the forced one

@@ -25,7 +25,12 @@ set_tracing_disabled(True)
 # The openai client encodes every input item of every request against each item type
 # the Responses API knows (a few ms an item, in Python): the request size, not the
 # ledger, sets this test's pace. A tight policy keeps requests short and makes the
-# ledger summarize, placeholder and cap often in 150 turns.
+# ledger summarize, placeholder and cap often. The scripted turns repeat every three
+# (text, one call, two parallel calls after reasoning) and a summary is made every
+# three turns from turn 3; the summary grows until the working memory meets the
+# 1,500-token bound (1,495 tokens from about turn 24 on), and from there every turn
+# is capped. 50 turns run that capped state for 26 more turns and make 16 summaries;
+# 150 turns only repeated it.
 POLICY = cl.ReductionPolicy(
     trigger_messages=12, keep_messages=4, keep_tool_results=2, max_context_tokens=1500
 )
@@ -131,8 +136,8 @@ def _run(url: str, turns: int) -> None:
         assert json.dumps(final)  # plain JSON, ready to send
 
 
-def test_an_agent_runs_150_turns_on_sqlite_with_bounded_valid_requests(sqlite_url: str) -> None:
-    _run(sqlite_url, 150)
+def test_an_agent_runs_50_turns_on_sqlite_with_bounded_valid_requests(sqlite_url: str) -> None:
+    _run(sqlite_url, 50)
 
 
 @pytest.mark.postgres

@@ -1,6 +1,12 @@
-"""A real ``pydantic_ai.Agent`` with two tools runs 100 tool-using turns over HTTP
+"""A real ``pydantic_ai.Agent`` with two tools runs 40 tool-using turns over HTTP
 against the local Chat Completions server, with ``LedgerHistory`` as its memory and
-history processor; every request the server receives is checked."""
+history processor; every request the server receives is checked.
+
+40 turns reach every state the policy settles into: the first summary comes at turn 5,
+the scripted turns repeat every three (no call, one call, two parallel calls), and the
+summary grows until the working memory holds its steady size (1,391 tokens, under the
+2,000-token bound) from about turn 24 on. 40 turns make 12 summaries (100 made 32,
+repeating the same states)."""
 
 from __future__ import annotations
 
@@ -28,7 +34,9 @@ from contextledger.testing import (
     openai_context_violations,
 )
 
-POLICY = cl.ReductionPolicy(trigger_messages=16, keep_messages=6, keep_tool_results=2, max_context_tokens=2000)
+POLICY = cl.ReductionPolicy(
+    trigger_messages=16, keep_messages=6, keep_tool_results=2, max_context_tokens=2000
+)
 SYSTEM = "You are a travel agent. Use the tools."
 SUMMARY_PREFIX = "Summary of the earlier conversation"
 COUNTER = cl.TiktokenCounter("gpt-4o-mini")
@@ -43,13 +51,17 @@ def scripted_model(request: RecordedRequest) -> Reply:
     if turn % 3 == 1:
         return Reply(tool_calls=(Call("weather", {"city": f"city{turn}"}),))
     if turn % 3 == 2:
-        return Reply("Checking both.", tool_calls=(Call("weather", {"city": "Oslo"}),
-                                                    Call("lookup", {"topic": f"topic{turn}"})))
+        return Reply(
+            "Checking both.",
+            tool_calls=(Call("weather", {"city": "Oslo"}), Call("lookup", {"topic": f"topic{turn}"})),
+        )
     return Reply(f"Answer to turn {turn}: " + "words " * 20)
 
 
 def _agent(server: FakeOpenAIServer, history: LedgerHistory) -> Agent[None, str]:
-    model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-test"))
+    model = OpenAIChatModel(
+        "gpt-4o-mini", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-test")
+    )
     agent = Agent(model, capabilities=[history.capability])
 
     @agent.tool_plain
@@ -102,22 +114,27 @@ def _run(url: str, turns: int) -> None:
         assert summaries_seen > turns // 2
 
         # Every message of every run is in the log, exactly (usage and all).
-        assert ModelMessagesTypeAdapter.dump_json(history.all_messages()) == ModelMessagesTypeAdapter.dump_json(added)
+        assert ModelMessagesTypeAdapter.dump_json(
+            history.all_messages()
+        ) == ModelMessagesTypeAdapter.dump_json(added)
         responses = [m for m in added if isinstance(m, ModelResponse)]
         assert len(responses) == server.request_count
-        assert sum(isinstance(p, ToolCallPart) for m in responses for p in m.parts) == 2 * (turns // 3) + (turns + 1) // 3
+        assert (
+            sum(isinstance(p, ToolCallPart) for m in responses for p in m.parts)
+            == 2 * (turns // 3) + (turns + 1) // 3
+        )
         assert all(m.usage.input_tokens > 0 for m in responses)
         assert ledger.verify(history.conversation_id).ok
         assert json.dumps(ledger.context(history.conversation_id))
 
 
-def test_an_agent_runs_100_tool_turns_on_sqlite_with_bounded_valid_requests(sqlite_url: str) -> None:
-    _run(sqlite_url, 100)
+def test_an_agent_runs_40_tool_turns_on_sqlite_with_bounded_valid_requests(sqlite_url: str) -> None:
+    _run(sqlite_url, 40)
 
 
 @pytest.mark.postgres
-def test_an_agent_runs_100_tool_turns_on_postgresql_with_bounded_valid_requests(postgres_url: str) -> None:
-    _run(postgres_url, 100)
+def test_an_agent_runs_40_tool_turns_on_postgresql_with_bounded_valid_requests(postgres_url: str) -> None:
+    _run(postgres_url, 40)
 
 
 def test_the_processor_bounds_a_whole_history_passed_in(sqlite_url: str) -> None:
