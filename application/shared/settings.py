@@ -115,7 +115,8 @@ class Settings(BaseModel):
     #: ``connect_timeout + write_deadline`` (and 2 s of slack) with ``StoreError``.
     connect_timeout: float = Field(default=5.0, gt=0, le=3600)
     #: Longest statement: PostgreSQL ``statement_timeout``; SQLite's busy timeout
-    #: (how long a write waits for another process's lock). Then ``StoreError``
+    #: (how long a write waits for another process's lock, and for another thread's
+    #: write in this process). Then ``StoreError``
     #: with ``cause`` ``statement_timeout`` or ``busy``.
     statement_timeout: float = Field(default=30.0, gt=0, le=86400)
     #: Largest message accepted, in UTF-8 bytes of its JSON and in tokens

@@ -22,6 +22,7 @@ _CAUSES = (
     ("database is locked", "busy"),
     ("database table is locked", "busy"),
     ("lock timeout", "busy"),
+    ("timed out waiting for return of writer", "busy"),  # this process's other writer
     ("idle-in-transaction timeout", "connection_lost"),
     ("terminating connection", "connection_lost"),
     ("server closed the connection", "connection_lost"),

@@ -420,6 +420,7 @@ def persistence_env(settings: Settings) -> dict[str, str]:
     kind = Database.parse(settings.database_url).kind
     if kind == "sqlite":
         env["SQLITE_LOCK_TIMEOUT"] = str(max(1, round(settings.statement_timeout)))
+        env["CL_SQLITE_POOL_TIMEOUT"] = str(settings.statement_timeout)
     elif kind == "postgresql":
         # The lean recorder's factory extends TimedPostgresFactory: libpq connect_timeout
         # and a session statement_timeout on every connection.

@@ -415,6 +415,9 @@ class SQLiteConversationFactory(SQLiteFactory):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         pool: Any = self.datastore.pool
+        # A write waits for this process's writer as long as for another process's
+        # lock (``Settings.statement_timeout``), not the library's 5 s.
+        pool.pool_timeout = float(self.env.get("CL_SQLITE_POOL_TIMEOUT") or pool.pool_timeout)
         if type(pool) is SQLiteConnectionPool:  # the library's, as this version makes it
             pool.__class__ = _CachingPool
         idle = getattr(pool, "_pool", None)

@@ -96,6 +96,51 @@ def test_sqlite_busy_past_the_statement_timeout_is_a_store_error_naming_busy(tmp
         assert len(ledger.transcript(cid)) == 1
 
 
+def test_a_sqlite_write_waits_for_this_process_s_writer_as_long_as_the_statement_timeout(
+    tmp_path: Path,
+) -> None:
+    """A write behind another thread's write in the same process waits as long as it
+    would wait for another process's lock (``statement_timeout``), then fails typed,
+    naming ``busy``; the store's pool used to give up after a fixed 5 s whatever the
+    setting, with no cause."""
+    url = f"sqlite:///{tmp_path / 'writer.db'}"
+    with Ledger.open(settings=Settings(database_url=url, run_policy=False, statement_timeout=0.3)) as ledger:
+        cid = ledger.start("s")
+        pool = ledger.recorder.datastore.pool  # type: ignore[attr-defined]
+        held = pool.get_connection(is_writer=True)  # another thread's write in flight,
+        # over in 3 s: a write still waiting then (the pool's old fixed 5 s) would land
+        given: list[bool] = []
+        turn = threading.Lock()
+
+        def give_back() -> None:
+            with turn:
+                if not given:
+                    given.append(True)
+                    pool.put_connection(held)
+
+        release = threading.Timer(3, give_back)
+        release.start()
+        try:
+            with pytest.raises(StoreError) as caught:
+                ledger.append(cid, {"role": "user", "content": "blocked"})
+        finally:
+            release.cancel()
+            give_back()
+            release.join()
+        assert caught.value.cause == "busy"
+        assert ledger.transcript(cid) == []
+    with Ledger.open(settings=Settings(database_url=url, run_policy=False, statement_timeout=30)) as ledger:
+        pool = ledger.recorder.datastore.pool  # type: ignore[attr-defined]
+        held = pool.get_connection(is_writer=True)
+        release = threading.Timer(0.3, pool.put_connection, args=(held,))
+        release.start()
+        try:
+            ledger.append(cid, {"role": "user", "content": "after the other write"})
+        finally:
+            release.join()
+        assert [r.message["content"] for r in ledger.transcript(cid)] == ["after the other write"]
+
+
 @pytest.mark.postgres
 def test_postgres_statement_timeout_is_a_store_error_naming_it(postgres_url: str) -> None:
     settings = Settings(database_url=postgres_url, run_policy=False, statement_timeout=0.5)
