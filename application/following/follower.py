@@ -231,9 +231,16 @@ class LogFollower(ABC):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if (remaining is not None and remaining <= 0) or self._thread is None:
                     return False
-                self._wake.set()
+                if not self.read_through(head):  # the rest (jobs, retries) wakes the thread itself
+                    self._wake.set()
                 self._progress.wait(0.01 if remaining is None else min(0.01, remaining))
         return True
+
+    def read_through(self, head: int) -> bool:
+        """True if the log has been read through ``head``: ``wait_idle`` wakes the
+        thread only until then, not every time it looks again while work the thread
+        is woken for anyway (a job finishing, a retry falling due) is under way."""
+        return self.log_position() >= head
 
     def health(self) -> FollowerHealth:
         """How this follower is doing now (reads the log's head; never raises for a

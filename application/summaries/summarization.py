@@ -223,6 +223,9 @@ class SummarizationRunner(LogFollower):
     def log_position(self) -> int:
         return self._position
 
+    def read_through(self, head: int) -> bool:
+        return self._caught_up_to >= head
+
     def idle_at(self, head: int) -> bool:
         """The log is read through ``head`` and no summary is in flight, due, or saved
         by this process and not yet taken (``_arrived``: a step reads the log, which
