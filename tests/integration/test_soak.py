@@ -1,7 +1,12 @@
-"""Soak: 50 conversations x 500 messages appended concurrently, a 200 ms summarizer.
+"""Soak: 30 conversations x 500 messages appended concurrently, a 200 ms summarizer.
 
 Every threshold crossing is summarized exactly once, no context exceeds its cap at
 any check, and every message is in the transcript.
+
+Thirty conversations (there were fifty) still give each of the ten writer threads
+three to interleave, and 150 summaries (five per conversation, as before) for eight
+summarizer slots: all eight were seen in flight at once (max_in_flight 8). Every
+conversation takes the same path whatever their number; more of them only repeated it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.testing import ScriptedSummarizer
 from tests.support.invariants import check, check_log
 
-CONVERSATIONS = 50
+CONVERSATIONS = 30
 MESSAGES = 500
 POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10, keep_tool_results=2,
                          max_context_tokens=3000, max_summary_tokens=200)
@@ -34,7 +39,7 @@ def turn(cid_index: int, i: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_fifty_conversations_of_five_hundred_messages_with_a_slow_summarizer(sqlite_url: str) -> None:
+def test_thirty_conversations_of_five_hundred_messages_with_a_slow_summarizer(sqlite_url: str) -> None:
     summarizer = ScriptedSummarizer(delay=0.2)
     settings = Settings(database_url=sqlite_url, max_concurrent_summaries=8, poll_interval=0.02,
                         retry_base_seconds=0.05, retry_max_seconds=0.5)
@@ -77,5 +82,5 @@ def test_fifty_conversations_of_five_hundred_messages_with_a_slow_summarizer(sql
             assert {(s.from_position, s.through_position) for s in summaries} == {
                 (f, t) for c, f, t in calls if c == cid}
             assert check(ledger, cid, appended[cid], system="You are a support agent.") == []
-            assert check_log(ledger, cid, appended[cid]) == []
+            assert check_log(ledger, cid, appended[cid], summaries=summaries) == []
         assert summarizer.max_in_flight <= 8
