@@ -24,16 +24,32 @@ from tests.support.invariants import check, check_log
 
 CONVERSATIONS = 30
 MESSAGES = 500
-POLICY = ReductionPolicy(trigger_messages=100, keep_messages=10, keep_tool_results=2,
-                         max_context_tokens=3000, max_summary_tokens=200)
+POLICY = ReductionPolicy(
+    trigger_messages=100,
+    keep_messages=10,
+    keep_tool_results=2,
+    max_context_tokens=3000,
+    max_summary_tokens=200,
+)
 
 
 def turn(cid_index: int, i: int) -> list[dict[str, Any]]:
     if i % 10 == 3:
         call = f"call_{cid_index}_{i}"
-        return [{"role": "assistant", "content": None, "tool_calls": [
-                    {"id": call, "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}]},
-                {"role": "tool", "tool_call_id": call, "content": "result line " * (20 + i % 50)}]
+        return [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q": "x"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call, "content": "result line " * (20 + i % 50)},
+        ]
     role = "user" if i % 2 == 0 else "assistant"
     return [{"role": role, "content": f"conversation {cid_index} message {i} " + "words " * (i % 40)}]
 
@@ -41,8 +57,13 @@ def turn(cid_index: int, i: int) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_thirty_conversations_of_five_hundred_messages_with_a_slow_summarizer(sqlite_url: str) -> None:
     summarizer = ScriptedSummarizer(delay=0.2)
-    settings = Settings(database_url=sqlite_url, max_concurrent_summaries=8, poll_interval=0.02,
-                        retry_base_seconds=0.05, retry_max_seconds=0.5)
+    settings = Settings(
+        database_url=sqlite_url,
+        max_concurrent_summaries=8,
+        poll_interval=0.02,
+        retry_base_seconds=0.05,
+        retry_max_seconds=0.5,
+    )
     with Ledger.open(settings=settings, summarizer=summarizer) as ledger:
         ids = [ledger.start("You are a support agent.", policy=POLICY) for _ in range(CONVERSATIONS)]
         appended: dict[UUID, list[dict[str, Any]]] = {cid: [] for cid in ids}
@@ -60,13 +81,16 @@ def test_thirty_conversations_of_five_hundred_messages_with_a_slow_summarizer(sq
                             ledger.append(cid, message)
                             appended[cid].append(message)
                         if i % 50 == 0:
-                            problems.extend(check(ledger, cid, appended[cid], system="You are a support agent."))
+                            problems.extend(
+                                check(ledger, cid, appended[cid], system="You are a support agent.")
+                            )
                     i += 1
             except BaseException as exc:  # surfaced below
                 problems.append(exc)
 
-        threads = [threading.Thread(target=writer, args=(list(range(n, CONVERSATIONS, 10)),))
-                   for n in range(10)]
+        threads = [
+            threading.Thread(target=writer, args=(list(range(n, CONVERSATIONS, 10)),)) for n in range(10)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -80,7 +104,8 @@ def test_thirty_conversations_of_five_hundred_messages_with_a_slow_summarizer(sq
             summaries = ledger.summaries(cid)
             assert len(crossings) == len(summaries) >= 1
             assert {(s.from_position, s.through_position) for s in summaries} == {
-                (f, t) for c, f, t in calls if c == cid}
+                (f, t) for c, f, t in calls if c == cid
+            }
             assert check(ledger, cid, appended[cid], system="You are a support agent.") == []
             assert check_log(ledger, cid, appended[cid], summaries=summaries) == []
         assert summarizer.max_in_flight <= 8
