@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from contextledger.application import Ledger, SummaryRequest, SummaryResult
+from contextledger.application import Ledger, SummaryInfo, SummaryRequest, SummaryResult
 from contextledger.domain import SummaryQualityError
 from contextledger.domain.conversation import Conversation, SummaryFailure
 from contextledger.infrastructure.counting.tokens import TiktokenCounter
@@ -63,13 +63,19 @@ def check(
     return problems
 
 
-def check_log(ledger: Ledger, cid: UUID, appended: list[dict[str, Any]]) -> list[str]:
-    """Whole-log invariants: nothing lost, summaries contiguous and never overlapping."""
+def check_log(
+    ledger: Ledger, cid: UUID, appended: list[dict[str, Any]], *, summaries: list[SummaryInfo] | None = None
+) -> list[str]:
+    """Whole-log invariants: nothing lost, summaries contiguous and never overlapping.
+    ``summaries``: what ``ledger.summaries(cid)`` returned, if the caller read it just
+    now and nothing wrote since (each read decodes the whole log); else read here."""
     problems: list[str] = []
     if [e.message for e in ledger.transcript(cid)] != appended:
         problems.append("the transcript differs from what was appended")
     expected_from = 0
-    for summary in ledger.summaries(cid):
+    if summaries is None:
+        summaries = ledger.summaries(cid)
+    for summary in summaries:
         if summary.from_position != expected_from:
             problems.append(
                 f"summary {summary.from_position}-{summary.through_position} does not start at "
