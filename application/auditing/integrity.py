@@ -74,8 +74,12 @@ class StoredLog(Protocol):
         """The domain event (or snapshot); ``StoreError`` if it cannot be decoded."""
         ...
 
-    def encode(self, event: object) -> bytes:
-        """The bytes the event (or snapshot) is stored as."""
+    def plain(self, event: object) -> bytes:
+        """The bytes the event (or snapshot) is stored as, before any encryption."""
+        ...
+
+    def stored_plain(self, stored: StoredEvent) -> bytes | None:
+        """A stored record's bytes before any encryption (None: not readable here)."""
         ...
 
 
@@ -95,8 +99,15 @@ class ApplicationLog:
     def decode(self, stored: StoredEvent) -> object:
         return self.app.mapper.to_domain_event(stored)
 
-    def encode(self, event: object) -> bytes:
-        return self.app.mapper.to_stored_event(event).state  # type: ignore[arg-type]
+    def plain(self, event: object) -> bytes:
+        mapper: Any = self.app.mapper
+        if hasattr(mapper, "plain_state"):
+            return bytes(mapper.plain_state(event))
+        return bytes(mapper.to_stored_event(event).state)
+
+    def stored_plain(self, stored: StoredEvent) -> bytes | None:
+        mapper: Any = self.app.mapper
+        return mapper.stored_plain(stored) if hasattr(mapper, "stored_plain") else bytes(stored.state)
 
 
 class HeadRecords(Protocol):
@@ -259,10 +270,12 @@ def _compare(
     log: StoredLog, conversation: Conversation, stored: StoredEvent, problems: list[VerifyProblem]
 ) -> None:
     """A problem if the snapshot stored at the conversation's version is not its fold.
-    The fold's own snapshot is encoded first: the same bytes (the common case) need
-    no decoding; otherwise the stored one is decoded and compared field by field."""
+    The fold's own snapshot is encoded first: the same bytes as the stored one's once
+    decrypted (the common case) need no decoding; otherwise the stored one is decoded
+    and compared field by field."""
     cid, version = conversation.id, conversation.version
-    if stored.state == log.encode(ConversationSnapshot.take(conversation)):
+    stored_bytes = log.stored_plain(stored)
+    if stored_bytes is not None and stored_bytes == log.plain(ConversationSnapshot.take(conversation)):
         return
     try:
         snapshot = log.decode(stored)

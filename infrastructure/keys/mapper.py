@@ -40,8 +40,20 @@ class PydanticMapper(Mapper[UUID]):
     """Converts pydantic domain events to and from ``StoredEvent`` objects."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
+        data = self.plain_state(domain_event)
+        if self.encrypts():
+            data = self.encrypt_state(domain_event.originator_id, domain_event.originator_version, data)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=get_topic(type(domain_event)),
+            state=data,
+        )
+
+    def plain_state(self, domain_event: DomainEventProtocol[UUID]) -> bytes:
+        """The event's state as stored before encryption (JSON, compressed if the
+        store compresses)."""
         event = cast(BaseModel, domain_event)
-        topic = get_topic(type(event))
         class_version = getattr(type(event), "class_version", 1)
         if type(self.transcoder) is JSONBytesTranscoder:
             # One pass in pydantic-core: the same JSON as dumping to Python values and
@@ -57,14 +69,7 @@ class PydanticMapper(Mapper[UUID]):
             data = self.transcoder.encode(state)
         if self.compressor:
             data = self.compressor.compress(data)
-        if self.encrypts():
-            data = self.encrypt_state(domain_event.originator_id, domain_event.originator_version, data)
-        return StoredEvent(
-            originator_id=domain_event.originator_id,
-            originator_version=domain_event.originator_version,
-            topic=topic,
-            state=data,
-        )
+        return data
 
     def encrypts(self) -> bool:
         """Whether new records are encrypted (``encrypt_state``): with a cipher."""
@@ -97,6 +102,16 @@ class PydanticMapper(Mapper[UUID]):
         if self.decrypts():
             data = self.decrypt_state(stored_event)
         return self.decode_state(stored_event, data)
+
+    def stored_plain(self, stored_event: StoredEvent) -> bytes | None:
+        """A stored record's state before encryption, as ``plain_state`` gives it for
+        the event it holds (None: it cannot be decrypted here)."""
+        if not self.decrypts():
+            return bytes(stored_event.state)
+        try:
+            return bytes(self.decrypt_state(stored_event))
+        except ContextLedgerError:
+            return None
 
     def decode_state(self, stored_event: StoredEvent, data: bytes) -> DomainEventProtocol[UUID]:
         """The domain event of ``stored_event`` whose state, decrypted, is ``data``.
