@@ -26,7 +26,7 @@ from tests.support.viewer import (
     Store,
     build_store,
     offline_env,
-    serve,
+    serve_forked,
 )
 
 #: The application key of the long conversation the module's store also holds.
@@ -48,7 +48,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 @pytest.fixture(scope="module")
 def server(store: Store) -> Iterator[str]:
-    with serve(store.served_url, cwd=store.path.parent) as base:
+    with serve_forked(store.served_url, cwd=store.path.parent) as base:
         yield base
 
 
