@@ -49,14 +49,11 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, subprocess.CompletedProcess[str]]:
-    """One demo run in a process of its own, forked with the package imported
-    (tests/support/processes.py: the command line's ``main``, this environment and
-    folder; the tests below that say "in a subprocess" start a new interpreter); the
-    other tests read its database."""
+    """One demo run in a process forked with the package imported (tests "in a
+    subprocess" start a new interpreter); the other tests read its database."""
     folder = tmp_path_factory.mktemp("demo")
     url = f"sqlite:///{folder / 'demo.db'}"
-    done = processes.run_cli(["demo", "--database", url, "--messages", str(DEMO_MESSAGES)],
-                             env=cli_env(), cwd=folder)
+    done = processes.run_cli(["demo", "--database", url, "--messages", str(DEMO_MESSAGES)], env=cli_env(), cwd=folder)
     return url, done
 
 
