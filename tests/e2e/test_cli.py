@@ -19,6 +19,7 @@ from eventsourcing.persistence import StoredEvent
 from contextledger.application import Ledger
 from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.demo import minimum_summarizer_calls
+from tests.support import processes
 
 DEMO_MESSAGES = 300
 SUBCOMMANDS = ("demo", "context", "transcript", "replay", "stats", "export", "verify",
@@ -48,10 +49,11 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, subprocess.CompletedProcess[str]]:
-    """One demo run in a subprocess; the other tests read its database."""
+    """One demo run in a process forked with the package imported (tests "in a
+    subprocess" start a new interpreter); the other tests read its database."""
     folder = tmp_path_factory.mktemp("demo")
     url = f"sqlite:///{folder / 'demo.db'}"
-    done = run_cli("demo", "--database", url, "--messages", str(DEMO_MESSAGES), cwd=folder)
+    done = processes.run_cli(["demo", "--database", url, "--messages", str(DEMO_MESSAGES)], env=cli_env(), cwd=folder)
     return url, done
 
 

@@ -12,7 +12,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -23,6 +26,7 @@ from contextledger.infrastructure.cli import main
 from contextledger.infrastructure.cli.connect import CLI_CONNECT_TIMEOUT, check_postgres, settings_for
 from contextledger.infrastructure.counting.encodings import SHIPPED, SHIPPED_DIR, cache_file_name
 from contextledger.infrastructure.persistence.database import Database
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 CID = "00000000-0000-4000-8000-000000000000"
@@ -280,21 +284,56 @@ def test_the_settings_make_a_relative_tiktoken_cache_absolute(
 # ------------------------------------------------------------------- Ctrl-C
 
 
-def interrupt_after_first_progress(argv: list[str], cwd: Path, marker: str) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen(cli(*argv), cwd=cwd, env=cli_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _cli_main(args: list[str], env: dict[str, str], cwd: str, out: str, err: Connection) -> None:
+    """The command line's ``main`` in this (forked) process: ``env`` is its whole
+    environment, its stdout goes to the file ``out``, its stderr (the file descriptor)
+    is the write end of the pipe ``err``, its exit status is what ``main`` returns."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    with open(out, "wb") as stdout:
+        os.dup2(stdout.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    err.close()
+    sys.argv = ["contextledger", *args]
+    code = 1
     try:
-        assert process.stderr is not None
-        seen = []
-        for line in process.stderr:
-            seen.append(line)
-            if line.startswith(marker):
-                process.send_signal(signal.SIGINT)
-                break
-        out, err = process.communicate(timeout=120)
+        code = main(args)
     finally:
-        process.kill()
-    return subprocess.CompletedProcess(argv, process.returncode, out, "".join(seen) + err)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
+
+
+def interrupt_after_first_progress(argv: list[str], cwd: Path, marker: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, forked from the tests' forkserver
+    (tests/support/processes.py: the package already imported, SIGINT's default
+    handler restored), sent SIGINT as Ctrl-C would once it reports progress."""
+    ctx: Any = processes.process_context()  # typeshed's BaseContext names no Process
+    read, write = ctx.Pipe(duplex=False)
+    with tempfile.TemporaryDirectory(prefix="cl-cli-") as folder:
+        out = Path(folder) / "stdout"
+        process = ctx.Process(target=_cli_main, args=(argv, cli_env(), str(cwd), str(out), write))
+        process.start()
+        write.close()
+        stderr = os.fdopen(os.dup(read.fileno()), "r", encoding="utf-8")
+        read.close()
+        try:
+            seen = []
+            for line in stderr:
+                seen.append(line)
+                if line.startswith(marker):
+                    assert process.pid is not None
+                    os.kill(process.pid, signal.SIGINT)
+                    break
+            rest = stderr.read()
+            process.join(120)
+        finally:
+            process.kill()
+            process.join()
+            stderr.close()
+        code = process.exitcode if process.exitcode is not None else -1
+        return subprocess.CompletedProcess(argv, code, out.read_text(), "".join(seen) + rest)
 
 
 def test_ctrl_c_during_a_demo_exits_130_and_leaves_a_log_that_verifies(

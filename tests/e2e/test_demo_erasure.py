@@ -16,22 +16,36 @@ from typing import Any
 from uuid import UUID
 
 from contextledger.infrastructure.demo import DEMO_SUBJECT, DEMO_SYSTEM_PROMPT, synthesize_conversation
+from tests.support import processes
 
 MESSAGES = 150
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
+def offline_env() -> dict[str, str]:
+    """The environment of the command line: no API key, no ledger settings."""
+    return {
         k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY" and not k.startswith("CONTEXTLEDGER_")
     }
+
+
+def first_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m contextledger.infrastructure.cli ARGS`` as a new interpreter: how a
+    first user starts it."""
     return subprocess.run(
         [sys.executable, "-m", "contextledger.infrastructure.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=cwd,
-        env=env,
+        env=offline_env(),
     )
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command line in a process of its own, forked with the package already
+    imported (tests/support/processes.py): the same ``main``, environment and folder,
+    without a new interpreter's start-up each time."""
+    return processes.run_cli(args, env=offline_env(), cwd=cwd, timeout=300)
 
 
 def strings_of(value: Any) -> list[str]:
@@ -58,7 +72,7 @@ def every_file(folder: Path) -> bytes:
 
 
 def test_the_demos_subject_is_erased_from_every_file_and_verify_lists_it_as_erased(tmp_path: Path) -> None:
-    demo = run_cli("demo", "--messages", str(MESSAGES), "--chart", "-", cwd=tmp_path)
+    demo = first_run("demo", "--messages", str(MESSAGES), "--chart", "-", cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
     assert f"data subject       {DEMO_SUBJECT}" in demo.stdout
     said = {

@@ -8,10 +8,10 @@ import asyncio
 import os
 import queue
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from contextledger.application import Ledger
 from contextledger.testing import FakeOpenAIServer
 from contextledger.testing import assert_valid_openai_context as assert_valid
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = 50
@@ -32,25 +33,45 @@ def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
     return sqlite_url if request.param == "sqlite" else str(request.getfixturevalue("postgres_url"))
 
 
+def _uvicorn_main(args: list[str], env: dict[str, str], sock: socket.socket, err: Connection) -> None:
+    """``python -m uvicorn ARGS --fd FD`` in this (forked) process: uvicorn's own
+    command line, in the checkout, ``env`` its whole environment, serving on ``sock``
+    (``FD`` is its descriptor here), its stderr the write end of the pipe ``err``."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(REPO)
+    os.dup2(err.fileno(), 2)
+    err.close()
+    import uvicorn
+
+    sys.argv = ["uvicorn", *args, "--fd", str(sock.fileno())]
+    uvicorn.main(sys.argv[1:])
+
+
 @pytest.fixture
 def app_server(database_url: str) -> Iterator[tuple[str, Any]]:
     """uvicorn running the example on a socket bound here (no port race), ready when
-    it says so on stderr."""
+    it says so on stderr. uvicorn's command line runs in a process forked from the
+    tests' forkserver (tests/support/processes.py: the package and its drivers already
+    imported), not a new interpreter; the example reads its settings from that
+    process's environment as it starts."""
     with FakeOpenAIServer() as fake:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
-        sock.set_inheritable(True)
         port = sock.getsockname()[1]
         env = {**os.environ, "CONTEXTLEDGER_DATABASE_URL": database_url, "OPENAI_BASE_URL": fake.base_url,
                "OPENAI_API_KEY": "sk-test", "CONTEXTLEDGER_EXAMPLE_LEDGER": "async"}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "examples.fastapi_app:create_app",
-             "--fd", str(sock.fileno()), "--log-level", "info", "--no-access-log",
-             "--timeout-keep-alive", "300"],
-            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, pass_fds=(sock.fileno(),),
-        )
+        args = ["--factory", "examples.fastapi_app:create_app", "--log-level", "info", "--no-access-log",
+                "--timeout-keep-alive", "300"]
+        ctx: Any = processes.process_context()  # typeshed's BaseContext names no Process
+        read, write = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_uvicorn_main, args=(args, env, sock, write))
+        proc.start()
+        write.close()
+        stderr = os.fdopen(os.dup(read.fileno()), "r", encoding="utf-8")
+        read.close()
         lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr or ()], daemon=True).start()
+        threading.Thread(target=lambda: [lines.put(line) for line in stderr], daemon=True).start()
         seen: list[str] = []
         try:
             while not any("Application startup complete" in line for line in seen):
@@ -58,7 +79,7 @@ def app_server(database_url: str) -> Iterator[tuple[str, Any]]:
             yield f"http://127.0.0.1:{port}", fake
         finally:
             proc.terminate()
-            proc.wait(60)
+            proc.join(60)
             sock.close()
             while not lines.empty():
                 seen.append(lines.get())

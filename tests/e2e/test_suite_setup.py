@@ -8,7 +8,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
+
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 #: One quick test that needs the PostgreSQL fixture.
@@ -21,32 +25,66 @@ def run_suite(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         for k, v in os.environ.items()
         if k not in ("CI", "CONTEXTLEDGER_SKIP_POSTGRES") and not k.startswith("PYTEST_")
     }
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rfs", *args],
-        cwd=REPO,
-        env={**environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_forked(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rfs", *args], {**environ, **env})
+
+
+def _pytest_main(args: list[str], env: dict[str, str], out: str, err: str) -> None:
+    """``pytest ARGS`` in this (forked) process, in the checkout: ``env`` is its whole
+    environment, its stdout and stderr (the file descriptors) go to ``out`` and
+    ``err``, its exit status is pytest's."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(REPO)
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        os.dup2(stdout.fileno(), 1)
+        os.dup2(stderr.fileno(), 2)
+    sys.argv = ["pytest", *args]
+    import pytest
+
+    code: int = 1
+    try:
+        code = int(pytest.main(args))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
+
+
+def run_forked(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A pytest run of the checkout's tests in a process of its own, forked from the
+    tests' forkserver (tests/support/processes.py: pytest, the package and its drivers
+    already imported, nothing of this session's state) instead of a new interpreter;
+    what ``subprocess.run`` with ``capture_output=True, text=True`` returns. ``env``:
+    its whole environment, read by the suite's conftest as it is imported there.
+    A run in another folder (a clone, with a ``tests`` package of its own) starts a
+    new interpreter instead: a forked one has this checkout's ``tests`` imported."""
+    with tempfile.TemporaryDirectory(prefix="cl-pytest-") as folder:
+        out, err = str(Path(folder) / "stdout"), str(Path(folder) / "stderr")
+        ctx: Any = processes.process_context()  # typeshed's BaseContext names no Process
+        process = ctx.Process(target=_pytest_main, args=(args, env, out, err))
+        process.start()
+        process.join(600)
+        if process.is_alive():
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(["pytest", *args], 600)
+        return subprocess.CompletedProcess(
+            ["pytest", *args],
+            process.exitcode if process.exitcode is not None else -1,
+            Path(out).read_text(),
+            Path(err).read_text(),
+        )
+
+
+def _pytest_args(*args: str) -> list[str]:
+    """The arguments of a pytest run of the suite's own tests: quiet, one process, no
+    cache and no random order, so that its output is read as the test expects."""
+    return ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", *args]
 
 
 def _pytest(*args: str) -> list[str]:
-    """A pytest run of the suite's own tests in a subprocess: quiet, one process, no
-    cache and no random order, so that its output is read as the test expects."""
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:xdist",
-        "-p",
-        "no:randomly",
-        *args,
-    ]
+    """Such a pytest run as a new interpreter's command line."""
+    return [sys.executable, "-m", "pytest", *_pytest_args(*args)]
 
 
 def test_an_unreachable_postgres_fails_the_run() -> None:
@@ -154,19 +192,15 @@ def test_the_fake_server_tests_pass_behind_a_proxy_that_cannot_be_reached() -> N
         if k.lower() not in ("no_proxy", "all_proxy") and not k.startswith("PYTEST_")
     }
     environ.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy)
-    result = subprocess.run(
-        _pytest(
+    result = run_forked(
+        _pytest_args(
             "-rfsp",
             *(f"tests/integration/test_fake_openai.py::{name}" for name in FAKE_SERVER_TESTS),
             "tests/e2e/test_docs.py",
             "-k",
             "fake or testing.md",
         ),
-        cwd=REPO,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        environ,
     )
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and "failed" not in result.stdout and "skipped" not in result.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -50,28 +51,29 @@ def _clone(dest: Path, *, symlinks: bool) -> Path:
 
 
 def _wheel_files(source: Path, out: Path) -> list[str]:
-    # Without build isolation: the build uses the setuptools and wheel of this
-    # environment (the dev extra installs them), so no package index is needed.
+    # The build backend that pyproject.toml names, called as a build front end (pip
+    # wheel) calls it, in a process of its own in the clone, without build isolation:
+    # the setuptools and wheel of this environment (the dev extra installs them), so
+    # no package index is needed; without pip's own start-up around the same hook.
+    backend = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))["build-system"][
+        "build-backend"
+    ]
+    out.mkdir(parents=True, exist_ok=True)
     built = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-w",
+            "-c",
+            "import importlib, sys; importlib.import_module(sys.argv[1]).build_wheel(sys.argv[2])",
+            backend,
             str(out),
-            str(source),
         ],
+        cwd=source,
         capture_output=True,
         text=True,
     )
     assert built.returncode == 0, (
-        "pip wheel failed; it builds with this environment's setuptools>=68 and wheel "
-        f"(pip install -e '.[dev]' installs them):\n{built.stderr[-3000:]}"
+        f"building the wheel ({backend}) failed; it builds with this environment's setuptools>=68 "
+        f"and wheel (pip install -e '.[dev]' installs them):\n{built.stderr[-3000:]}"
     )
     (wheel,) = out.glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:

@@ -30,7 +30,7 @@ from tests.support.viewer import (
     Store,
     build_store,
     offline_env,
-    serve,
+    serve_forked,
     tamper,
 )
 
@@ -47,7 +47,7 @@ def _digest(path: Path) -> str:
 @pytest.fixture(scope="module")
 def server(store: Store) -> Iterator[str]:
     before = _digest(store.path)
-    with serve(store.served_url, cwd=store.path.parent) as base:
+    with serve_forked(store.served_url, cwd=store.path.parent) as base:
         yield base
     assert _digest(store.path) == before, "the viewer wrote to the store"
 
@@ -64,7 +64,7 @@ def tampered(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         position = next(e.position for e in ledger.transcript(store.demo)
                         if e.position >= 20 and e.message["role"] == "user")
     version = tamper(path, store.demo, position)
-    with serve("sqlite:///ledger.db", cwd=folder) as base:
+    with serve_forked("sqlite:///ledger.db", cwd=folder) as base:
         yield base, position, version
 
 
@@ -378,7 +378,7 @@ def edited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         ledger.retract(cid, 0, reason="asked to forget")
         ledger.edit(cid, 7, {"role": "assistant", "content": "answer 3, corrected"})
         fork = ledger.fork(cid)
-    with serve("sqlite:///ledger.db", cwd=folder) as base:
+    with serve_forked("sqlite:///ledger.db", cwd=folder) as base:
         yield base, cid, fork
 
 

@@ -18,17 +18,37 @@ import pytest
 from playwright.sync_api import ConsoleMessage, sync_playwright
 
 from contextledger import Ledger
-from tests.support.viewer import CHROMIUM, CHROMIUM_ARGS, KEY, Store, build_store, offline_env, serve
+from tests.support.viewer import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    IN_CLEAR,
+    KEY,
+    Store,
+    build_store,
+    offline_env,
+    serve_forked,
+)
+
+#: The application key of the long conversation the module's store also holds.
+LONG = "long-1"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return build_store(tmp_path_factory.mktemp("limits") / "ledger.db", messages=130)
+    """The viewer's store, and beside its conversations one of 20,000 messages
+    (``LONG``), written in one ``extend``: one server serves them all."""
+    store = build_store(tmp_path_factory.mktemp("limits") / "ledger.db", messages=130)
+    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
+        cid = ledger.start("You help.", key=LONG)
+        ledger.extend(cid, [
+            {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} of a long chat"}
+            for n in range(20_000)])
+    return store
 
 
 @pytest.fixture(scope="module")
 def server(store: Store) -> Iterator[str]:
-    with serve(store.served_url, cwd=store.path.parent) as base:
+    with serve_forked(store.served_url, cwd=store.path.parent) as base:
         yield base
 
 
@@ -175,21 +195,8 @@ def test_the_pages_fit_a_1280_px_window_and_break_no_security_policy(server: str
 # ------------------------------------------------------------ a long conversation
 
 
-@pytest.fixture(scope="module")
-def long_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("long")
-    with Ledger.open(f"sqlite:///{folder / 'ledger.db'}", run_policy=False) as ledger:
-        cid = ledger.start("You help.", key="long-1")
-        for start in range(0, 20_000, 1_000):
-            ledger.extend(cid, [
-                {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} of a long chat"}
-                for n in range(start, start + 1_000)])
-    with serve("sqlite:///ledger.db", cwd=folder) as base:
-        yield base
-
-
-def test_a_20000_message_conversation_is_served_a_page_at_a_time(long_server: str) -> None:
-    base = f"{long_server}/conversations/long-1"
+def test_a_20000_message_conversation_is_served_a_page_at_a_time(server: str) -> None:
+    base = f"{server}/conversations/{LONG}"
     status, _, page = _fetch(base)
     assert status == 200 and len(page) < 1_000_000, len(page)
     assert page.count(b'<tr id="v') == 250 and b'rel="next" href="/conversations/' in page
@@ -203,9 +210,9 @@ def test_a_20000_message_conversation_is_served_a_page_at_a_time(long_server: st
     total = data["conversation"]["version"]  # the messages, the start, the threshold events
     assert total > 20_000 and timeline["total"] == total
     assert (timeline["page"], timeline["pages"], timeline["prev"]) == (1, -(-total // 250), None)
-    status, second = _json(long_server + timeline["next"])
+    status, second = _json(server + timeline["next"])
     assert status == 200 and [e["version"] for e in second["events"]] == list(range(251, 501))
-    status, last = _json(long_server + second["timeline"]["last"])
+    status, last = _json(server + second["timeline"]["last"])
     assert status == 200 and [e["version"] for e in last["events"]] == list(range(20_001, total + 1))
     assert last["timeline"]["next"] is None and last["timeline"]["prev"].endswith("?page=80")
     status, tail = _json(f"{base}.json?page=21&per_page=1000")

@@ -10,7 +10,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 from contextledger import Ledger, Settings
@@ -134,3 +136,50 @@ def serve(url: str, *, cwd: Path, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def _serve_main(args: list[str], env: dict[str, str], cwd: str, err: Connection) -> None:
+    """The command line's ``main`` with ``args`` in this (forked) process: ``env`` is
+    its whole environment, its stdout is discarded and its stderr (the file
+    descriptor) is the write end of the pipe ``err``."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    err.close()
+    sys.argv = ["contextledger", *args]
+    from contextledger.infrastructure.cli.app import main
+
+    sys.exit(main(args))
+
+
+@contextmanager
+def serve_forked(url: str, *, cwd: Path, host: str = "127.0.0.1") -> Iterator[str]:
+    """What ``serve`` does, the command running in a process forked from the tests'
+    forkserver (tests/support/processes.py: the package already imported) instead of a
+    new interpreter: the same ``main``, arguments, environment and folder, its URL
+    read from the line it prints on stderr once its socket is bound; stopped by
+    SIGTERM as ``serve`` stops it. (The command's start-up as a new interpreter is
+    tested where it matters: tests/e2e/test_viewer_limits.py starts it so.)"""
+    from tests.support.processes import process_context
+
+    ctx: Any = process_context()  # typeshed's BaseContext names no Process
+    read, write = ctx.Pipe(duplex=False)
+    args = ["serve", "--database", url, "--host", host, "--port", "0"]
+    process = ctx.Process(target=_serve_main, args=(args, offline_env(), str(cwd), write))
+    process.start()
+    write.close()
+    stderr = os.fdopen(os.dup(read.fileno()), "r", encoding="utf-8")
+    read.close()
+    try:
+        line = stderr.readline()
+        if " at http://" not in line:
+            process.join(30)
+            raise AssertionError(f"serve did not start: {line}{stderr.read()}")
+        yield line.split(" at ", 1)[1].split()[0].rstrip("/")
+    finally:
+        process.terminate()
+        process.join(30)
+        stderr.close()
