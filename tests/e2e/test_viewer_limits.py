@@ -21,7 +21,6 @@ from contextledger import Ledger
 from tests.support.viewer import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    IN_CLEAR,
     KEY,
     Store,
     build_store,
@@ -35,10 +34,11 @@ LONG = "long-1"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    """The viewer's store, and beside its conversations one of 20,000 messages
-    (``LONG``), written in one ``extend``: one server serves them all."""
+    """The viewer's store, and beside its conversations (in clear) one of 20,000
+    messages (``LONG``) under the default settings, each record encrypted under its
+    subject's key, written in one ``extend``: one server serves them all."""
     store = build_store(tmp_path_factory.mktemp("limits") / "ledger.db", messages=130)
-    with Ledger.open(store.url, run_policy=False, settings=IN_CLEAR) as ledger:
+    with Ledger.open(store.url, run_policy=False) as ledger:
         cid = ledger.start("You help.", key=LONG)
         ledger.extend(cid, [
             {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} of a long chat"}
