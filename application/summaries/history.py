@@ -10,6 +10,8 @@ from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.utils import resolve_topic
+
 from contextledger.application.shared.results import SharedHistory, SummaryInfo, TranscriptEntry
 from contextledger.application.storage.store import ConversationStore, store_errors
 from contextledger.domain.commands.edits import HistoryFold
@@ -19,6 +21,7 @@ from contextledger.domain.events import (
     MessageEdited,
     MessagesRetracted,
     NativeSummaryReadable,
+    Started,
     SummaryCreated,
     SummaryInvalidated,
 )
@@ -224,7 +227,7 @@ def summary_infos(
     """Every summary the conversation rests on, oldest first: a fork's shared history's
     first (as they stood at the fork's version, marked ``inherited_from``), then its
     own; marked invalid where a ``SummaryInvalidated`` event took one back."""
-    events = store.events(conversation_id)
+    events = _summary_events(store, conversation_id)
     if through_version is not None:
         events = [e for e in events if e.originator_version <= through_version]
     found: dict[tuple[UUID | None, int], SummaryInfo] = {}
@@ -256,6 +259,45 @@ def summary_infos(
                         invalidated_in=conversation_id,
                     )
     return list(found.values())
+
+
+_SUMMARY_KINDS = (SummaryCreated, NativeSummaryReadable, SummaryInvalidated)
+#: By stored topic: whether ``_summary_events`` decodes its records.
+_WANTED: dict[str, bool] = {}
+
+
+def _wanted(topic: str) -> bool:
+    """A summary's topic, or one that does not resolve here (decoded, so that the
+    decoder names the fault)."""
+    wanted = _WANTED.get(topic)
+    if wanted is None:
+        try:
+            kind = resolve_topic(topic)
+        except Exception:
+            wanted = True
+        else:
+            wanted = not isinstance(kind, type) or issubclass(kind, _SUMMARY_KINDS)
+        if len(_WANTED) < 4096:
+            _WANTED[topic] = wanted
+    return wanted
+
+
+def _summary_events(store: ConversationStore, conversation_id: UUID) -> list[Any]:
+    """The conversation's events as ``store.events`` gives them, but of those after its
+    first only the ones about summaries: the other records are not decoded (nor
+    decrypted). A log that does not begin with its start (an erased fork's remainder,
+    a damaged log) is read the general way, which says why."""
+    log = store.app.events
+    with store_errors(conversation_id):
+        records = log.recorder.select_events(conversation_id)
+        first = log.mapper.to_domain_event(records[0]) if records else None
+        if not isinstance(first, (Started, Forked)) or first.originator_version != 1:
+            return store.events(conversation_id)
+        found: list[Any] = [first]
+        for record in records[1:]:
+            if _wanted(record.topic):
+                found.append(log.mapper.to_domain_event(record))
+    return found
 
 
 def shared_history(store: ConversationStore, conversation_id: UUID) -> SharedHistory | None:
