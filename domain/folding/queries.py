@@ -61,11 +61,15 @@ def tail_index(s: ConversationState) -> int:
 
 def gap_run(s: ConversationState) -> list[Entry]:
     """The oldest run of window entries that lies before a summary layer (messages an
-    invalidated layer reopened between valid ones, in layered mode); empty if none."""
+    invalidated layer reopened between valid ones, in layered mode); empty if none,
+    also when no layer begins after the window's first entry (entries a summary's
+    range reaches over without having summarized them stay in the window, shown)."""
     if not s.window or s.window[0].position > s.summarized_through:
         return []
     first = s.window[0].position
-    bound = min(layer.from_position for layer in s.summaries if layer.from_position > first)
+    bound = min((layer.from_position for layer in s.summaries if layer.from_position > first), default=None)
+    if bound is None:
+        return []
     return [e for e in s.window if e.position < bound]
 
 

@@ -310,3 +310,28 @@ def test_a_restored_state_shares_nothing_that_changes_with_its_snapshot() -> Non
     add(restored, user())
     assert snapshot.state.model_dump() == before and len(restored.state.window) == len(c.state.window) + 2
     assert restored.state.open_calls == [] and c.state.open_calls == ["b"]
+
+
+def test_an_append_never_fails_on_entries_a_summary_reaches_over_without_a_layer_after_them() -> None:
+    """A window whose first entry lies at or before ``summarized_through`` with no layer
+    beginning after it (messages a re-folding summary's range reaches over without
+    having summarized them, as a fork's state can hold after its source's subject is
+    erased under concurrent writers): the policy found no layer to bound the gap and
+    the append raised ``ValueError`` from ``min()``. Now the append lands and the
+    context stays valid; the entries stay in the window, where the working memory
+    treats them as the layer's."""
+    c = new(ReductionPolicy(trigger_messages=4, keep_messages=1))
+    for i in range(5):
+        add(c, user(f"m{i}"))
+    early = c.state.window[1]  # position 1
+    c.record_summary(from_position=0, through_position=3, text="four greetings", tokens=3,
+                     message_tokens=12, source_digest="d", provenance=PROVENANCE, at=AT)
+    c.collect_events()
+    c.state.window.insert(0, early)  # inside the layer's range [0, 3], still in the window
+    assert c.state.window[0].position == 1 <= c.state.summarized_through
+    for i in range(5, 12):
+        add(c, user(f"m{i}"))
+    assert [e.position for e in c.state.window][:2] == [1, 4]
+    context, _ = c.working_memory()
+    assert context[-1].content == "m11"
+    assert_valid_openai_context([m.to_openai() for m in context])
