@@ -282,7 +282,7 @@ def _race(stores: Stores, tmp: Path) -> None:
     key = base64.b64encode(os.urandom(32)).decode()
     by_subject, fork = _setup(stores, key)
     targets = [(s, str(c)) for s, cids in by_subject.items() for c in cids] + [("s1", str(fork))]
-    ctx = process_context()
+    ctx: Any = process_context()  # typeshed's BaseContext names no Process
     barrier, stop, erased, failed = ctx.Barrier(APPENDERS + 3), ctx.Event(), ctx.Event(), ctx.Event()
     rounds = ctx.Array("i", APPENDERS)  # rounds completed, per appender
     outs = [str(tmp / f"appender-{n}.json") for n in range(APPENDERS)]
