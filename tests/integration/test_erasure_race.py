@@ -19,16 +19,21 @@ Each store runs the race twice: with the key table in the store, and in a key st
 its own (``Settings.key_store``: another SQLite file, another PostgreSQL database),
 whose write fence works otherwise (``infrastructure/keys/key_store.py``).
 
-The processes come from a forkserver that imported the package once
-(tests/support/processes.py); each is still a process of its own, with its own ledger.
+The processes are forked from one that loaded the token counter's encoding once
+(``_racers``; it comes from the forkserver that imported the package,
+tests/support/processes.py): every writer and the worker counts tokens, and loading the
+encoding in each took more CPU than its part of the race. Each is still a process of
+its own, with its own ledger.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -40,6 +45,7 @@ import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.following.notifications import read_notifications
 from contextledger.domain.erasure import ContentErased, ErasedEvent
+from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.processes import process_context
 
@@ -48,15 +54,22 @@ VICTIM = "victim"
 MARK = "qx-victim-text-77f1"
 POLICY = ReductionPolicy(trigger_messages=8, keep_messages=3, max_summary_tokens=200)
 #: Rounds (once over all of its conversations) the appenders complete before the
-#: erasure starts, and after it returned: that many per appender on average, at least
-#: one each (every appender is in the race before it, and meets the erased
-#: conversations after it). Before: by then the fastest appender has made every kind
-#: of write on every conversation (an edit in round 2, a retraction in 3, a fork in 4,
-#: an extension in 5) and the conversations are past the policy's trigger, so the
-#: worker is summarizing while the erasure runs. After: the fastest goes through the
-#: erased conversations nine times or more, a fork among them (every ninth round
-#: forks). Counted, not timed: the race is the same on a busy machine.
-ROUNDS_BEFORE, ROUNDS_AFTER = 10, 9
+#: erasure starts: that many per appender on average, at least one each (every
+#: appender is in the race before it). By then the fastest appender has made every
+#: kind of write on every conversation (an edit in round 2, a retraction in 3, a fork
+#: in 4, an extension in 5: ``_kind``) and the conversations are past the policy's
+#: trigger (18 rounds together: about 15 messages each, the trigger is 8), so the
+#: worker is summarizing while the erasure runs. It was 10: the rounds past the sixth
+#: made no other kind of write, only a longer log to race on and check.
+#:
+#: After the erasure returned, each appender completes a round (it meets the erased
+#: conversations), and among them the appenders make each kind of write once more
+#: (``_after_every_kind``): it was 9 rounds each on average, so that the fastest made
+#: every kind in its nine or more; the kinds counted reach the same writes in fewer
+#: rounds. Counted, not timed: the race is the same on a busy machine.
+ROUNDS_BEFORE = 6
+#: The kind of write of every round number, in the order they first come.
+KINDS = ("append", "edit", "retract", "fork", "extend")
 #: The longest wait for the appenders to get that far (a hung run fails).
 ROUNDS_WITHIN = 180.0
 
@@ -76,16 +89,47 @@ def _text(subject: str, tag: str) -> str:
     return f"{MARK} {tag}" if subject == VICTIM else f"{subject} {tag}"
 
 
-def _wait_for_rounds(rounds: Any, each: list[int], total: int) -> None:
-    """Wait until appender ``n`` has completed ``each[n]`` rounds, for every ``n``, and
-    all of them ``total`` rounds together."""
+def _kind(i: int) -> str:
+    """The kind of write of an appender's round ``i`` (the same on every conversation:
+    an edit and a retraction follow an append)."""
+    if i % 9 == 4:
+        return "fork"
+    if i % 6 == 5:
+        return "extend"
+    return "edit" if i % 5 == 2 else "retract" if i % 7 == 3 else "append"
+
+
+def _after_every_kind(rounds: list[int], done: list[int]) -> bool:
+    """Whether the appenders have completed, among them, a round of each kind from
+    their round ``done[n]`` on."""
+    made = {_kind(i) for d, r in zip(done, rounds, strict=True) for i in range(d, r)}
+    return made >= set(KINDS)
+
+
+def _wait_for_rounds(
+    rounds: Any,
+    each: list[int],
+    total: int = 0,
+    *,
+    kinds_from: list[int] | None = None,
+    failed: Any = None,
+) -> None:
+    """Wait until appender ``n`` has completed ``each[n]`` rounds, for every ``n``, all
+    of them ``total`` rounds together, and (``kinds_from``) a round of each kind among
+    them from their round ``kinds_from[n]`` on; fail at once should a racer fail (the
+    event ``failed``)."""
 
     def short() -> bool:
         done = rounds[:]
-        return sum(done) < total or any(d < wanted for d, wanted in zip(done, each, strict=True))
+        return (
+            sum(done) < total
+            or any(d < wanted for d, wanted in zip(done, each, strict=True))
+            or (kinds_from is not None and not _after_every_kind(done, kinds_from))
+        )
 
     deadline = time.monotonic() + ROUNDS_WITHIN
     while short():
+        assert failed is None or not failed.is_set(), f"a racer failed (rounds {rounds[:]}): see its stderr"
         assert time.monotonic() < deadline, (
             f"the appenders stalled: rounds {rounds[:]}, wanted {each}, {total}"
         )
@@ -115,7 +159,8 @@ def _appender(
             for subject, raw in targets:
                 cid = UUID(raw)
                 tag = f"{name}-{i}-{raw[:8]}"
-                kind = "fork" if i % 9 == 4 else "extend" if i % 6 == 5 else "append"
+                planned = _kind(i)
+                kind = planned if planned in ("fork", "extend") else "append"
                 started = time.monotonic()
                 texts: list[str] = []
                 try:
@@ -128,10 +173,10 @@ def _appender(
                     else:
                         texts = [_text(subject, tag)]
                         position = ledger.append(cid, {"role": "user", "content": texts[0]})
-                        if i % 5 == 2:
+                        if planned == "edit":
                             kind, texts = "edit", [*texts, _text(subject, f"{tag}-edited")]
                             ledger.edit(cid, position, {"role": "user", "content": texts[1]})
-                        elif i % 7 == 3:
+                        elif planned == "retract":
                             kind = "retract"
                             ledger.retract(cid, position, reason=_text(subject, f"{tag}-why"))
                     outcome, why = "ok", ""
@@ -164,18 +209,55 @@ def _worker(stores: Stores, key: str, barrier: Any, stop: Any) -> None:
         models.close()
 
 
-def _eraser(stores: Stores, key: str, barrier: Any, rounds: Any, out: str) -> None:
-    with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
-        barrier.wait(120)
-        _wait_for_rounds(rounds, [1] * APPENDERS, APPENDERS * ROUNDS_BEFORE)
-        called = time.monotonic()
-        report = ledger.erase(VICTIM, "race")
-        returned = time.monotonic()
-    Path(out).write_text(
-        json.dumps(
-            {"called": called, "returned": returned, "conversations": [str(c) for c in report.conversations]}
+def _eraser(stores: Stores, key: str, barrier: Any, rounds: Any, out: str, ended: Any, failed: Any) -> None:
+    try:
+        with Ledger.open(settings=_settings(stores, key, run_policy=False)) as ledger:
+            barrier.wait(120)
+            _wait_for_rounds(rounds, [1] * APPENDERS, APPENDERS * ROUNDS_BEFORE, failed=failed)
+            called = time.monotonic()
+            report = ledger.erase(VICTIM, "race")
+            returned = time.monotonic()
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "called": called,
+                    "returned": returned,
+                    "conversations": [str(c) for c in report.conversations],
+                }
+            )
         )
-    )
+    finally:
+        ended.set()
+
+
+def _racer(target: Callable[..., None], args: tuple[Any, ...], failed: Any) -> None:
+    """Run ``target``; set the event ``failed`` should it raise (the others' waits end)."""
+    try:
+        target(*args)
+    except BaseException:
+        failed.set()
+        raise
+
+
+def _racers(racers: list[tuple[Callable[..., None], tuple[Any, ...]]], failed: Any, out: str) -> None:
+    """Fork each racer (a target and its arguments) from this process, once the token
+    counter's encoding is loaded here (forked, the racers share it: none loads it
+    again); wait for them and write their exit codes to ``out``. This process has
+    started no thread, so forking it is safe."""
+    TiktokenCounter(Settings().summarizer_model)  # the model of every conversation here
+    fork: Any = multiprocessing.get_context("fork")  # typeshed's BaseContext names no Process
+    procs = [fork.Process(target=_racer, args=(target, args, failed)) for target, args in racers]
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(600)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        Path(out).write_text(json.dumps([p.exitcode for p in procs]))
 
 
 def _setup(stores: Stores, key: str) -> tuple[dict[str, list[UUID]], UUID]:
@@ -200,42 +282,45 @@ def _race(stores: Stores, tmp: Path) -> None:
     key = base64.b64encode(os.urandom(32)).decode()
     by_subject, fork = _setup(stores, key)
     targets = [(s, str(c)) for s, cids in by_subject.items() for c in cids] + [("s1", str(fork))]
-    ctx = process_context()
-    barrier, stop = ctx.Barrier(APPENDERS + 3), ctx.Event()
+    ctx: Any = process_context()  # typeshed's BaseContext names no Process
+    barrier, stop, erased, failed = ctx.Barrier(APPENDERS + 3), ctx.Event(), ctx.Event(), ctx.Event()
     rounds = ctx.Array("i", APPENDERS)  # rounds completed, per appender
     outs = [str(tmp / f"appender-{n}.json") for n in range(APPENDERS)]
     erased_out = str(tmp / "eraser.json")
+    exits_out = str(tmp / "exits.json")
     # Each appender goes round the conversations from another one (fewer conflicts).
-    procs = [
-        ctx.Process(
-            target=_appender,
-            args=(stores, key, targets[2 * n :] + targets[: 2 * n], n, barrier, stop, rounds, outs[n]),
-        )
+    racers: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+        (_appender, (stores, key, targets[2 * n :] + targets[: 2 * n], n, barrier, stop, rounds, outs[n]))
         for n in range(APPENDERS)
     ]
-    worker = ctx.Process(target=_worker, args=(stores, key, barrier, stop))
-    eraser = ctx.Process(target=_eraser, args=(stores, key, barrier, rounds, erased_out))
-    everyone = [*procs, worker, eraser]
+    racers.append((_worker, (stores, key, barrier, stop)))
+    racers.append((_eraser, (stores, key, barrier, rounds, erased_out, erased, failed)))
+    launcher = ctx.Process(target=_racers, args=(racers, failed, exits_out))
     try:
-        for p in everyone:
-            p.start()
+        launcher.start()
         barrier.wait(120)
-        eraser.join(120)
+        erased.wait(120)
         # A round under way when the erasure returned may have started before it: the
         # rounds after it are counted from the next one.
         done = [n + 1 for n in rounds[:]]
-        _wait_for_rounds(rounds, [n + 1 for n in done], sum(done) + APPENDERS * ROUNDS_AFTER)
+        _wait_for_rounds(rounds, [n + 1 for n in done], kinds_from=done, failed=failed)
         stop.set()
-        for p in [*procs, worker]:
-            p.join(180)
+        launcher.join(300)
     finally:
         stop.set()
-        for p in everyone:
-            if p.is_alive():
-                p.kill()
-    assert [p.exitcode for p in everyone] == [0] * len(everyone)
+        if launcher.is_alive():
+            launcher.kill()
+            launcher.join()
+    assert launcher.exitcode == 0
+    assert json.loads(Path(exits_out).read_text()) == [0] * len(racers)
     erasure = json.loads(Path(erased_out).read_text())
     ops = [op for out in outs for op in json.loads(Path(out).read_text())]
+    victim = [op for op in ops if op["subject"] == VICTIM]
+    print(
+        f"rounds {rounds[:]}; writes {len(ops)}, to the erased subject {len(victim)}: "
+        f"{sum(op['outcome'] == 'ok' for op in victim)} acknowledged, "
+        f"{sum(op['outcome'] == 'erased' for op in victim)} refused"
+    )
     check(stores, key, by_subject, fork, erasure, ops)
 
 
