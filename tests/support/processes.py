@@ -36,6 +36,7 @@ PRELOAD = [
     "psycopg",
     "psycopg_pool",
     "pytest",
+    "tests.support.preloaded_encodings",
 ]
 
 
