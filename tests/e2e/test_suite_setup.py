@@ -29,15 +29,9 @@ def run_suite(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def _pytest_main(args: list[str], env: dict[str, str], out: str, err: str) -> None:
-    """``pytest ARGS`` in this (forked) process, in the checkout: ``env`` is its whole
-    environment, its stdout and stderr (the file descriptors) go to ``out`` and
-    ``err``, its exit status is pytest's."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(REPO)
-    with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        os.dup2(stdout.fileno(), 1)
-        os.dup2(stderr.fileno(), 2)
+    """``pytest ARGS`` in this (forked) process, in the checkout (``as_command``), its
+    exit status pytest's."""
+    processes.as_command(env, REPO, out, err)
     sys.argv = ["pytest", *args]
     import pytest
 

@@ -47,7 +47,7 @@ from contextledger.application.following.notifications import read_notifications
 from contextledger.domain.erasure import ContentErased, ErasedEvent
 from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.infrastructure.readmodels import SQLReadModels
-from tests.support.processes import process_context
+from tests.support.processes import process_context, run_all
 
 APPENDERS = 3
 VICTIM = "victim"
@@ -247,17 +247,11 @@ def _racers(racers: list[tuple[Callable[..., None], tuple[Any, ...]]], failed: A
     TiktokenCounter(Settings().summarizer_model)  # the model of every conversation here
     fork: Any = multiprocessing.get_context("fork")  # typeshed's BaseContext names no Process
     procs = [fork.Process(target=_racer, args=(target, args, failed)) for target, args in racers]
+    codes: list[int | None] = [None] * len(procs)
     try:
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(600)
+        codes = run_all(procs, 600)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-        Path(out).write_text(json.dumps([p.exitcode for p in procs]))
+        Path(out).write_text(json.dumps(codes))
 
 
 def _setup(stores: Stores, key: str) -> tuple[dict[str, list[UUID]], UUID]:

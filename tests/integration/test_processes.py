@@ -12,7 +12,7 @@ from uuid import UUID
 import pytest
 
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from tests.support.processes import process_context
+from tests.support.processes import process_context, run_all
 
 WRITERS = 4
 PER_WRITER = 30
@@ -37,16 +37,7 @@ def _run_writers(url: str) -> None:
     ctx = process_context()
     barrier = ctx.Barrier(WRITERS)
     procs = [ctx.Process(target=_writer, args=(url, str(cid), f"p{n}", barrier)) for n in range(WRITERS)]
-    try:
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(180)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-    assert [p.exitcode for p in procs] == [0] * WRITERS
+    assert run_all(procs, 180) == [0] * WRITERS
     with Ledger.open(url, run_policy=False) as ledger:
         transcript = ledger.transcript(cid)
         assert [e.position for e in transcript] == list(range(WRITERS * PER_WRITER))

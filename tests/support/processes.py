@@ -47,16 +47,38 @@ def process_context() -> BaseContext:
     return ctx
 
 
-def _cli_main(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """The command line's ``main`` in this (forked) process: ``env`` is its whole
-    environment, its stdout and stderr (the file descriptors) go to ``out`` and ``err``,
-    its exit status is what ``main`` returns."""
+def as_command(env: Mapping[str, str], cwd: str | os.PathLike[str], out: str, err: str) -> None:
+    """Make this (forked) process what a command started in ``cwd`` would be: ``env``
+    its whole environment, its stdout and stderr (the file descriptors) ``out``
+    and ``err``."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         os.dup2(stdout.fileno(), 1)
         os.dup2(stderr.fileno(), 2)
+
+
+def run_all(procs: Sequence[Any], timeout: float) -> list[int | None]:
+    """Start every process, wait up to ``timeout`` seconds for each, kill those still
+    running; their exit codes."""
+    try:
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    return [proc.exitcode for proc in procs]
+
+
+def _cli_main(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """The command line's ``main`` in this (forked) process (``as_command``), its exit
+    status what ``main`` returns."""
+    as_command(env, cwd, out, err)
     sys.argv = ["contextledger", *args]
     from contextledger.infrastructure.cli.app import main
 
