@@ -67,6 +67,10 @@ class _RoutedEvents:
     def get(self, originator_id: UUID, **kwargs: Any) -> Iterator[Any]:
         return self._router.app_for(originator_id).events.get(originator_id, **kwargs)
 
+    def of(self, originator_id: UUID) -> Any:
+        """The event store that holds the conversation's records."""
+        return self._router.app_for(originator_id).events
+
 
 class _RoutedRepository:
     """``app.repository.get`` routed to the conversation's store."""

@@ -287,7 +287,11 @@ def _summary_events(store: ConversationStore, conversation_id: UUID) -> list[Any
     first only the ones about summaries: the other records are not decoded (nor
     decrypted). A log that does not begin with its start (an erased fork's remainder,
     a damaged log) is read the general way, which says why."""
-    log = store.app.events
+    log: Any = store.app.events
+    if hasattr(log, "of"):  # a sharded store's: the conversation's own store
+        log = log.of(conversation_id)
+    if not hasattr(log, "recorder"):
+        return store.events(conversation_id)
     with store_errors(conversation_id):
         records = log.recorder.select_events(conversation_id)
         first = log.mapper.to_domain_event(records[0]) if records else None
