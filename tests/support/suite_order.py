@@ -1,6 +1,6 @@
 """The order the suite runs in, so that the xdist workers finish together.
 
-With ``-n 2`` xdist hands the tests to the workers in collection order. In the order
+With ``-n`` xdist hands the tests to the workers in collection order. In the order
 of the folders, the longest tests (property searches, fault tests with servers of
 their own) came late, and the run ended with one worker still busy with them while
 the other had nothing left. This plugin (loaded by tests/conftest.py) reorders what
@@ -21,7 +21,7 @@ was collected:
 The order changes no test: each still runs once, with its own fixtures. The durations
 file only steers the order: a stale one makes the run slower, never wrong. After a
 change that moves the time a lot, write it again from a whole run:
-``.venv/bin/python -m pytest -n 2 -q --store-durations``.
+``.venv/bin/python -m pytest -n 3 -q --store-durations``.
 """
 
 from __future__ import annotations
