@@ -11,6 +11,7 @@ grows with them and the offline fallback takes over when the settings say so.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,7 +20,9 @@ from contextledger.application.shared.ports import Summarizer, SummaryRequest, S
 from contextledger.application.shared.settings import Settings
 from contextledger.domain.conversation import SummaryFailure
 from contextledger.domain.values.errors import (
+    ConcurrencyError,
     StaleSummaryError,
+    StoreError,
     SummarizerError,
     SummarizerOutputError,
     SummarizerRateLimitedError,
@@ -85,7 +88,7 @@ def attempt_summary(
         error = SummarizerOutputError(f"the summarizer answered {wrong}", model=model)
         return _failed(ledger, request, error, backoff)
     try:
-        ledger.record_summary(request, result)
+        _record_answer(ledger, request, result)
     except StaleSummaryError:
         return Outcome(recheck=True)  # someone else recorded it, or the range moved on
     except SummaryQualityError as exc:
@@ -103,6 +106,28 @@ def attempt_summary(
             return Outcome(recheck=True)
         return Outcome(retry_in=backoff(attempt))
     return Outcome(recheck=True)
+
+
+def _record_answer(ledger: SummaryRecorder, request: SummaryRequest, result: SummaryResult) -> None:
+    """Record an answer the provider was paid for. A store that is busy or away for a
+    moment (a ``StoreError`` naming its cause, a ``ConcurrencyError``) is tried again
+    for up to ``write_deadline`` seconds before the job fails: a failed job asks the
+    summarizer again, and pays again, for an answer already given."""
+    deadline = time.monotonic() + ledger.settings.write_deadline
+    pause = 0.05
+    while True:
+        try:
+            ledger.record_summary(request, result)
+            return
+        except (StoreError, ConcurrencyError) as exc:
+            transient = isinstance(exc, ConcurrencyError) or (
+                type(exc) is StoreError and exc.cause is not None
+            )
+            if not transient or time.monotonic() + pause >= deadline:
+                raise
+            log.warning("saving the summary of %s failed (%s); trying again", request.conversation_id, exc)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 def _not_a_result(result: object) -> str | None:

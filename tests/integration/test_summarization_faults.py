@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -163,4 +164,36 @@ def test_a_summarizer_slower_than_its_timeout_keeps_the_conversation_working(
         assert ledger.wait_idle(30)
         kinds = [e.data["kind"] for e in ledger.replay(cid) if e.kind == "SummarizationFailed"]
         assert kinds[:3] == ["SummarizerTimeoutError"] * 3
+        assert check_log(ledger, cid, appended) == []
+
+
+def test_a_summary_whose_save_meets_a_busy_store_is_saved_without_asking_the_provider_again(
+    sqlite_url: str,
+) -> None:
+    """The answer is in hand when its save finds the store busy past
+    ``statement_timeout`` (another write of this process holds it for a second): the
+    save is tried again, and the summarizer, which is paid per call, is asked once.
+    The job used to fail and be retried from the start, calling it a second time."""
+    from contextledger.testing import ScriptedSummarizer
+
+    class HoldsTheStoreAfterAnswering(ScriptedSummarizer):
+        pool: Any = None
+
+        def summarize(self, request: Any) -> Any:
+            result = super().summarize(request)
+            if len(self.calls) == 1:  # another write of this process, for a second
+                held = self.pool.get_connection(is_writer=True)
+                threading.Timer(1.0, self.pool.put_connection, args=(held,)).start()
+            return result
+
+    summarizer = HoldsTheStoreAfterAnswering()
+    busy = Settings(database_url=sqlite_url, poll_interval=0.02, retry_base_seconds=0.02,
+                    retry_max_seconds=0.3, fallback_after_attempts=None, statement_timeout=0.3)
+    with Ledger.open(settings=busy, summarizer=summarizer) as ledger:
+        summarizer.pool = ledger.recorder.datastore.pool  # type: ignore[attr-defined]
+        cid, appended = fill(ledger)
+        assert ledger.wait_idle(30)
+        assert len(summarizer.calls) == 1
+        assert len(ledger.summaries(cid)) == 1
+        assert [e for e in ledger.replay(cid) if e.kind == "SummarizationFailed"] == []
         assert check_log(ledger, cid, appended) == []
