@@ -187,10 +187,7 @@ class Message(BaseModel, metaclass=_TypedErrors):
         calls = fields.get("tool_calls")
         if isinstance(calls, list):
             fields["tool_calls"] = tuple(calls)
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as exc:
-            raise _invalid(exc, role) from exc
+        return cls.model_validate(fields)  # its error an InvalidMessageError (see model_validate)
 
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI-format dict (a fresh, mutable copy)."""
