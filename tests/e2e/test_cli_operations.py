@@ -285,24 +285,10 @@ def test_the_settings_make_a_relative_tiktoken_cache_absolute(
 
 
 def _cli_main(args: list[str], env: dict[str, str], cwd: str, out: str, err: Connection) -> None:
-    """The command line's ``main`` in this (forked) process: ``env`` is its whole
-    environment, its stdout goes to the file ``out``, its stderr (the file descriptor)
-    is the write end of the pipe ``err``, its exit status is what ``main`` returns."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    with open(out, "wb") as stdout:
-        os.dup2(stdout.fileno(), 1)
-    os.dup2(err.fileno(), 2)
-    err.close()
-    sys.argv = ["contextledger", *args]
-    code = 1
-    try:
-        code = main(args)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    sys.exit(code)
+    """The command line's ``main`` in this (forked) process: its stdout the file
+    ``out``, its stderr the write end of the pipe ``err`` (``processes.as_command``)."""
+    processes.as_command(env, cwd, out, err)
+    processes.exit_with_cli(args)
 
 
 def interrupt_after_first_progress(argv: list[str], cwd: Path, marker: str) -> subprocess.CompletedProcess[str]:

@@ -19,10 +19,10 @@ Each store runs the race twice: with the key table in the store, and in a key st
 its own (``Settings.key_store``: another SQLite file, another PostgreSQL database),
 whose write fence works otherwise (``infrastructure/keys/key_store.py``).
 
-The processes are forked from one that loaded the token counter's encoding once
-(``_racers``; it comes from the forkserver that imported the package,
-tests/support/processes.py): every writer and the worker counts tokens, and loading the
-encoding in each took more CPU than its part of the race. Each is still a process of
+The processes are forked from one (``_racers``) that comes from the forkserver, which
+imported the package and loaded the token encodings once (tests/support/processes.py):
+every writer and the worker counts tokens, and loading the encoding in each took more
+CPU than its part of the race. Each is still a process of
 its own, with its own ledger.
 """
 
@@ -45,7 +45,6 @@ import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
 from contextledger.application.following.notifications import read_notifications
 from contextledger.domain.erasure import ContentErased, ErasedEvent
-from contextledger.infrastructure.counting.tokens import TiktokenCounter
 from contextledger.infrastructure.readmodels import SQLReadModels
 from tests.support.processes import process_context, run_all
 
@@ -240,11 +239,10 @@ def _racer(target: Callable[..., None], args: tuple[Any, ...], failed: Any) -> N
 
 
 def _racers(racers: list[tuple[Callable[..., None], tuple[Any, ...]]], failed: Any, out: str) -> None:
-    """Fork each racer (a target and its arguments) from this process, once the token
-    counter's encoding is loaded here (forked, the racers share it: none loads it
-    again); wait for them and write their exit codes to ``out``. This process has
-    started no thread, so forking it is safe."""
-    TiktokenCounter(Settings().summarizer_model)  # the model of every conversation here
+    """Fork each racer (a target and its arguments) from this process, which the
+    forkserver forked with the token encodings loaded (the racers share them: none
+    loads them again); wait for them and write their exit codes to ``out``. This
+    process has started no thread, so forking it is safe."""
     fork: Any = multiprocessing.get_context("fork")  # typeshed's BaseContext names no Process
     procs = [fork.Process(target=_racer, args=(target, args, failed)) for target, args in racers]
     codes: list[int | None] = [None] * len(procs)

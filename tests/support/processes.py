@@ -47,16 +47,35 @@ def process_context() -> BaseContext:
     return ctx
 
 
-def as_command(env: Mapping[str, str], cwd: str | os.PathLike[str], out: str, err: str) -> None:
+def as_command(env: Mapping[str, str], cwd: str | os.PathLike[str], out: Any, err: Any) -> None:
     """Make this (forked) process what a command started in ``cwd`` would be: ``env``
-    its whole environment, its stdout and stderr (the file descriptors) ``out``
-    and ``err``."""
+    its whole environment, its stdout and stderr (the file descriptors) ``out`` and
+    ``err``, each a file's path or a pipe's write end (closed here once taken)."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
-    with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        os.dup2(stdout.fileno(), 1)
-        os.dup2(stderr.fileno(), 2)
+    for fd, target in ((1, out), (2, err)):
+        if isinstance(target, str | os.PathLike):
+            with open(target, "wb") as file:
+                os.dup2(file.fileno(), fd)
+        else:
+            os.dup2(target.fileno(), fd)
+            target.close()
+
+
+def exit_with_cli(args: list[str]) -> None:
+    """Run the command line's ``main`` with ``args`` in this (forked) process and exit
+    with its status, stdout and stderr flushed."""
+    sys.argv = ["contextledger", *args]
+    from contextledger.infrastructure.cli.app import main
+
+    code = 1
+    try:
+        code = main(args)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
 
 
 def run_all(procs: Sequence[Any], timeout: float) -> list[int | None]:
@@ -76,19 +95,9 @@ def run_all(procs: Sequence[Any], timeout: float) -> list[int | None]:
 
 
 def _cli_main(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """The command line's ``main`` in this (forked) process (``as_command``), its exit
-    status what ``main`` returns."""
+    """The command line's ``main`` in this (forked) process (``as_command``)."""
     as_command(env, cwd, out, err)
-    sys.argv = ["contextledger", *args]
-    from contextledger.infrastructure.cli.app import main
-
-    code = 1
-    try:
-        code = main(args)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    sys.exit(code)
+    exit_with_cli(args)
 
 
 def run_cli(

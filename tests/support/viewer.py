@@ -139,20 +139,12 @@ def serve(url: str, *, cwd: Path, host: str = "127.0.0.1") -> Iterator[str]:
 
 
 def _serve_main(args: list[str], env: dict[str, str], cwd: str, err: Connection) -> None:
-    """The command line's ``main`` with ``args`` in this (forked) process: ``env`` is
-    its whole environment, its stdout is discarded and its stderr (the file
-    descriptor) is the write end of the pipe ``err``."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    with open(os.devnull, "wb") as devnull:
-        os.dup2(devnull.fileno(), 1)
-    os.dup2(err.fileno(), 2)
-    err.close()
-    sys.argv = ["contextledger", *args]
-    from contextledger.infrastructure.cli.app import main
+    """The command line's ``main`` with ``args`` in this (forked) process: its stdout
+    discarded, its stderr the write end of the pipe ``err`` (``processes.as_command``)."""
+    from tests.support.processes import as_command, exit_with_cli
 
-    sys.exit(main(args))
+    as_command(env, cwd, os.devnull, err)
+    exit_with_cli(args)
 
 
 @contextmanager
