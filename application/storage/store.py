@@ -344,14 +344,15 @@ class ConversationStore:
     def load(self, conversation_id: UUID, *, fresh: bool = True) -> Conversation:
         """The conversation from the cache (brought up to date from the store when
         ``fresh``), else from its latest snapshot and the events after it. Commands
-        skip the freshness query: a stale copy fails its save with a conflict and
-        is reloaded. Call it holding ``lock(conversation_id)``."""
+        skip the freshness query (a stale copy fails its save with a conflict and is
+        reloaded), not the check for erasures this process knows of: a copy folded
+        before its content's erasure is read again. Hold ``lock(conversation_id)``."""
         with self._cache_lock:
             cached = self._cache.get(conversation_id)
             if cached is not None:
                 self._cache.move_to_end(conversation_id)
         check = self.erased_subjects
-        if cached is not None and fresh and check is not None:
+        if cached is not None and check is not None:
             erased = check(conversation_id)
             if erased and not set(erased) <= self._reflects.get(conversation_id, frozenset()):
                 self._cache_evict(conversation_id)  # erased since: read the log again

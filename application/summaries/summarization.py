@@ -439,14 +439,21 @@ class SummarizationRunner(LogFollower):
         with self._progress:
             since = self._failing_since.get(cid)
         out_of_time = budget is not None and since is not None and time.monotonic() - since > budget
-        outcome = summarize_pending(
-            self.ledger,
-            self.summarizer,
-            cid,
-            backoff=self._backoff,
-            out_of_time=out_of_time,
-            only_threshold=only_threshold,
-        )
+        try:
+            outcome = summarize_pending(
+                self.ledger,
+                self.summarizer,
+                cid,
+                backoff=self._backoff,
+                out_of_time=out_of_time,
+                only_threshold=only_threshold,
+            )
+        except ConversationErasedError:
+            # A fork whose source's subject another process erased lives on as its
+            # remainder: the write of the copy this process folded before was refused,
+            # the copy is read again below and the remainder's own range summarized at
+            # once. A conversation erased whole raises again there: nothing to summarize.
+            outcome = Outcome(recheck=True)
         if outcome.recheck and self.ledger.pending_summary(cid) is None:
             outcome = Outcome()
         with self._progress:

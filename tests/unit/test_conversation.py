@@ -315,8 +315,9 @@ def test_a_restored_state_shares_nothing_that_changes_with_its_snapshot() -> Non
 def test_an_append_never_fails_on_entries_a_summary_reaches_over_without_a_layer_after_them() -> None:
     """A window whose first entry lies at or before ``summarized_through`` with no layer
     beginning after it (messages a re-folding summary's range reaches over without
-    having summarized them, as a fork's state can hold after its source's subject is
-    erased under concurrent writers): the policy found no layer to bound the gap and
+    having summarized them, as the copy of a fork a process folded before another
+    process erased its source's subject held while it recorded a summary of the fork's
+    own range: tests/integration/test_fork_remainder_elsewhere.py): the policy found no layer to bound the gap and
     the append raised ``ValueError`` from ``min()``. Now the append lands and the
     context stays valid; the entries stay in the window, where the working memory
     treats them as the layer's."""
