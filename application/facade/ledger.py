@@ -343,9 +343,19 @@ class Ledger(LedgerEdits, LedgerPrivacy, LedgerReads, ConversationApplication):
     # ---------------------------------------------------------------- summaries
 
     def pending_summary(self, conversation_id: ConversationRef) -> SummaryRequest | None:
-        """The summarization the conversation waits for, as a summarizer request."""
+        """The summarization the conversation waits for, as a summarizer request.
+
+        Its content is about to go to a summarizer: with per-subject keys the key table
+        itself is read first, so a subject another process erased raises
+        ``ConversationErasedError`` here even while this process's cached key still
+        counts it as live (a fork of an erased source gives its remainder's range)."""
         cid = resolve(conversation_id)
         request = self.summary_service.pending_summary(cid)
+        if request is not None and self.subjects.learn_erasures(cid):
+            # Its content goes out to a summarizer next: another process erased a subject
+            # of it since this one cached the key. Read again: it raises, or a fork's
+            # remainder gives its own range.
+            request = self.summary_service.pending_summary(cid)
         if request is not None and request.previous_summary is not None and make_readable_now(self, cid):
             # It extends an opaque native summary: with the readable text made just now.
             request = self.summary_service.pending_summary(cid)

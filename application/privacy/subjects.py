@@ -32,6 +32,7 @@ from contextledger.domain.values.validation import MAX_SUBJECT_CHARS, check_subj
 
 __all__ = [
     "ERASED_SUBJECTS_TOPIC",
+    "LEARN_ERASURES_TOPIC",
     "MAX_SUBJECT_CHARS",
     "SUBJECT_KEYS_TOPIC",
     "SubjectKeysPort",
@@ -45,6 +46,9 @@ SUBJECT_KEYS_TOPIC = "contextledger.infrastructure.keys.subject_mapper:subject_k
 #: The function giving the check of a cached conversation before it is read (None
 #: without per-subject keys).
 ERASED_SUBJECTS_TOPIC = "contextledger.infrastructure.keys.subject_mapper:erased_subjects_of"
+#: The function giving the check of a conversation against the key table itself, made
+#: before its content is sent to a summarizer (None without per-subject keys).
+LEARN_ERASURES_TOPIC = "contextledger.infrastructure.keys.subject_mapper:learn_erasures_of"
 
 
 class SubjectKeysPort(Protocol):
@@ -140,6 +144,22 @@ class Subjects:
             # The id is taken (a key in use): the caller's duplicate, not a subject's error.
             raise IntegrityError(f"conversation {conversation_id} exists already")
         self._keys(target).assign(conversation_id, subject)
+
+    def learn_erasures(self, conversation_id: UUID) -> tuple[str, ...]:
+        """The subjects whose content the conversation holds that the store's key table
+        now says are erased and this process did not know of: its cached keys count a
+        subject erased by another process as live for up to ``cache_seconds``. They are
+        learnt: the next read of the conversation raises ``ConversationErasedError``,
+        or gives a fork's remainder. One query per subject; nothing without per-subject
+        keys."""
+        if not self._active():
+            return ()
+        store = self._host.store
+        found = store.store_for(conversation_id) if isinstance(store, ShardedStore) else store
+        learn: Callable[[Any], Callable[[UUID], tuple[str, ...]] | None]
+        learn = resolve_adapter(LEARN_ERASURES_TOPIC)
+        check = learn(found.app)
+        return () if check is None else check(conversation_id)
 
     def subject_of(self, conversation_id: UUID) -> str | None:
         """The conversation's subject (its id as text when it names none); None when

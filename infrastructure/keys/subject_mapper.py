@@ -155,6 +155,19 @@ class SubjectMapper(PydanticMapper):
         self._live[conversation_id] = (now, seen, erased)
         return erased
 
+    def learn_erasures(self, conversation_id: UUID) -> tuple[str, ...]:
+        """The subjects whose content the conversation holds, looked up in the key table
+        itself (one row read per subject, whatever is cached): those found erased that
+        this process did not know of (``SubjectKeys.tombstone_of`` learns them, so its
+        next read of the conversation raises or gives the remainder). What is checked
+        before content leaves the process for a summarizer."""
+        keys = self.keys
+        if keys is None or not self.per_subject:
+            return ()
+        seen = keys.erasures_seen
+        erased = tuple(s for s in self.lineage.content_subjects(conversation_id) if keys.is_erased(s))
+        return erased if keys.erasures_seen != seen else ()
+
     def encrypts(self) -> bool:
         return self.cipher is not None or (self.keys is not None and self.per_subject)
 
@@ -382,6 +395,15 @@ def erased_subjects_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
     mapper = getattr(app, "mapper", None)
     if isinstance(mapper, SubjectMapper) and mapper.keys is not None and mapper.per_subject:
         return mapper.erased_subjects
+    return None
+
+
+def learn_erasures_of(app: Any) -> Callable[[UUID], tuple[str, ...]] | None:
+    """The check of a conversation against the key table itself, before its content is
+    sent out (``SubjectMapper.learn_erasures``); None: no subject keys."""
+    mapper = getattr(app, "mapper", None)
+    if isinstance(mapper, SubjectMapper) and mapper.keys is not None and mapper.per_subject:
+        return mapper.learn_erasures
     return None
 
 

@@ -6,13 +6,16 @@ Two ledgers share one store, as two processes do. ``here`` runs the policy and r
 the fork ``F`` (subject ``s1``) of ``V`` (subject ``victim``) before ``there`` erases
 ``victim``; ``here`` keeps the victim's data key cached (``cache_seconds``), so nothing
 tells it of the erasure yet. ``there`` then appends to ``F`` past the trigger. The
-policy of ``here`` summarizes from its copy of ``F``, folded with the inherited
-message: that summary reaches back into the inherited part, so it is written under
-the victim's key too, which the write fence refuses. The job used to end there (as
+policy of ``here`` once summarized from its copy of ``F``, folded with the inherited
+message: that summary reached back into the inherited part, so it was written under
+the victim's key too, which the write fence refused. The job used to end there (as
 if ``F`` were erased whole): the range stayed pending and the fork's context grew
-with every turn. Now the refusal tells ``here`` of the erasure, ``F`` is read again as
-its remainder, and its own range is summarized (the answer to the refused copy is
-dropped: it may carry inherited text).
+with every turn. Then the refusal told ``here`` of the erasure, ``F`` was read again
+as its remainder and its own range summarized, after a first call made from the copy
+(its answer dropped: it may carry inherited text). Now the key table is read before a
+range goes to the summarizer: ``here`` learns of the erasure first, and the summarizer
+is asked once, for the remainder's own range. (A refusal still leads to the
+remainder, when the erasure lands while the summarizer works.)
 """
 
 from __future__ import annotations
@@ -56,10 +59,10 @@ def test_a_fork_s_own_range_is_summarized_after_another_process_erased_its_sourc
             (1, pending.through_position, True)
         ]
         assert SECRET not in str(summaries)
-        # The answer to the copy from before the erasure is not recorded anywhere (it
-        # may carry inherited text): the remainder's range is asked for again.
+        # The copy from before the erasure never reaches the summarizer: the key table
+        # is read first, and only the remainder's own range is asked for.
         calls = [(start, end) for c, start, end in summarizer.calls if c == f]
-        assert calls == [(1, pending.through_position)] * 2, calls
+        assert calls == [(1, pending.through_position)], calls
         assert there.totals(f).summaries_invalidated == 0
         context = here.context(f)
         assert_valid_openai_context(context)

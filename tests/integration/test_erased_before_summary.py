@@ -1,0 +1,125 @@
+"""A conversation whose subject another process erased is not sent to a summarizer by a
+process that still holds the subject's key in its cache.
+
+Two ledgers share one store, as two processes do. ``here`` reads the conversation of
+subject ``victim``, so its key is cached for ``cache_seconds`` (60 s); ``there`` erases
+the subject. Reads in ``here`` may go on for up to that minute (docs/privacy.md), but a
+summary sends the content to a third party: before a range is handed to a summarizer
+the key table itself is read for the conversation's subjects. Without that check the
+policy of ``here`` sent the erased messages to its summarizer, and
+``here.pending_summary`` handed them to the caller's own, on a SQLite file, on
+PostgreSQL, and with the keys in a key store of their own.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+import contextledger as cl
+from contextledger.application import Ledger, ReductionPolicy, Settings
+from contextledger.testing import ScriptedSummarizer
+
+SECRET = "qx-erased-before-summary-7f30"
+POLICY = ReductionPolicy(trigger_messages=4, keep_messages=1, max_summary_tokens=200)
+
+
+class Recording(ScriptedSummarizer):
+    """A ``ScriptedSummarizer`` that also keeps every request's text: what would have
+    left the process."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.sent: list[str] = []
+        self.called = threading.Event()
+
+    def summarize(self, request: cl.SummaryRequest) -> cl.SummaryResult:
+        with self.lock:
+            self.sent.append(repr(request))
+        self.called.set()
+        return super().summarize(request)
+
+
+def _settings(url: str, key_store: str | None, **more: object) -> Settings:
+    return Settings(
+        database_url=url,
+        cipher_key=base64.b64encode(os.urandom(32)).decode(),
+        key_store=key_store,
+        poll_interval=0.02,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres", "postgres-key-store"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str | None]:
+    """The event store's URL and the key store's (None: the keys live in the event store)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}", None
+    url = str(request.getfixturevalue("postgres_url"))
+    if request.param == "postgres":
+        return url, None
+    return url, str(request.getfixturevalue("postgres_key_store_url"))
+
+
+def _over_the_trigger(ledger: Ledger, cid: cl.ConversationRef, secret: str = SECRET) -> None:
+    for i in range(5):
+        role = "user" if i % 2 == 0 else "assistant"
+        ledger.append(cid, {"role": role, "content": f"message {i}: my secret is {secret}"})
+
+
+def test_pending_summary_reads_the_key_table_before_handing_out_content(stores: tuple[str, str | None]) -> None:
+    url, key_store = stores
+    settings = _settings(url, key_store, run_policy=False)
+    with Ledger.open(settings=settings) as here, Ledger.open(settings=settings) as there:
+        gone = here.start("You help.", policy=POLICY, subject="victim")
+        kept = here.start("You help.", policy=POLICY, subject="someone-else")
+        for cid in (gone, kept):
+            _over_the_trigger(here, cid)
+        request = here.pending_summary(gone)
+        assert request is not None and SECRET in repr(request)  # the key is cached here now
+
+        there.erase(subject="victim", reason="a request")
+        with pytest.raises(cl.ConversationErasedError) as raised:
+            here.pending_summary(gone)
+        assert raised.value.subject == "victim"
+        # Learnt: every read here says so now, not after the keys' cache_seconds.
+        with pytest.raises(cl.ConversationErasedError):
+            here.context(gone)
+        # Another subject's conversation is untouched.
+        other = here.pending_summary(kept)
+        assert other is not None and SECRET in repr(other)
+
+
+def test_the_policy_does_not_send_a_conversation_erased_elsewhere_to_its_summarizer(
+    stores: tuple[str, str | None],
+) -> None:
+    """``here`` writes both conversations past their triggers; its only summarization
+    slot is held on the first while ``there`` erases the second's subject; then the
+    slot frees and the second's range comes up."""
+    url, key_store = stores
+    release = threading.Event()
+    summarizer = Recording(hold={}, wait_timeout=30)
+    settings = _settings(url, key_store, max_concurrent_summaries=1)
+    with (
+        Ledger.open(settings=settings.model_copy(update={"run_policy": False})) as there,
+        Ledger.open(settings=settings, summarizer=summarizer) as here,
+    ):
+        first = here.start("You help.", policy=POLICY, subject="first")
+        gone = here.start("You help.", policy=POLICY, subject="victim")
+        summarizer.hold[first] = release
+        _over_the_trigger(here, first, "nothing secret")
+        assert summarizer.called.wait(30)  # the one slot is taken, held
+        _over_the_trigger(here, gone)  # its range waits for the slot
+        there.erase(subject="victim", reason="a request")
+        release.set()
+        assert here.wait_idle(30)
+
+        assert [c for c, _, _ in summarizer.calls] == [first], summarizer.calls
+        assert not any(SECRET in sent for sent in summarizer.sent)
+        assert there.pending_summary(first) is None
+        with pytest.raises(cl.ConversationErasedError):
+            here.context(gone)
