@@ -228,6 +228,8 @@ def compact_session(ledger: Ledger, conversation_id: UUID, output: list[Item]) -
         )
 
     defer = ledger.settings.native_readable == "on_demand"
+    if not defer:  # the summarizer is sent the content: the key table is read first
+        ledger.subjects.learn_erasures(conversation_id)
     text = None if defer else ledger.store.read(conversation_id, readable)
 
     def command(conversation: Conversation) -> tuple[bool, list[Any]]:

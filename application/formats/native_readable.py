@@ -30,6 +30,7 @@ from contextledger.domain.values.errors import StoreError
 from contextledger.domain.values.reduction import SummaryLayer, SummaryLink, summary_message
 
 __all__ = [
+    "ErasureCheck",
     "ReadableHost",
     "make_readable_now",
     "readable_texts",
@@ -42,9 +43,19 @@ __all__ = [
 Key = tuple[UUID | None, int]
 
 
+class ErasureCheck(Protocol):
+    """The check made before content goes to a summarizer (``Subjects`` is one)."""
+
+    def learn_erasures(self, conversation_id: UUID) -> tuple[str, ...]:
+        """The subjects of the conversation's content the key table says are erased
+        and this process did not know of (learnt by the call)."""
+        ...
+
+
 class ReadableHost(Protocol):
     """What making a readable summary needs: the store, the settings, the
-    conversation's summarizer and its fallback, token counters and the clock."""
+    conversation's summarizer and its fallback, token counters, the clock and the
+    check of its subjects' keys."""
 
     @property
     def settings(self) -> Settings: ...
@@ -63,6 +74,9 @@ class ReadableHost(Protocol):
     def counter_for(self, model: str) -> TokenCounter: ...
 
     def clock(self) -> datetime: ...
+
+    @property
+    def subjects(self) -> ErasureCheck: ...
 
 
 def _waiting(layer: SummaryLayer) -> bool:
@@ -145,6 +159,11 @@ def with_readable_summaries(host: ReadableHost, conversation: Conversation) -> C
     cid = conversation.id
     texts = readable_texts(host.store, cid)
     missing = [link for link in links if (link.origin, link.version) not in texts]
+    if missing and host.subjects.learn_erasures(cid):
+        # What they cover goes to a summarizer next, and another process erased a
+        # subject of it since this one cached the key: read again (it raises, or gives
+        # a fork's remainder).
+        return with_readable_summaries(host, host.store.at_version(cid, conversation.version))
     patch: dict[Key, tuple[str, int]] = {}
     if missing and host.settings.read_only:
         counter = host.counter_for(conversation.state.model)

@@ -341,6 +341,9 @@ class ConversationCommands:
                 appended=before,
             )
 
+        # The summarizer is sent the conversation's content: the key table is read first
+        # (a subject another process erased is learnt, and the read below raises).
+        host.subjects.learn_erasures(conversation_id)
         return host.store.read(conversation_id, summarize)
 
     def append_to(

@@ -17,12 +17,15 @@ import base64
 import os
 import threading
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
+import openai
 import pytest
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
-from contextledger.testing import ScriptedSummarizer
+from contextledger.testing import FakeOpenAIServer, Reply, ScriptedSummarizer
 
 SECRET = "qx-erased-before-summary-7f30"
 POLICY = ReductionPolicy(trigger_messages=4, keep_messages=1, max_summary_tokens=200)
@@ -123,3 +126,78 @@ def test_the_policy_does_not_send_a_conversation_erased_elsewhere_to_its_summari
         assert there.pending_summary(first) is None
         with pytest.raises(cl.ConversationErasedError):
             here.context(gone)
+
+
+# -- the readable text of an opaque OpenAI compaction (``Settings.native_readable``) --
+
+MODEL = "gpt-4.1-mini"
+
+
+def _turn(ledger: Ledger, client: openai.OpenAI, cid: UUID, turn: int) -> Any:
+    """A Responses turn with server-side compaction; the reply, not yet appended."""
+    ledger.append(cid, {"type": "message", "role": "user", "content": f"Fact {turn}? My secret is {SECRET}."})
+    return client.responses.create(
+        model=MODEL,
+        context_management=[{"type": "compaction", "compact_threshold": 300}],
+        extra_body=ledger.context(cid, format="responses"),
+    )
+
+
+def _compacts(reply: Any) -> bool:
+    return any(item.type == "compaction" for item in reply.output)
+
+
+@pytest.mark.parametrize("url_kind", ["sqlite", "postgres"])
+def test_an_on_demand_readable_summary_is_not_made_of_content_erased_elsewhere(
+    url_kind: str, request: pytest.FixtureRequest
+) -> None:
+    url = str(request.getfixturevalue(f"{url_kind}_url"))
+    summarizer = Recording()
+    settings = _settings(url, None, run_policy=False, native_readable="on_demand")
+    with (
+        FakeOpenAIServer(strict=True) as server,
+        Ledger.open(settings=settings, summarizer=summarizer) as here,
+        Ledger.open(settings=settings) as there,
+    ):
+        server.default = Reply("Oslo sits at the head of the Oslofjord.")
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        cid = here.start("You answer about Oslo.", model=MODEL, subject="victim")
+        for turn in range(30):
+            here.append(cid, _turn(here, client, cid, turn))
+            if server.compactions.issued:
+                break
+        assert server.compactions.issued and summarizer.calls == []  # nothing readable made yet
+
+        there.erase(subject="victim", reason="a request")
+        # A chat read needs the compaction's readable text, made by the summarizer.
+        with pytest.raises(cl.ConversationErasedError):
+            here.context(cid, format="openai")
+        assert summarizer.calls == [] and summarizer.sent == []
+
+
+@pytest.mark.parametrize("url_kind", ["sqlite", "postgres"])
+def test_an_appended_compaction_s_readable_summary_is_not_made_of_content_erased_elsewhere(
+    url_kind: str, request: pytest.FixtureRequest
+) -> None:
+    url = str(request.getfixturevalue(f"{url_kind}_url"))
+    summarizer = Recording()
+    settings = _settings(url, None, run_policy=False)  # native_readable="eager"
+    with (
+        FakeOpenAIServer(strict=True) as server,
+        Ledger.open(settings=settings, summarizer=summarizer) as here,
+        Ledger.open(settings=settings) as there,
+    ):
+        server.default = Reply("Oslo sits at the head of the Oslofjord.")
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        cid = here.start("You answer about Oslo.", model=MODEL, subject="victim")
+        for turn in range(30):
+            reply = _turn(here, client, cid, turn)
+            if _compacts(reply):
+                break
+            here.append(cid, reply)
+        assert _compacts(reply) and summarizer.calls == []
+
+        there.erase(subject="victim", reason="a request")
+        with pytest.raises(cl.ConversationErasedError):
+            here.append(cid, reply)  # its readable summary would be made first
+        assert summarizer.calls == [] and summarizer.sent == []

@@ -5,7 +5,9 @@ server, with every compaction recorded as a native summary and the log kept whol
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 
 import pytest
 
@@ -145,3 +147,44 @@ def test_on_demand_the_session_s_compactions_get_a_readable_summary_at_the_first
     sqlite_url: str,
 ) -> None:
     _run(sqlite_url, 16, "on_demand")  # five automatic compactions and the forced one
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_compaction_of_a_subject_erased_by_another_process_is_not_sent_to_the_summarizer(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """``here`` holds the session's subject key in its cache when ``there`` erases the
+    subject; the SDK's forced compaction then hands its output to the session, whose
+    readable summary would send the erased items to the summarizer before the write
+    fence refused the record. The key table is read first: nothing is sent."""
+    url = str(request.getfixturevalue(f"{kind}_url"))
+    summarizer = ScriptedSummarizer()
+    key = base64.b64encode(os.urandom(32)).decode()
+    options = cl.Settings(database_url=url, cipher_key=key, run_policy=False)
+    with (
+        FakeOpenAIServer(default=Func(scripted_model), strict=True) as server,
+        cl.Ledger.open(settings=options, summarizer=summarizer) as here,
+        cl.Ledger.open(settings=options) as there,
+    ):
+        client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        inner = LedgerSession("user-1", here, model="gpt-4.1-mini", subject="victim")
+        session = OpenAIResponsesCompactionSession(
+            "user-1", underlying_session=inner, client=client, model="gpt-4.1"
+        )
+
+        async def converse() -> None:
+            await inner.add_items(
+                [
+                    {"role": "user", "content": "my card number is 4111-1111"},
+                    {"role": "assistant", "content": "Noted."},
+                ]
+            )
+            there.erase(subject="victim", reason="a request")
+            with pytest.raises(cl.ConversationErasedError):
+                await session.run_compaction({"force": True})
+
+        asyncio.run(converse())
+        assert len(server.requests_to("compact")) == 1  # the SDK's own call went out
+        assert summarizer.calls == []
+        with pytest.raises(cl.ConversationErasedError):
+            here.context(inner.conversation_id)
