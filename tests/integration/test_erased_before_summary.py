@@ -25,6 +25,8 @@ import pytest
 
 import contextledger as cl
 from contextledger.application import Ledger, ReductionPolicy, Settings
+from contextledger.application.shared.addressing import id_for_key
+from contextledger.application.storage.sharding import home_store
 from contextledger.testing import FakeOpenAIServer, Reply, ScriptedSummarizer
 
 SECRET = "qx-erased-before-summary-7f30"
@@ -95,6 +97,23 @@ def test_pending_summary_reads_the_key_table_before_handing_out_content(stores: 
         # Another subject's conversation is untouched.
         other = here.pending_summary(kept)
         assert other is not None and SECRET in repr(other)
+
+
+def test_on_shards_the_check_reads_the_key_table_of_the_conversation_s_own_store(tmp_path: Path) -> None:
+    """Each store keeps its own keys: the conversation in the second store is checked
+    against that store's key table."""
+    stores = (f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}")
+    key = next(f"k{n}" for n in range(1000) if home_store(id_for_key(f"k{n}"), 2) == 1)
+    settings = Settings(stores=stores, cipher_key=base64.b64encode(os.urandom(32)).decode(), run_policy=False)
+    with Ledger.open(settings=settings) as here, Ledger.open(settings=settings) as there:
+        gone = here.start("You help.", policy=POLICY, subject="victim", key=key)
+        assert list(here.shards[1].local_store.app.events.get(gone, lte=1))  # in the second store
+        _over_the_trigger(here, gone)
+        assert SECRET in repr(here.pending_summary(gone))
+
+        there.erase(subject="victim", reason="a request")
+        with pytest.raises(cl.ConversationErasedError):
+            here.pending_summary(gone)
 
 
 def test_the_policy_does_not_send_a_conversation_erased_elsewhere_to_its_summarizer(
