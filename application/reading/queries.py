@@ -42,6 +42,7 @@ from contextledger.application.shared.wire import ContextMessage, ToolDefinition
 from contextledger.application.storage.store import ConversationStore
 from contextledger.application.summaries.history import shared_history, summary_infos, transcript_entries
 from contextledger.domain.conversation import Conversation
+from contextledger.domain.events import DomainEvent
 from contextledger.domain.values.errors import ConversationErasedError, InvalidArgumentError, LogDamagedError
 from contextledger.domain.values.policy import ReductionPolicy
 from contextledger.domain.values.validation import check_count
@@ -249,7 +250,14 @@ class ConversationQueries:
         prices: Mapping[str, Any] | None,
     ) -> WhatIfReport:
         host = self._host
-        source = LogSource(host.conversation_ids, host.store.events, host.counter_for)
+
+        def events(conversation_id: UUID) -> list[DomainEvent]:
+            # The chosen summarizer is given the content: the key table is read first (a
+            # subject another process erased is learnt, and the read raises).
+            host.subjects.learn_erasures(conversation_id)
+            return host.store.events(conversation_id)
+
+        source = LogSource(host.conversation_ids, events, host.counter_for)
         chosen = choose_summarizer(
             summarizer, self._build_summarizer, openai_configured=host.settings.openai_api_key is not None
         )

@@ -116,6 +116,29 @@ def test_on_shards_the_check_reads_the_key_table_of_the_conversation_s_own_store
             here.pending_summary(gone)
 
 
+def test_a_what_if_does_not_give_its_summarizer_content_erased_elsewhere(shared_url: str) -> None:
+    """``simulate`` replays the log into its candidate policy, whose summarizer (the
+    caller's, possibly a provider) is given the replayed messages: the key table is read
+    before a conversation's log is replayed."""
+    settings = _settings(shared_url, None, run_policy=False)
+    with Ledger.open(settings=settings) as here, Ledger.open(settings=settings) as there:
+        gone = here.start("You help.", subject="victim")
+        kept = here.start("You help.", subject="someone-else")
+        for cid in (gone, kept):
+            _over_the_trigger(here, cid)
+        assert SECRET in str(here.context(gone))  # the key is cached here
+        candidate = ReductionPolicy(trigger_messages=3, keep_messages=1)
+
+        there.erase(subject="victim", reason="a request")
+        summarizer = Recording()
+        with pytest.raises(cl.ConversationErasedError):
+            here.simulate(candidate, gone, summarizer)
+        # Over the whole store the erased conversation is left out; the other is replayed.
+        report = here.simulate(candidate, None, summarizer)
+        assert [c.conversation_id for c in report.conversations] == [kept]
+        assert {c for c, _, _ in summarizer.calls} == {kept}
+
+
 def test_the_policy_does_not_send_a_conversation_erased_elsewhere_to_its_summarizer(
     stores: tuple[str, str | None],
 ) -> None:
