@@ -17,6 +17,7 @@ top of the domain. May import: commands, folding, events, values.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
@@ -64,6 +65,7 @@ __all__ = [
     "PendingRange",
     "SummaryFailure",
     "SummaryProvenance",
+    "project_events",
 ]
 
 
@@ -396,3 +398,14 @@ class ConversationSnapshot(DomainEvent):
 
 
 fold_conversation_events_with(Conversation.apply)
+
+
+def project_events(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The aggregate after ``events`` (a snapshot first, or ``aggregate``'s next ones):
+    what the store's repository reads a conversation with. It is eventsourcing's
+    ``project_aggregate`` without its check of each event against a runtime-checkable
+    ``Protocol``, an ``isinstance`` that costs about 13 µs an event (most of a cold
+    load's fold); each event still folds itself in by its own ``mutate``."""
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate

@@ -385,6 +385,7 @@ guard_methods(
     exempt=(
         "close",
         "construct_env",
+        "construct_repository",
         "add_listener",
         "add_event_listener",
         "counter_for",

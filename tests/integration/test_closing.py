@@ -152,6 +152,7 @@ def _public_methods() -> set[str]:
         "summarizer_model_name",
         "save_conversations",
         "construct_env",
+        "construct_repository",
     }
     names = set()
     for name in dir(cl.Ledger):
