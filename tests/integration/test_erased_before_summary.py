@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -189,13 +191,12 @@ def _compacts(reply: Any) -> bool:
     return any(item.type == "compaction" for item in reply.output)
 
 
-@pytest.mark.parametrize("url_kind", ["sqlite", "postgres"])
-def test_an_on_demand_readable_summary_is_not_made_of_content_erased_elsewhere(
-    url_kind: str, request: pytest.FixtureRequest
-) -> None:
-    url = str(request.getfixturevalue(f"{url_kind}_url"))
+@contextmanager
+def _victim_in_responses(url: str, **more: object) -> Iterator[tuple[Ledger, Ledger, Recording, Any, UUID]]:
+    """``here`` (with a recording summarizer) and ``there`` on one store, a fake
+    Responses server that compacts, its client, and a conversation of ``victim``."""
     summarizer = Recording()
-    settings = _settings(url, None, run_policy=False, native_readable="on_demand")
+    settings = _settings(url, None, run_policy=False, **more)
     with (
         FakeOpenAIServer(strict=True) as server,
         Ledger.open(settings=settings, summarizer=summarizer) as here,
@@ -204,11 +205,17 @@ def test_an_on_demand_readable_summary_is_not_made_of_content_erased_elsewhere(
         server.default = Reply("Oslo sits at the head of the Oslofjord.")
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
         cid = here.start("You answer about Oslo.", model=MODEL, subject="victim")
+        yield here, there, summarizer, client, cid
+
+
+def test_an_on_demand_readable_summary_is_not_made_of_content_erased_elsewhere(shared_url: str) -> None:
+    with _victim_in_responses(shared_url, native_readable="on_demand") as (here, there, summarizer, client, cid):
         for turn in range(30):
-            here.append(cid, _turn(here, client, cid, turn))
-            if server.compactions.issued:
+            reply = _turn(here, client, cid, turn)
+            here.append(cid, reply)
+            if _compacts(reply):
                 break
-        assert server.compactions.issued and summarizer.calls == []  # nothing readable made yet
+        assert _compacts(reply) and summarizer.calls == []  # nothing readable made yet
 
         there.erase(subject="victim", reason="a request")
         # A chat read needs the compaction's readable text, made by the summarizer.
@@ -217,21 +224,10 @@ def test_an_on_demand_readable_summary_is_not_made_of_content_erased_elsewhere(
         assert summarizer.calls == [] and summarizer.sent == []
 
 
-@pytest.mark.parametrize("url_kind", ["sqlite", "postgres"])
 def test_an_appended_compaction_s_readable_summary_is_not_made_of_content_erased_elsewhere(
-    url_kind: str, request: pytest.FixtureRequest
+    shared_url: str,
 ) -> None:
-    url = str(request.getfixturevalue(f"{url_kind}_url"))
-    summarizer = Recording()
-    settings = _settings(url, None, run_policy=False)  # native_readable="eager"
-    with (
-        FakeOpenAIServer(strict=True) as server,
-        Ledger.open(settings=settings, summarizer=summarizer) as here,
-        Ledger.open(settings=settings) as there,
-    ):
-        server.default = Reply("Oslo sits at the head of the Oslofjord.")
-        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
-        cid = here.start("You answer about Oslo.", model=MODEL, subject="victim")
+    with _victim_in_responses(shared_url) as (here, there, summarizer, client, cid):  # native_readable="eager"
         for turn in range(30):
             reply = _turn(here, client, cid, turn)
             if _compacts(reply):
