@@ -116,7 +116,7 @@ class PydanticMapper(Mapper[UUID]):
     def decode_state(self, stored_event: StoredEvent, data: bytes) -> DomainEventProtocol[UUID]:
         """The domain event of ``stored_event`` whose state, decrypted, is ``data``.
 
-        A record of a class at its first version, in this mapper's JSON, is validated
+        A record written at its class's version, in this mapper's JSON, is validated
         from its JSON in one pass (pydantic-core, the envelope's two fields put in front
         of the state's own); anything that pass does not take -- a record to upcast, a
         string JSON cannot hold (a lone surrogate), a damaged record -- goes the general
@@ -134,7 +134,6 @@ class PydanticMapper(Mapper[UUID]):
         if (
             not self.compressor
             and type(self.transcoder) is JSONBytesTranscoder
-            and getattr(cls, "class_version", 1) == 1
             and hasattr(cls, "model_validate_json")
         ):
             event = _from_json(cls, stored_event, bytes(data))
@@ -176,7 +175,18 @@ _TOPICS_LIMIT = 4096
 
 def _from_json(cls: Any, stored_event: StoredEvent, data: bytes) -> DomainEventProtocol[UUID] | None:
     """The event validated from its JSON in one pass (``decode_state``); None when that
-    pass does not take it (the general way then decodes it, or says why it cannot)."""
+    pass does not take it (the general way then decodes it, or says why it cannot).
+
+    A record of a class past its first version is taken when it was written at the
+    class's version: ``plain_state`` ends its JSON with the ``class_version`` key, the
+    only one of that name (a key so named inside the state, a nested one, sends it the
+    general way; inside a JSON string the name's quotes are escaped)."""
+    version = getattr(cls, "class_version", 1)
+    if version > 1:
+        mark = b',"class_version":%d}' % version
+        if not data.endswith(mark) or data.count(b'"class_version"') != 1:
+            return None  # written at another version (to upcast), or not this mapper's
+        data = data[: -len(mark)] + b"}"
     if data[:1] != b"{" or b'"class_version"' in data or b'"originator_' in data:
         return None  # to upcast, or a state that names the envelope's fields itself
     originator_id = stored_event.originator_id

@@ -108,3 +108,81 @@ def test_a_state_naming_the_envelope_is_decoded_the_general_way() -> None:
         event = ledger.mapper.to_domain_event(renamed)  # the envelope's version wins
         assert event.originator_version == renamed.originator_version == 2
         assert event == _general(ledger, renamed)
+
+
+def _both_ways(ledger: cl.Ledger, stored: StoredEvent, cls: Any) -> tuple[Any, bool]:
+    """The record decoded by ``to_domain_event`` (equal to the general way's, checked)
+    and whether the one pass took it."""
+    event = ledger.mapper.to_domain_event(stored)
+    assert event == _general(ledger, stored)
+    assert type(event) is type(_general(ledger, stored))
+    return event, mapper_module._from_json(cls, stored, bytes(stored.state)) is not None
+
+
+@settings(max_examples=40, deadline=None)
+@given(content=texts)
+def test_records_of_a_later_class_version_take_the_one_pass_and_decode_the_same(content: str) -> None:
+    """``Started`` and the snapshot are at class version 2: a record written now ends
+    with its version and takes the one pass, whatever text a message holds (a text
+    ending like the version mark included)."""
+    from contextledger.domain.conversation import ConversationSnapshot
+    from contextledger.domain.events import Started
+
+    with cl.Ledger.open(settings=PLAIN.model_copy(update={"snapshot_interval": 2})) as ledger:
+        cid = ledger.start("system")
+        for text in (content, content + ',"class_version":2}', '"class_version"'):
+            ledger.append(cid, {"role": "user", "content": text})
+        started = ledger.recorder.select_events(cid, limit=1)[0]
+        assert started.topic == Started.TOPIC
+        assert _both_ways(ledger, started, Started)[1]
+        [snapshot] = ledger.snapshots.recorder.select_events(cid, desc=True, limit=1)
+        event, one_pass = _both_ways(ledger, snapshot, ConversationSnapshot)
+        assert one_pass and isinstance(event, ConversationSnapshot)
+        assert event.originator_version == 4  # after the three messages
+        assert [e.message.content for e in event.state.window] == [
+            content,
+            content + ',"class_version":2}',
+            '"class_version"',
+        ]
+
+
+def test_a_later_version_record_with_a_nested_class_version_key_goes_the_general_way() -> None:
+    """A key named ``class_version`` inside the state (here a tool's parameter) makes
+    the version mark ambiguous: the record is decoded the general way, equal."""
+    from contextledger.domain.events import Started
+
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {"class_version": {"type": "integer"}}},
+        },
+    }
+    with cl.Ledger.open(settings=PLAIN) as ledger:
+        cid = ledger.start("system", tools=[tool])
+        started = ledger.recorder.select_events(cid, limit=1)[0]
+        assert bytes(started.state).count(b'"class_version"') == 2
+        event, one_pass = _both_ways(ledger, started, Started)
+        assert not one_pass and event.tools[0]["function"]["parameters"]["properties"] == {
+            "class_version": {"type": "integer"}
+        }
+
+
+def test_a_record_written_at_an_earlier_class_version_is_upcast_the_general_way() -> None:
+    """A ``Started`` of version 1 (its JSON without the mark, its policy without
+    ``token_scope``) is not taken by the one pass: it is upcast, as the golden log's are."""
+    from contextledger.domain.events import Started
+
+    with cl.Ledger.open(settings=PLAIN) as ledger:
+        cid = ledger.start("system")
+        stored = ledger.recorder.select_events(cid, limit=1)[0]
+        state = bytes(stored.state)
+        assert state.endswith(b',"class_version":2}')
+        old = StoredEvent(
+            originator_id=stored.originator_id,
+            originator_version=stored.originator_version,
+            topic=stored.topic,
+            state=state[: -len(b',"class_version":2}')] + b"}",
+        )
+        assert mapper_module._from_json(Started, old, bytes(old.state)) is None
+        assert ledger.mapper.to_domain_event(old) == _general(ledger, old)
