@@ -191,7 +191,8 @@ class SubjectKeysFactory:
     def event_store(self, mapper: Any = None, recorder: Any = None) -> Any:
         """An event store; the subject mapper learns the store's event recorder (the
         first application recorder it is used with), for ``Lineage``; the recorder gets
-        the write fence of the store's key table (``key_fence``)."""
+        the write fence of the store's key table (``key_fence``), and so does the
+        snapshots' recorder where it reads with the key table (PostgreSQL's)."""
         if (
             isinstance(mapper, SubjectMapper)
             and mapper.recorder is None
@@ -199,7 +200,7 @@ class SubjectKeysFactory:
         ):
             mapper.recorder = recorder
         keys = mapper.keys if isinstance(mapper, SubjectMapper) else None
-        if keys is not None and isinstance(recorder, ApplicationRecorder) and hasattr(recorder, "fence"):
+        if keys is not None and hasattr(recorder, "fence"):  # the snapshots' too, for their reads
             recorder.fence = _fence_of(keys)
         parent: Any = super()
         return parent.event_store(mapper=mapper, recorder=recorder)

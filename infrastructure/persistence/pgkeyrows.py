@@ -1,5 +1,6 @@
 """Key rows that ride with the records on PostgreSQL: written with a subject's first
-record (``FirstWrites``), read with a conversation's events (``KeyedRead``).
+record (``FirstWrites``), read with a conversation's events (``KeyedRead``) or its
+latest snapshot (``KeyedSnapshotRead``).
 
 **Written.** The PostgreSQL recorder (``pgrecorder``) maps a save's events
 ``deferring()`` as the SQLite recorder does (``keys.new_keys``): a subject without a key row gets a new key
@@ -33,8 +34,11 @@ recorder reads a whole conversation (``select_events`` from its start) with the 
 row of its subject in the same statement (``KeyedRead``): the subject the
 conversation names (``<prefix>_conversation_subjects``), or its own id; the row rides
 on the first event's row. The row is handed to the key cache (``KeyFence.learn``),
-so the records that name it decrypt without a query of their own. A record naming
-another key (a fork's, a moved conversation's) is read as before, by its id.
+so the records that name it decrypt without a query of their own. A cold load of a
+conversation with a snapshot reads the latest snapshot first, then the events after it:
+that snapshot's read brings the key row the same way (``KeyedSnapshotRead``, by the
+snapshots' recorder). A record naming another key (a fork's, a moved conversation's)
+is read as before, by its id.
 
 Nothing is trusted from the row that a key read by its id would not be: the cache
 unwraps it the same way (a tombstone is cached as a tombstone), and a row under
@@ -58,7 +62,7 @@ from contextledger.infrastructure.keys.key_tables import key_row
 from contextledger.infrastructure.keys.new_keys import NewKey, NewKeyLost
 from contextledger.infrastructure.keys.wrapping import CHECK_SUBJECT
 
-__all__ = ["FirstWrites", "KeyedRead"]
+__all__ = ["FirstWrites", "KeyedRead", "KeyedSnapshotRead"]
 
 #: The one-statement first record: its name, its parameters' types and formats:
 #: the record's four (uuid, int8, text, bytea), then the new key's row (key id,
@@ -257,4 +261,50 @@ class KeyedRead:
         return [
             StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
             for row in rows
+        ]
+
+
+class KeyedSnapshotRead:
+    """The latest snapshot of a conversation (at or below a version) with its subject's
+    key row, in one statement: a cold load reads the snapshot before the events after
+    it, so the key the events' read would bring (``KeyedRead`` reads only whole
+    conversations) would otherwise be looked up by its id, a round trip of its own."""
+
+    def __init__(self, schema: str, snapshots_table: str, fence: KeyFence) -> None:
+        self.fence = fence
+        self.statement: Composed = SQL(
+            "WITH k AS MATERIALIZED (SELECT key_id, subject, wrapped_key, master_id, created_at, "
+            "erased_at, erase_reason FROM {keys} WHERE subject = COALESCE("
+            "(SELECT subject FROM {subjects} WHERE conversation_id = %(o)s), %(own)s)) "
+            "SELECT s.originator_id, s.originator_version, s.topic, s.state, k.key_id, k.subject, "
+            "k.wrapped_key, k.master_id, k.created_at, k.erased_at, k.erase_reason FROM ("
+            "SELECT * FROM {schema}.{table} WHERE originator_id = %(o)s "
+            "AND originator_version <= COALESCE(%(lte)s::bigint, originator_version) "
+            "ORDER BY originator_version DESC LIMIT 1) s LEFT JOIN k ON true"
+        ).format(
+            keys=SQL(fence.table),
+            subjects=SQL(fence.subjects),
+            schema=Identifier(schema),
+            table=Identifier(snapshots_table),
+        )
+
+    def read(
+        self, conn: psycopg.Connection[Any], originator_id: UUID, lte: int | None
+    ) -> Sequence[StoredEvent] | None:
+        """The snapshot (none, or one), its subject's key row learnt; None if the store
+        has no key tables."""
+        with conn.cursor(row_factory=tuple_row) as curs:
+            try:
+                params = {"o": originator_id, "own": str(originator_id), "lte": lte}
+                curs.execute(self.statement, params, prepare=True)
+            except psycopg.errors.UndefinedTable:
+                return None
+            rows = curs.fetchall()
+        if not rows:
+            return []
+        row = rows[0]
+        if row[4] is not None and self.fence.learn is not None:
+            self.fence.learn(key_row(row[4:]))
+        return [
+            StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
         ]

@@ -27,6 +27,8 @@ from eventsourcing.postgres import (
 from psycopg.sql import SQL, Identifier
 
 from contextledger.infrastructure.keys.key_factory import SubjectKeysFactory
+from contextledger.infrastructure.keys.key_fence import KeyFence
+from contextledger.infrastructure.persistence.pgkeyrows import KeyedSnapshotRead
 from contextledger.infrastructure.persistence.pgreads import once_more
 
 __all__ = [
@@ -77,7 +79,13 @@ class PostgresSnapshotRecorder(SelectEventsOnce, PostgresAggregateRecorder):
     """eventsourcing's aggregate recorder (the snapshots' table), writing its rows as
     four arrays sent in binary instead of an array of a composite type: the library
     encodes that array as text, escaping every byte of a snapshot's state (tens of KB).
-    Reads and writes retry as the store does (see the module doc)."""
+    Reads and writes retry as the store does (see the module doc). With the key table in
+    this database, a conversation's latest snapshot is read with its subject's key row
+    (``pgkeyrows.KeyedSnapshotRead``)."""
+
+    #: The key table's fence (set by ``SubjectKeysFactory``; None: no subject keys).
+    fence: KeyFence | None = None
+    _keyed: KeyedSnapshotRead | None = None
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
@@ -89,6 +97,32 @@ class PostgresSnapshotRecorder(SelectEventsOnce, PostgresAggregateRecorder):
             table=Identifier(self.events_table_name),
             id_type=Identifier(self.datastore.originator_id_type),
         )
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        fence = self.fence
+        if desc and limit == 1 and gt is None and fence is not None and fence.fresh is not None:
+            oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+            keyed = self._keyed
+            if keyed is None:
+                keyed = self._keyed = KeyedSnapshotRead(self.datastore.schema, self.events_table_name, fence)
+
+            def read() -> Sequence[StoredEvent] | None:
+                with self.datastore.get_connection() as conn:
+                    return keyed.read(conn, oid, lte)
+
+            found: Sequence[StoredEvent] | None = once_more(read, self.datastore)
+            if found is not None:
+                return found
+            self.fence = None  # no key tables in this store: the library's read, from now on
+        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any) -> None:
         curs.execute(self.insert_events_statement, event_columns(stored_events), prepare=True)

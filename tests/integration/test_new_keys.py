@@ -279,3 +279,41 @@ def test_a_read_of_an_originator_that_is_no_conversation_is_the_plain_read(sqlit
         cid = ledger.start("s")
         assert ledger.recorder.select_events("not-a-conversation") == []
         assert [e.originator_version for e in ledger.recorder.select_events(cid.hex)] == [1]
+
+
+def test_a_cold_load_from_a_snapshot_reads_the_subjects_key_row_with_it(postgres_url: str) -> None:
+    """PostgreSQL (``pgkeyrows.KeyedSnapshotRead``): a cold load reads the latest
+    snapshot before the events after it, so the snapshot's read brings the subject's
+    key row (before, the key was then read by its id, a round trip of its own); at a
+    version, the snapshot at or below it; an erased subject's row is its tombstone."""
+    key = _key()
+    with _open(postgres_url, key, snapshot_interval=4) as writer:
+        own = writer.start("s")
+        named = writer.start("s", subject="erin")
+        gone = writer.start("s", subject="frank")
+        for cid in (own, named, gone):
+            for n in range(9):
+                writer.append(cid, {"role": "user", "content": f"hello {n} {cid}"})
+        assert writer.snapshots is not None
+        for cid in (own, named, gone):
+            assert writer.snapshots.recorder.select_events(cid, desc=True, limit=1)[0].originator_version == 8
+        expected = {cid: (writer.context(cid), writer.conversation(cid, version=6).state) for cid in (own, named)}
+        writer.erase("frank", "asked")
+    for version in (None, 6):
+        with _open(postgres_url, key, snapshot_interval=4) as fresh:
+            table = _keys(fresh).table
+            by_id = table.by_id
+
+            def no_read_by_id(key_id: bytes) -> Any:  # pragma: no cover - the failure
+                raise AssertionError("the key row was read on its own")
+
+            table.by_id = no_read_by_id  # type: ignore[method-assign]
+            for cid in (own, named):
+                if version is None:
+                    assert fresh.context(cid) == expected[cid][0]
+                else:  # re-derived from the snapshot at 4 and the events after it
+                    assert fresh.conversation(cid, version=version).state == expected[cid][1]
+            with pytest.raises(cl.ConversationErasedError) as erased:
+                fresh.context(gone)
+            assert erased.value.subject == "frank"
+            table.by_id = by_id  # type: ignore[method-assign]
