@@ -22,6 +22,7 @@ own read transaction), without the library's ``BEGIN`` and wrappers.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, cast
@@ -395,14 +396,34 @@ class _CachingPool(SQLiteConnectionPool):
         except (sqlite3.Error, TypeError) as e:
             raise InterfaceError(e) from e
         if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:  # the library's WAL switch
-            cursor = c.cursor()
-            cursor.execute("PRAGMA journal_mode;")
-            if cursor.fetchone()[0].lower() != "wal":
-                cursor.execute("PRAGMA journal_mode=WAL;")
+            if _to_wal(c, self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT):
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
         c.row_factory = sqlite3.Row
         return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
+def _to_wal(connection: sqlite3.Connection, timeout: float) -> bool:
+    """Switch the file to WAL unless it is (True if this call switched it). Processes
+    opening one new file at once race for the exclusive lock the switch needs, and
+    SQLite answers the loser "database is locked" at once, without waiting as a busy
+    handler would (each holds a shared lock the other's switch waits for): it reads the
+    mode again, and tries again until ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cursor = connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode;")
+            if cursor.fetchone()[0].lower() == "wal":
+                return False
+            cursor.execute("PRAGMA journal_mode=WAL;")
+            return True
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        finally:
+            cursor.close()
+        time.sleep(0.01)
 
 
 class SQLiteConversationFactory(SQLiteFactory):
