@@ -221,47 +221,61 @@ class _Refused(Exception):
     """A new key's row or a record was refused: the transaction is rolled back."""
 
 
+#: The subject's key row, for the conversation ``%(o)s`` (its own id as text ``%(own)s``
+#: when it names no subject), and the columns a keyed read adds to each record's.
+_KEY_ROW = (
+    "WITH k AS MATERIALIZED (SELECT key_id, subject, wrapped_key, master_id, created_at, "
+    "erased_at, erase_reason FROM {keys} WHERE subject = COALESCE("
+    "(SELECT subject FROM {subjects} WHERE conversation_id = %(o)s), %(own)s)) "
+)
+_KEY_COLUMNS = "k.key_id, k.subject, k.wrapped_key, k.master_id, k.created_at, k.erased_at, k.erase_reason"
+
+
+def _keyed(statement: str, schema: str, table: str, fence: KeyFence) -> Composed:
+    """``statement`` after the key row's ``WITH``, its names filled in."""
+    names = {"keys": SQL(fence.table), "subjects": SQL(fence.subjects)}
+    return SQL(_KEY_ROW + statement).format(**names, schema=Identifier(schema), table=Identifier(table))
+
+
+def _read_keyed(
+    conn: psycopg.Connection[Any], statement: Composed, params: dict[str, Any], fence: KeyFence
+) -> Sequence[StoredEvent] | None:
+    """The records a keyed statement reads, the key row on the first learnt; None if the
+    store has no key tables (made before them: nothing names a key). The rows are read
+    as tuples: eleven columns a row, the key's seven NULL but on the first."""
+    with conn.cursor(row_factory=tuple_row) as curs:
+        try:
+            curs.execute(statement, params, prepare=True)
+        except psycopg.errors.UndefinedTable:
+            return None
+        rows = curs.fetchall()
+    if rows and rows[0][4] is not None and fence.learn is not None:
+        fence.learn(key_row(rows[0][4:]))
+    return [
+        StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
+        for row in rows
+    ]
+
+
 class KeyedRead:
     """The full read of a conversation with its subject's key row (see the module doc)."""
 
     def __init__(self, schema: str, events_table: str, fence: KeyFence) -> None:
         self.fence = fence
-        self.statement: Composed = SQL(
-            "WITH k AS MATERIALIZED (SELECT key_id, subject, wrapped_key, master_id, created_at, "
-            "erased_at, erase_reason FROM {keys} WHERE subject = COALESCE("
-            "(SELECT subject FROM {subjects} WHERE conversation_id = %(o)s), %(own)s)) "
-            "SELECT e.originator_id, e.originator_version, e.topic, e.state, k.key_id, k.subject, "
-            "k.wrapped_key, k.master_id, k.created_at, k.erased_at, k.erase_reason "
+        self.statement = _keyed(
+            f"SELECT e.originator_id, e.originator_version, e.topic, e.state, {_KEY_COLUMNS} "
             "FROM {schema}.{table} e LEFT JOIN k ON e.originator_version = 1 "
-            "WHERE e.originator_id = %(o)s ORDER BY e.originator_version ASC"
-        ).format(
-            keys=SQL(fence.table),
-            subjects=SQL(fence.subjects),
-            schema=Identifier(schema),
-            table=Identifier(events_table),
+            "WHERE e.originator_id = %(o)s ORDER BY e.originator_version ASC",
+            schema,
+            events_table,
+            fence,
         )
 
     def read(self, conn: psycopg.Connection[Any], originator_id: UUID | str) -> Sequence[StoredEvent] | None:
         """The conversation's events in version order, its subject's key row learnt;
-        None if the store has no key tables (made before them: nothing names a key).
-        Its rows are read as tuples: eleven columns a row, the key's seven NULL but on
-        the first, not built into a dict each."""
+        None if the store has no key tables."""
         oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
-        with conn.cursor(row_factory=tuple_row) as curs:
-            try:
-                curs.execute(self.statement, {"o": oid, "own": str(oid)}, prepare=True)
-            except psycopg.errors.UndefinedTable:
-                return None
-            rows = curs.fetchall()
-        if not rows:
-            return []
-        first = rows[0]
-        if first[4] is not None and self.fence.learn is not None:
-            self.fence.learn(key_row(first[4:]))
-        return [
-            StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
-            for row in rows
-        ]
+        return _read_keyed(conn, self.statement, {"o": oid, "own": str(oid)}, self.fence)
 
 
 class KeyedSnapshotRead:
@@ -272,20 +286,14 @@ class KeyedSnapshotRead:
 
     def __init__(self, schema: str, snapshots_table: str, fence: KeyFence) -> None:
         self.fence = fence
-        self.statement: Composed = SQL(
-            "WITH k AS MATERIALIZED (SELECT key_id, subject, wrapped_key, master_id, created_at, "
-            "erased_at, erase_reason FROM {keys} WHERE subject = COALESCE("
-            "(SELECT subject FROM {subjects} WHERE conversation_id = %(o)s), %(own)s)) "
-            "SELECT s.originator_id, s.originator_version, s.topic, s.state, k.key_id, k.subject, "
-            "k.wrapped_key, k.master_id, k.created_at, k.erased_at, k.erase_reason FROM ("
+        self.statement = _keyed(
+            f"SELECT s.originator_id, s.originator_version, s.topic, s.state, {_KEY_COLUMNS} FROM ("
             "SELECT * FROM {schema}.{table} WHERE originator_id = %(o)s "
             "AND originator_version <= COALESCE(%(lte)s::bigint, originator_version) "
-            "ORDER BY originator_version DESC LIMIT 1) s LEFT JOIN k ON true"
-        ).format(
-            keys=SQL(fence.table),
-            subjects=SQL(fence.subjects),
-            schema=Identifier(schema),
-            table=Identifier(snapshots_table),
+            "ORDER BY originator_version DESC LIMIT 1) s LEFT JOIN k ON true",
+            schema,
+            snapshots_table,
+            fence,
         )
 
     def read(
@@ -293,18 +301,5 @@ class KeyedSnapshotRead:
     ) -> Sequence[StoredEvent] | None:
         """The snapshot (none, or one), its subject's key row learnt; None if the store
         has no key tables."""
-        with conn.cursor(row_factory=tuple_row) as curs:
-            try:
-                params = {"o": originator_id, "own": str(originator_id), "lte": lte}
-                curs.execute(self.statement, params, prepare=True)
-            except psycopg.errors.UndefinedTable:
-                return None
-            rows = curs.fetchall()
-        if not rows:
-            return []
-        row = rows[0]
-        if row[4] is not None and self.fence.learn is not None:
-            self.fence.learn(key_row(row[4:]))
-        return [
-            StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=bytes(row[3]))
-        ]
+        params = {"o": originator_id, "own": str(originator_id), "lte": lte}
+        return _read_keyed(conn, self.statement, params, self.fence)

@@ -98,17 +98,13 @@ class PostgresSnapshotRecorder(SelectEventsOnce, PostgresAggregateRecorder):
             id_type=Identifier(self.datastore.originator_id_type),
         )
 
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
+    def select_events(self, originator_id: UUID | str, **options: Any) -> Sequence[StoredEvent]:
+        """The library's read (``options``: ``gt``, ``lte``, ``desc``, ``limit``); the
+        latest snapshot (``desc``, ``limit=1``) with its subject's key row when the key
+        table is in this database."""
         fence = self.fence
-        if desc and limit == 1 and gt is None and fence is not None and fence.fresh is not None:
+        latest = options.get("desc") and options.get("limit") == 1 and options.get("gt") is None
+        if latest and fence is not None and fence.fresh is not None:
             oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
             keyed = self._keyed
             if keyed is None:
@@ -116,13 +112,13 @@ class PostgresSnapshotRecorder(SelectEventsOnce, PostgresAggregateRecorder):
 
             def read() -> Sequence[StoredEvent] | None:
                 with self.datastore.get_connection() as conn:
-                    return keyed.read(conn, oid, lte)
+                    return keyed.read(conn, oid, options.get("lte"))
 
             found: Sequence[StoredEvent] | None = once_more(read, self.datastore)
             if found is not None:
                 return found
             self.fence = None  # no key tables in this store: the library's read, from now on
-        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        return super().select_events(originator_id, **options)
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any) -> None:
         curs.execute(self.insert_events_statement, event_columns(stored_events), prepare=True)

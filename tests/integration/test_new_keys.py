@@ -15,6 +15,8 @@ import base64
 import os
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -40,6 +42,22 @@ def _keys(ledger: Ledger) -> SubjectKeys:
     keys = subject_keys_of(ledger)
     assert keys is not None
     return keys
+
+
+@contextmanager
+def _no_key_read_by_id(ledger: Ledger) -> Iterator[None]:
+    """A read of a key row by its id, on its own, fails the test while this is open."""
+    table = _keys(ledger).table
+    by_id = table.by_id
+
+    def no_read_by_id(key_id: bytes) -> Any:  # pragma: no cover - the failure
+        raise AssertionError("the key row was read on its own")
+
+    table.by_id = no_read_by_id  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        table.by_id = by_id  # type: ignore[method-assign]
 
 
 def _first_key_id(ledger: Ledger, cid: uuid.UUID) -> bytes:
@@ -256,20 +274,12 @@ def test_a_cold_load_reads_the_subjects_key_row_with_the_events(shared_url: str)
         for cid in (own, named, gone):
             writer.append(cid, {"role": "user", "content": f"hello {cid}"})
         writer.erase("frank", "asked")
-    with _open(shared_url, key) as fresh:
-        table = _keys(fresh).table
-        by_id = table.by_id
-
-        def no_read_by_id(key_id: bytes) -> Any:  # pragma: no cover - the failure
-            raise AssertionError("the key row was read on its own")
-
-        table.by_id = no_read_by_id  # type: ignore[method-assign]
+    with _open(shared_url, key) as fresh, _no_key_read_by_id(fresh):
         for cid in (own, named):
             assert fresh.context(cid)[-1]["content"] == f"hello {cid}"
         with pytest.raises(cl.ConversationErasedError) as erased:
             fresh.context(gone)
         assert erased.value.subject == "frank"
-        table.by_id = by_id  # type: ignore[method-assign]
 
 
 def test_a_read_of_an_originator_that_is_no_conversation_is_the_plain_read(sqlite_url: str) -> None:
@@ -300,14 +310,7 @@ def test_a_cold_load_from_a_snapshot_reads_the_subjects_key_row_with_it(postgres
         expected = {cid: (writer.context(cid), writer.conversation(cid, version=6).state) for cid in (own, named)}
         writer.erase("frank", "asked")
     for version in (None, 6):
-        with _open(postgres_url, key, snapshot_interval=4) as fresh:
-            table = _keys(fresh).table
-            by_id = table.by_id
-
-            def no_read_by_id(key_id: bytes) -> Any:  # pragma: no cover - the failure
-                raise AssertionError("the key row was read on its own")
-
-            table.by_id = no_read_by_id  # type: ignore[method-assign]
+        with _open(postgres_url, key, snapshot_interval=4) as fresh, _no_key_read_by_id(fresh):
             for cid in (own, named):
                 if version is None:
                     assert fresh.context(cid) == expected[cid][0]
@@ -316,4 +319,3 @@ def test_a_cold_load_from_a_snapshot_reads_the_subjects_key_row_with_it(postgres
             with pytest.raises(cl.ConversationErasedError) as erased:
                 fresh.context(gone)
             assert erased.value.subject == "frank"
-            table.by_id = by_id  # type: ignore[method-assign]
