@@ -45,9 +45,9 @@ from contextledger.application.formats.items import (
     private_items,
     shared_items,
 )
-from contextledger.application.formats.native import NativeCompaction, readable_text, record_native
+from contextledger.application.formats.native import NativeCompaction, record_native
+from contextledger.application.formats.native_readable import readable_now
 from contextledger.application.shared.limits import check_message_bytes, check_message_tokens
-from contextledger.application.shared.ports import SummaryResult
 from contextledger.domain.conversation import Conversation
 from contextledger.domain.values.errors import InvalidEditError, InvalidMessageError
 from contextledger.domain.values.items import Item, items_from_messages, messages_from_items
@@ -216,21 +216,8 @@ def compact_session(ledger: Ledger, conversation_id: UUID, output: list[Item]) -
         return False
     payload = tuple(copy.deepcopy(output))
 
-    def readable(conversation: Conversation) -> SummaryResult | None:
-        policy = conversation.policy
-        return readable_text(
-            conversation,
-            ledger.summarizer,
-            ledger.fallback_summarizer,
-            model=policy.summarizer_model or ledger.summarizer_model_name(),
-            max_summary_tokens=policy.max_summary_tokens,
-            counter=ledger.counters.for_model(conversation.state.model),
-        )
-
     defer = ledger.settings.native_readable == "on_demand"
-    if not defer:  # the summarizer is sent the content: the key table is read first
-        ledger.subjects.learn_erasures(conversation_id)
-    text = None if defer else ledger.store.read(conversation_id, readable)
+    text = None if defer else readable_now(ledger, conversation_id)
 
     def command(conversation: Conversation) -> tuple[bool, list[Any]]:
         counter = ledger.counters.for_model(conversation.state.model)

@@ -27,12 +27,16 @@ from contextledger.domain.conversation import Conversation
 from contextledger.domain.events import NativeSummaryReadable, SummaryProvenance
 from contextledger.domain.folding.fold import refresh_view
 from contextledger.domain.values.errors import StoreError
+from contextledger.domain.values.messages import Message
 from contextledger.domain.values.reduction import SummaryLayer, SummaryLink, summary_message
 
 __all__ = [
     "ErasureCheck",
     "ReadableHost",
+    "ReadableSource",
     "make_readable_now",
+    "readable_now",
+    "readable_of",
     "readable_texts",
     "unreadable_links",
     "with_readable_summaries",
@@ -52,13 +56,10 @@ class ErasureCheck(Protocol):
         ...
 
 
-class ReadableHost(Protocol):
-    """What making a readable summary needs: the store, the settings, the
-    conversation's summarizer and its fallback, token counters, the clock and the
-    check of its subjects' keys."""
-
-    @property
-    def settings(self) -> Settings: ...
+class ReadableSource(Protocol):
+    """What making a readable summary of a conversation needs: its store, the
+    conversation's summarizer and its fallback, token counters, and the check of its
+    subjects' keys."""
 
     @property
     def store(self) -> ConversationStore: ...
@@ -73,10 +74,46 @@ class ReadableHost(Protocol):
 
     def counter_for(self, model: str) -> TokenCounter: ...
 
-    def clock(self) -> datetime: ...
-
     @property
     def subjects(self) -> ErasureCheck: ...
+
+
+class ReadableHost(ReadableSource, Protocol):
+    """What making and recording the readable summaries a read needs: besides, the
+    settings and the clock."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def clock(self) -> datetime: ...
+
+
+def readable_of(
+    host: ReadableSource, conversation: Conversation, appended: tuple[Message, ...] = ()
+) -> SummaryResult | None:
+    """``readable_text`` of ``conversation`` by the host's summarizers, under its policy."""
+    policy = conversation.policy
+    return readable_text(
+        conversation,
+        host.summarizer,
+        host.fallback_summarizer,
+        model=policy.summarizer_model or host.summarizer_model_name(),
+        max_summary_tokens=policy.max_summary_tokens,
+        counter=host.counter_for(conversation.state.model),
+        appended=appended,
+    )
+
+
+def readable_now(
+    host: ReadableSource, conversation_id: UUID, appended: tuple[Message, ...] = ()
+) -> SummaryResult | None:
+    """The readable summary of what an opaque compaction about to be recorded covers
+    (the messages not yet summarized, then ``appended``), from the conversation as it
+    is now. Its content goes to the summarizer: the key table is read first, so a
+    subject another process erased is learnt and the read raises
+    ``ConversationErasedError`` (``Subjects.learn_erasures``)."""
+    host.subjects.learn_erasures(conversation_id)
+    return host.store.read(conversation_id, lambda conversation: readable_of(host, conversation, appended))
 
 
 def _waiting(layer: SummaryLayer) -> bool:
@@ -102,15 +139,7 @@ def _make(host: ReadableHost, conversation_id: UUID, link: SummaryLink) -> Summa
     """A readable summary of what the native summary ``link`` covers, from the
     conversation it was recorded in as it stood just before it."""
     before = host.store.at_version(link.origin or conversation_id, link.version - 1)
-    policy = before.policy
-    made = readable_text(
-        before,
-        host.summarizer,
-        host.fallback_summarizer,
-        model=policy.summarizer_model or host.summarizer_model_name(),
-        max_summary_tokens=policy.max_summary_tokens,
-        counter=host.counter_for(before.state.model),
-    )
+    made = readable_of(host, before)
     if made is None:  # it was recorded over the messages not yet summarized then
         raise StoreError(
             "the log holds no messages before the native summary",

@@ -23,7 +23,8 @@ from eventsourcing.persistence import IntegrityError
 from contextledger.application.formats.base import InboundAdapter, ProviderUsage
 from contextledger.application.formats.gemini import OpenCall, open_calls_of
 from contextledger.application.formats.inbound import GEMINI
-from contextledger.application.formats.native import readable_text, record_native
+from contextledger.application.formats.native import record_native
+from contextledger.application.formats.native_readable import readable_now
 from contextledger.application.privacy.subjects import Subjects
 from contextledger.application.shared.addressing import ConversationRef, check_key, id_for_key, resolve
 from contextledger.application.shared.counting import TokenCounters
@@ -34,7 +35,7 @@ from contextledger.application.shared.limits import (
     with_default_cap,
 )
 from contextledger.application.shared.observability import Tracer, log
-from contextledger.application.shared.ports import Summarizer, SummaryResult
+from contextledger.application.shared.ports import Summarizer, SummaryResult, TokenCounter
 from contextledger.application.shared.settings import Settings
 from contextledger.application.shared.wire import ToolDefinition
 from contextledger.application.storage.store import ConversationStore
@@ -94,6 +95,8 @@ class CommandHost(Protocol):
     def fallback_summarizer(self) -> Summarizer | None: ...
 
     def summarizer_model_name(self) -> str: ...
+
+    def counter_for(self, model: str) -> TokenCounter: ...
 
 
 class ConversationCommands:
@@ -325,26 +328,9 @@ class ConversationCommands:
         opaque = [c for at, c in batch.compactions if c.text is None and not c.failed]
         if not opaque:
             return None
-        host = self._host
         # The messages of this batch that come before it: it covers them too.
         before = tuple(p.message for p in batch.pieces[: batch.compactions[0][0]])
-
-        def summarize(conversation: Conversation) -> SummaryResult | None:
-            policy = conversation.policy
-            return readable_text(
-                conversation,
-                host.summarizer,
-                host.fallback_summarizer,
-                model=policy.summarizer_model or host.summarizer_model_name(),
-                max_summary_tokens=policy.max_summary_tokens,
-                counter=host.counters.for_model(conversation.state.model),
-                appended=before,
-            )
-
-        # The summarizer is sent the conversation's content: the key table is read first
-        # (a subject another process erased is learnt, and the read below raises).
-        host.subjects.learn_erasures(conversation_id)
-        return host.store.read(conversation_id, summarize)
+        return readable_now(self._host, conversation_id, appended=before)
 
     def append_to(
         self,
