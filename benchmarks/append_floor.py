@@ -128,7 +128,7 @@ def main() -> None:
     logs = {"plain": tmp / "plain.db-wal", "floor": tmp / "floor.db-wal", "ledger": tmp / "ledger.db-wal"}
     warmed = {}
     for name, write in writers.items():  # warm-up: compiled statements, caches, each log reused
-        warmed[name] = recycle_wal_now(lambda k, w=write: w(n + 1 + k), logs[name])
+        warmed[name] = recycle_wal_now(lambda k, w=write, base=n: w(base + 1 + k), logs[name])
         n += warmed[name] + 1
     ledger.wait_idle(timeout=600)
     for _ in range(args.runs):
