@@ -97,6 +97,18 @@ class AESGCMCipher(Cipher):
         sealed = self._aead.encrypt(nonce, plaintext, aad)  # ciphertext | tag
         return nonce + sealed[-TAG_SIZE:] + sealed[:-TAG_SIZE]
 
+    def decrypt_from(self, data: bytes, start: int, aad: bytes) -> bytes:
+        """``decrypt`` of ``data[start:]`` (at least ``OVERHEAD`` bytes: the caller
+        checks), without copying it out first: a stored record's body after its header."""
+        try:
+            return self._aead.decrypt(
+                data[start : start + NONCE_SIZE],
+                data[start + OVERHEAD :] + data[start + NONCE_SIZE : start + OVERHEAD],
+                aad,
+            )
+        except InvalidTag:
+            raise ValueError("Cipher text is damaged, or not of this key") from None
+
     def decrypt(self, ciphertext: bytes, aad: bytes | None = None) -> bytes:
         """The plaintext of ``nonce | tag | ciphertext``; ``ValueError`` if the bytes are
         damaged, or were written under another key or other associated data."""

@@ -98,6 +98,8 @@ MAX_KEYS = 255
 #: The first bytes of a record stored in clear (an erasure's record).
 CLEAR_MARK = b"CLC\x01"
 _HEADER = len(MARK) + KEY_ID_SIZE
+#: The shortest record under one data key: its header, a nonce and a tag.
+_MIN_SEALED = _HEADER + OVERHEAD
 _MARK_SIZE = len(MARK)
 #: Records read at a time looking for a fork's first own message.
 _PAGE = 100
@@ -109,9 +111,19 @@ _SUBJECTS: ContextVar[tuple[str, ...] | None] = ContextVar("contextledger_record
 _Named = tuple[int, list[bytes], list[DataKey | Tombstone | None]]  # ``_named_keys``
 
 
-def _record_aad(header: bytes, originator_id: UUID | str, version: int) -> bytes:
+def _id_bytes(originator_id: UUID | str) -> bytes:
     oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
-    return header + oid.bytes + version.to_bytes(8, "big", signed=True)
+    return oid.bytes
+
+
+def _version_bytes(version: int) -> bytes:
+    return version.to_bytes(8, "big", signed=True)
+
+
+def _record_aad(header: bytes, originator_id: UUID | str, version: int) -> bytes:
+    """The associated data a record is sealed with: its clear header, its
+    conversation's id and its version."""
+    return header + _id_bytes(originator_id) + _version_bytes(version)
 
 
 class SubjectMapper(PydanticMapper):
@@ -119,6 +131,8 @@ class SubjectMapper(PydanticMapper):
     Without keys (``use_keys`` not called) it is ``PydanticMapper`` with the master key."""
 
     keys: SubjectKeys | None = None
+    #: The last record's originator id and its 16 bytes (``to_domain_event``).
+    _oid_bytes: tuple[Any, bytes] = (None, b"")
     #: Whether new records are written under subject keys (else the master key).
     per_subject: bool = False
     #: The store's event recorder (set by ``SubjectKeysFactory``): where ``lineage``
@@ -275,16 +289,17 @@ class SubjectMapper(PydanticMapper):
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         state, keys = stored_event.state, self.keys
-        if keys is not None and state[:_MARK_SIZE] == MARK and len(state) >= _HEADER + OVERHEAD:
+        if keys is not None and type(state) is bytes and state.startswith(MARK) and len(state) >= _MIN_SEALED:
             # The usual record, under one data key, decrypted at once; anything else
             # (a tombstone, a missing key, a record that does not decrypt) the general way.
-            key = keys.key_by_id(bytes(state[_MARK_SIZE:_HEADER]))
+            key = keys.key_by_id(state[_MARK_SIZE:_HEADER])
             if type(key) is DataKey:
-                aad = _record_aad(
-                    bytes(state[:_HEADER]), stored_event.originator_id, stored_event.originator_version
-                )
+                oid, memo = stored_event.originator_id, self._oid_bytes
+                if memo[0] is not oid:  # a conversation's records share one id object
+                    memo = self._oid_bytes = (oid, _id_bytes(oid))
+                aad = state[:_HEADER] + memo[1] + _version_bytes(stored_event.originator_version)
                 try:
-                    data = key.cipher.decrypt(state[_HEADER:], aad)
+                    data = key.cipher.decrypt_from(state, _HEADER, aad)
                 except ValueError:
                     pass
                 else:

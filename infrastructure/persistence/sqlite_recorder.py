@@ -153,12 +153,11 @@ class SQLiteConversationRecorder(SQLiteApplicationRecorder):
             first = rows[0]
             if first[4] is not None:  # the subject's key row, on the first event's
                 fence.learn(key_row(first[4:]))
-            rows = [row[:4] for row in rows]
         as_uuid = self.datastore.originator_id_type == "uuid"
         same = UUID(rows[0][0]) if as_uuid else rows[0][0]  # one originator: converted once
-        return [
-            StoredEvent(originator_id=same, originator_version=version, topic=topic, state=state)
-            for _, version, topic, state in rows
+        return [  # a keyed row's key columns after the first four: not copied off
+            StoredEvent(originator_id=same, originator_version=row[1], topic=row[2], state=row[3])
+            for row in rows
         ]
 
     def _keyed_statement(self, fence: KeyFence) -> str:
