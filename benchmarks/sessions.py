@@ -387,6 +387,15 @@ def main() -> None:
             "`get_items()`'s read and rendering, the hop to the session's thread and back for the "
             f"append); `get_items()` read in place in {in_place:,} of {reads:,} turns."
         )
+    turn_us = {(size, name): ms * 1000 for size, name, ms, *_ in rows}
+    for size in dict.fromkeys(size for size, *_ in rows):
+        mine = turn_us.get((size, "LedgerSession (SQLite)"))
+        theirs = turn_us.get((size, "SQLiteSession (SQLite file)"))
+        if mine is not None and theirs is not None:
+            lines.append(
+                f"- Per turn at {size:,} items (wall clock, median of the runs' medians): LedgerSession "
+                f"(SQLite) {mine:.0f} µs, SQLiteSession {theirs:.0f} µs ({mine / theirs:.2f}x)."
+            )
     for size in dict.fromkeys(size for size, *_ in rows):
         mine = cpu.get((size, "LedgerSession (SQLite)"))
         theirs = cpu.get((size, "SQLiteSession (SQLite file)"))
