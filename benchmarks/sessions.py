@@ -22,8 +22,8 @@ history and policy in the same ledger, right after each of its turns -- and *the
 hop to the session's thread and back for the append; ``get_items()`` reads in place
 when it can, and the line says how often it did). Before the timed runs, each SQLite
 file (the SDK's, the ledger's) is written to until its write-ahead log stops growing
-(``benchmarks/sqlite_wal.py``): a commit that grows the file costs about twice the
-flush of one that writes over the log, so neither side is timed while its log grows.
+(``benchmarks/sqlite_wal.py``): a commit that grows the file costs half as much again
+to twice the flush of one that writes over the log, so neither side is timed while its log grows.
 Writes its section of docs/benchmarks.md (``sessions``) and prints it.
 """
 
@@ -342,8 +342,8 @@ def main() -> None:
         "ledger is idle, so it includes the offline summarizer's background summaries "
         "(policy: trigger 100, keep 20, keep_tool_results 10). Before the timed runs, each SQLite file "
         "(the SDK's, the ledger's) is written to until its write-ahead log stops growing "
-        "(`benchmarks/sqlite_wal.py`: a commit that grows the file costs about twice the flush of "
-        "one that writes over the log), as in a service that has run a while. "
+        "(`benchmarks/sqlite_wal.py`: a commit that grows the file costs half as much again to twice "
+        "the flush of one that writes over the log), as in a service that has run a while. "
         f"{os.cpu_count()} cores, shared: load "
         f"average {load_avg:.1f} at the end of the run.",
         "",
