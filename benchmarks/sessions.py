@@ -388,23 +388,19 @@ def main() -> None:
             f"append); `get_items()` read in place in {in_place:,} of {reads:,} turns."
         )
     turn_us = {(size, name): ms * 1000 for size, name, ms, *_ in rows}
-    for size in dict.fromkeys(size for size, *_ in rows):
-        mine = turn_us.get((size, "LedgerSession (SQLite)"))
-        theirs = turn_us.get((size, "SQLiteSession (SQLite file)"))
-        if mine is not None and theirs is not None:
-            lines.append(
-                f"- Per turn at {size:,} items (wall clock, median of the runs' medians): LedgerSession "
-                f"(SQLite) {mine:.0f} µs, SQLiteSession {theirs:.0f} µs ({mine / theirs:.2f}x)."
-            )
-    for size in dict.fromkeys(size for size, *_ in rows):
-        mine = cpu.get((size, "LedgerSession (SQLite)"))
-        theirs = cpu.get((size, "SQLiteSession (SQLite file)"))
-        if mine is not None and theirs is not None:
-            lines.append(
-                f"- CPU per turn at {size:,} items (`time.process_time`, every thread of the process, "
-                f"median of the runs' medians): LedgerSession (SQLite) {mine:.0f} µs, SQLiteSession "
-                f"{theirs:.0f} µs ({mine / theirs:.2f}x)."
-            )
+    measures = (
+        ("Per turn", "wall clock", turn_us),
+        ("CPU per turn", "`time.process_time`, every thread of the process", cpu),
+    )
+    for title, how, by in measures:
+        for size in dict.fromkeys(size for size, *_ in rows):
+            mine = by.get((size, "LedgerSession (SQLite)"))
+            theirs = by.get((size, "SQLiteSession (SQLite file)"))
+            if mine is not None and theirs is not None:
+                lines.append(
+                    f"- {title} at {size:,} items ({how}, median of the runs' medians): LedgerSession "
+                    f"(SQLite) {mine:.0f} µs, SQLiteSession {theirs:.0f} µs ({mine / theirs:.2f}x)."
+                )
     for name, seconds in blocks.items():
         tenth = max(1, len(seconds) // 5)
         lines.append(
