@@ -81,12 +81,34 @@ def plain_writer(path: Path) -> Callable[[int], None]:
     return insert
 
 
-def floor_writer(path: Path) -> Callable[[int], None]:
+def _records(path: Path) -> sqlite3.Connection:
+    """A connection to a new file holding the floor's table of records."""
     conn = _connect(path)
     conn.execute(
         "CREATE TABLE records (conversation_id TEXT, position INTEGER, body BLOB, "
         "PRIMARY KEY (conversation_id, position))"
     )
+    return conn
+
+
+def _sealed(
+    counter: TiktokenCounter, i: int, previous: str, position: int, cipher: AESGCM, aad: bytes
+) -> tuple[bytes, str, datetime]:
+    """The floor's work on message ``i``: validated, its tokens counted, its digest link
+    committed after ``previous``, its record's JSON encrypted; the sealed record, its
+    digest and its time."""
+    msg = Message.model_validate(message(i))
+    tokens = counter.count_message(msg)
+    at = datetime.now(UTC)
+    link = commit(previous, structure("message", position, at, position), message_content(msg))
+    dumped = msg.model_dump(exclude_none=True)
+    body = {"message": dumped, "tokens": tokens, "timestamp": at.isoformat(), **link}
+    nonce = os.urandom(12)
+    return nonce + cipher.encrypt(nonce, json.dumps(body).encode(), aad), link["digest"], at
+
+
+def floor_writer(path: Path) -> Callable[[int], None]:
+    conn = _records(path)
     conn.execute("CREATE TABLE tombstones (subject TEXT PRIMARY KEY)")
     cid, subject = str(uuid.uuid4()), "user-1"
     counter = TiktokenCounter("gpt-4o-mini")
@@ -94,15 +116,7 @@ def floor_writer(path: Path) -> Callable[[int], None]:
     digest = [""]
 
     def insert(i: int) -> None:
-        msg = Message.model_validate(message(i))
-        tokens = counter.count_message(msg)
-        at = datetime.now(UTC)
-        link = commit(digest[0], structure("message", i, at, i), message_content(msg))
-        digest[0] = link["digest"]
-        dumped = msg.model_dump(exclude_none=True)
-        body = {"message": dumped, "tokens": tokens, "timestamp": at.isoformat(), **link}
-        nonce = os.urandom(12)
-        sealed = nonce + aead.encrypt(nonce, json.dumps(body).encode(), cid.encode())
+        sealed, digest[0], _ = _sealed(counter, i, digest[0], i, aead, cid.encode())
         conn.execute("BEGIN")
         conn.execute(
             "INSERT INTO records SELECT ?, ?, ? "
@@ -115,11 +129,7 @@ def floor_writer(path: Path) -> Callable[[int], None]:
 
 
 def first_floor_writer(path: Path) -> Callable[[int], None]:
-    conn = _connect(path)
-    conn.execute(
-        "CREATE TABLE records (conversation_id TEXT, position INTEGER, body BLOB, "
-        "PRIMARY KEY (conversation_id, position))"
-    )
+    conn = _records(path)
     conn.execute(
         "CREATE TABLE keys (key_id BLOB PRIMARY KEY, subject TEXT NOT NULL UNIQUE, wrapped_key BLOB, "
         "master_id TEXT NOT NULL, created_at TEXT NOT NULL) WITHOUT ROWID"
@@ -129,22 +139,15 @@ def first_floor_writer(path: Path) -> Callable[[int], None]:
 
     def insert(i: int) -> None:
         cid = str(uuid.uuid4())  # each write a new subject's first record
-        msg = Message.model_validate(message(i))
-        tokens = counter.count_message(msg)
-        at = datetime.now(UTC)
-        link = commit("", structure("message", 0, at, 0), message_content(msg))
         raw, key_id, wrap_nonce = os.urandom(32), os.urandom(16), os.urandom(12)
         wrapped = wrap_nonce + master.encrypt(wrap_nonce, raw, key_id + cid.encode())
-        dumped = msg.model_dump(exclude_none=True)
-        body = {"message": dumped, "tokens": tokens, "timestamp": at.isoformat(), **link}
-        nonce = os.urandom(12)
-        sealed = key_id + nonce + AESGCM(raw).encrypt(nonce, json.dumps(body).encode(), cid.encode())
+        sealed, _, at = _sealed(counter, i, "", 0, AESGCM(raw), cid.encode())
         conn.execute("BEGIN")
         conn.execute(
             "INSERT INTO keys VALUES (?, ?, ?, 'master', ?) ON CONFLICT (subject) DO NOTHING",
             (key_id, cid, wrapped, at.isoformat()),
         )
-        conn.execute("INSERT INTO records VALUES (?, 0, ?)", (cid, sealed))
+        conn.execute("INSERT INTO records VALUES (?, 0, ?)", (cid, key_id + sealed))
         conn.execute("COMMIT")
 
     return insert
