@@ -237,6 +237,10 @@ def _keyed(statement: str, schema: str, table: str, fence: KeyFence) -> Composed
     return SQL(_KEY_ROW + statement).format(**names, schema=Identifier(schema), table=Identifier(table))
 
 
+def _as_uuid(originator_id: UUID | str) -> UUID:
+    return originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+
+
 def _read_keyed(
     conn: psycopg.Connection[Any], statement: Composed, params: dict[str, Any], fence: KeyFence
 ) -> Sequence[StoredEvent] | None:
@@ -274,7 +278,7 @@ class KeyedRead:
     def read(self, conn: psycopg.Connection[Any], originator_id: UUID | str) -> Sequence[StoredEvent] | None:
         """The conversation's events in version order, its subject's key row learnt;
         None if the store has no key tables."""
-        oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+        oid = _as_uuid(originator_id)
         return _read_keyed(conn, self.statement, {"o": oid, "own": str(oid)}, self.fence)
 
 
@@ -297,9 +301,10 @@ class KeyedSnapshotRead:
         )
 
     def read(
-        self, conn: psycopg.Connection[Any], originator_id: UUID, lte: int | None
+        self, conn: psycopg.Connection[Any], originator_id: UUID | str, lte: int | None
     ) -> Sequence[StoredEvent] | None:
         """The snapshot (none, or one), its subject's key row learnt; None if the store
         has no key tables."""
-        params = {"o": originator_id, "own": str(originator_id), "lte": lte}
+        oid = _as_uuid(originator_id)
+        params = {"o": oid, "own": str(oid), "lte": lte}
         return _read_keyed(conn, self.statement, params, self.fence)

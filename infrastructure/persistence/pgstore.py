@@ -105,14 +105,13 @@ class PostgresSnapshotRecorder(SelectEventsOnce, PostgresAggregateRecorder):
         fence = self.fence
         latest = options.get("desc") and options.get("limit") == 1 and options.get("gt") is None
         if latest and fence is not None and fence.fresh is not None:
-            oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
             keyed = self._keyed
             if keyed is None:
                 keyed = self._keyed = KeyedSnapshotRead(self.datastore.schema, self.events_table_name, fence)
 
             def read() -> Sequence[StoredEvent] | None:
                 with self.datastore.get_connection() as conn:
-                    return keyed.read(conn, oid, options.get("lte"))
+                    return keyed.read(conn, originator_id, options.get("lte"))
 
             found: Sequence[StoredEvent] | None = once_more(read, self.datastore)
             if found is not None:
